@@ -1,0 +1,36 @@
+#pragma once
+#include "mpiddp/dist/communicator.hpp"
+
+namespace mpiddp::dist {
+
+// Communicator over MPI_COMM_WORLD (or a duplicate of it). Every MPI call is checked
+// through one helper that names the call and what to do next.
+class MpiCommunicator final : public Communicator {
+ public:
+  MpiCommunicator();
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void allreduce_sum(float* data, size_t count) override;
+  void allreduce_sum(double* data, size_t count) override;
+  void allreduce_max(double* data, size_t count) override;
+  void broadcast(void* data, size_t bytes, int root) override;
+  std::vector<uint64_t> allgather(uint64_t value) override;
+  void barrier() override;
+  [[noreturn]] void abort(int exit_code, const std::string& message) override;
+  std::string library_version() const override;
+  std::string host_name() const override;
+
+ private:
+  int rank_ = 0, size_ = 1;
+};
+
+// MPI_Init on construction, MPI_Finalize on destruction (unless MPI was aborted).
+class MpiRuntime {
+ public:
+  MpiRuntime(int* argc, char*** argv);
+  ~MpiRuntime();
+  MpiRuntime(const MpiRuntime&) = delete;
+  MpiRuntime& operator=(const MpiRuntime&) = delete;
+};
+
+}  // namespace mpiddp::dist

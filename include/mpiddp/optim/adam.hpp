@@ -1,0 +1,24 @@
+#pragma once
+#include "mpiddp/optim/optimizer.hpp"
+
+namespace mpiddp::optim {
+
+// torch.optim.Adam / AdamW (amsgrad off), t = step count from 1:
+//   adam:  g = grad + weight_decay * p        adamw: p *= 1 - lr * weight_decay
+//   m = beta1 m + (1 - beta1) g ;  v = beta2 v + (1 - beta2) g^2
+//   p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+template <typename T>
+class Adam final : public Optimizer<T> {
+ public:
+  Adam(const OptimizerConfig& config, Index parameters, bool decoupled_weight_decay);
+  void step(T* params, const T* grads, double lr) override;
+  std::vector<typename Optimizer<T>::StateBuffer> state_buffers() override;
+
+ private:
+  OptimizerConfig config_;
+  Index parameters_;
+  bool decoupled_;
+  std::vector<T> exp_avg_, exp_avg_sq_;  // (P) each
+};
+
+}  // namespace mpiddp::optim

@@ -1,0 +1,68 @@
+#pragma once
+// The run configuration: parsed and validated in one place, before any MPI work.
+// docs/config.md is the reference for every key.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mpiddp/data/source.hpp"
+#include "mpiddp/io/json_reader.hpp"
+#include "mpiddp/nn/sequential.hpp"
+#include "mpiddp/optim/optimizer.hpp"
+#include "mpiddp/optim/schedule.hpp"
+
+namespace mpiddp::train {
+
+using io::Json;
+
+using DataSourceConfig = data::SourceConfig;
+
+struct Config {
+  uint64_t seed = 0;
+  std::string dtype = "float32";
+  Index model_inputs = 0;  // 0: taken from the training data
+  std::vector<nn::LayerSpec> layers;
+  std::string loss = "mse";
+  DataSourceConfig train_data;
+  std::optional<DataSourceConfig> eval_data;
+  bool shuffle = true;
+  bool drop_last = false;
+  Index batch_global = 0;    // exactly one of batch_global and batch_per_rank is set
+  Index batch_per_rank = 0;
+  optim::OptimizerConfig optimizer;
+  optim::ScheduleConfig schedule;
+  int64_t epochs = 4;
+  bool sync = true;
+  int64_t check_every_steps = 0;  // 0: check replicas at the end only
+  std::string log_path;           // "": no JSON Lines file
+  int64_t log_every_steps = 1;
+
+  Json resolved;  // the full resolved config, defaults filled in, as logged in the run record
+
+  // Per-rank and global batch sizes for a world size; a ConfigError if they do not divide.
+  Index per_rank_batch(int world_size) const;
+  Index global_batch(int world_size) const;
+};
+
+// The built-in default experiment: 256 samples of synthetic_regression (6 features, noise
+// 0.1); 6 -> linear 48 -> tanh -> linear 48 -> tanh -> linear 1; mse; sgd lr 0.03;
+// global batch 64; 4 epochs; shuffle on.
+Json default_experiment();
+
+// Validates a user config and fills in the defaults. Throws ConfigError naming the key.
+Config parse_config(const Json& user);
+
+// Applies "--set a.b.c=VALUE": VALUE is parsed as JSON when it is valid JSON, otherwise
+// taken as a string. Intermediate objects are created; array elements are addressed by
+// index ("model.layers.0.out=64"). Unknown keys are caught later by parse_config.
+void apply_override(Json& user, const std::string& assignment);
+
+// Reads a JSON config file; a ConfigError names the file and the line of a syntax error.
+Json read_config_file(const std::string& path);
+
+// The hash every rank compares with rank 0's: the resolved config less the keys that
+// may legitimately differ between ranks or runs (log.path).
+uint64_t config_hash(const Config& config);
+
+}  // namespace mpiddp::train

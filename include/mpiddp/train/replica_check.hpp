@@ -1,0 +1,22 @@
+#pragma once
+// Verifies that every rank holds bit-identical parameters.
+#include <string>
+
+#include "mpiddp/core/types.hpp"
+#include "mpiddp/dist/communicator.hpp"
+
+namespace mpiddp::train {
+
+struct ReplicaReport {
+  std::string checksum;      // rank 0's parameter checksum (FNV-1a of the bytes, hex)
+  bool identical = true;     // every rank's checksum equals rank 0's and the max difference is 0
+  double max_diff = 0.0;     // largest |p - p_rank0| over all ranks and parameters
+  int first_differing_rank = -1;
+};
+
+// A collective: every rank calls it with its parameters (P) and a scratch buffer of P
+// elements that receives rank 0's parameters. Every rank gets the same report.
+template <typename T>
+ReplicaReport check_replicas(dist::Communicator& comm, const T* params, Index count, T* scratch);
+
+}  // namespace mpiddp::train

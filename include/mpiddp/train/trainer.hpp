@@ -1,0 +1,96 @@
+#pragma once
+// The data-parallel trainer: every rank runs this same loop on its own shard.
+//
+// One step (see docs/design.md):
+//   1. the sampler gives this rank its b = B/N samples of global batch k;
+//   2. forward and backward on them give the gradient of this rank's mean loss;
+//   3. the reducer sums the gradients over ranks and divides by N (dist/gradient_reducer);
+//   4. every rank applies the same optimizer step to the same averaged gradient.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "mpiddp/data/dataset.hpp"
+#include "mpiddp/data/sampler.hpp"
+#include "mpiddp/dist/communicator.hpp"
+#include "mpiddp/dist/gradient_reducer.hpp"
+#include "mpiddp/io/jsonl_log.hpp"
+#include "mpiddp/nn/loss.hpp"
+#include "mpiddp/nn/sequential.hpp"
+#include "mpiddp/optim/optimizer.hpp"
+#include "mpiddp/train/config.hpp"
+#include "mpiddp/train/replica_check.hpp"
+
+namespace mpiddp::train {
+
+struct TrainOptions {
+  bool quiet = false;  // no table on stdout
+};
+
+struct EpochResult {
+  int64_t epoch = 0;          // 1-based
+  double eval_loss = 0.0;     // over data.eval when configured, else over the training set
+  std::optional<double> eval_accuracy;  // classification only
+  double train_loss = 0.0;    // over the whole training set, after the epoch's updates
+  double time_s = 0.0;
+  double samples_per_s = 0.0;
+};
+
+struct RunResult {
+  std::vector<EpochResult> epochs;
+  std::vector<double> step_losses;  // global mean loss of each optimizer step
+  int64_t steps = 0;
+  ReplicaReport replicas;
+  double time_s = 0.0;
+};
+
+template <typename T>
+class Trainer {
+ public:
+  Trainer(const Config& config, dist::Communicator& comm, TrainOptions options = {});
+
+  RunResult run();
+
+  // The pieces of one step, public so tests can check them in isolation.
+  // Forward and backward on the given samples of the training set: zeroes the gradients,
+  // then leaves this rank's gradient of its mean loss in model().gradients(). Returns that loss.
+  double compute_gradients(const Index* samples, Index count);
+  // Averages the gradients over ranks (and, riding along, the loss). Returns the global loss.
+  double synchronize(double local_loss);
+
+  nn::Sequential<T>& model() { return *model_; }
+  const data::Dataset<T>& train_set() const { return train_; }
+
+ private:
+  void gather(const data::Dataset<T>& set, const Index* samples, Index count);
+  nn::EvalSums evaluate(const data::Dataset<T>& set);
+  EpochResult finish_epoch(int64_t epoch, double seconds, Index samples_seen);
+  void verify_replicas(int64_t step, bool at_end, RunResult* result);
+  void start();
+
+  const Config& config_;
+  dist::Communicator& comm_;
+  TrainOptions options_;
+  data::Dataset<T> train_;
+  std::optional<data::Dataset<T>> eval_;
+  std::unique_ptr<nn::Sequential<T>> model_;
+  std::unique_ptr<nn::Loss<T>> loss_;
+  std::unique_ptr<optim::Optimizer<T>> optimizer_;
+  dist::GradientReducer<T> reducer_;
+  data::DistributedSampler sampler_;
+  Index batch_per_rank_;
+  std::unique_ptr<io::JsonlLog> log_;
+
+  // Step buffers, allocated once.
+  nn::AlignedVector<T> batch_x_;         // (features, b)
+  nn::AlignedVector<T> batch_y_;         // (outputs, b), regression
+  std::vector<int32_t> batch_labels_;    // (b), classification
+  nn::AlignedVector<T> replica_scratch_; // (P)
+  std::vector<Index> eval_chunk_;        // (b) sample indices of one evaluation chunk
+};
+
+// Builds the trainer for config.dtype and runs it.
+RunResult run_training(const Config& config, dist::Communicator& comm, TrainOptions options = {});
+
+}  // namespace mpiddp::train

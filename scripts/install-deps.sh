@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs the Debian packages mpiddp needs, and nothing when they are present.
+# Usage: scripts/install-deps.sh [--with-mpich] [--with-data] [--with-slurm]
+set -euo pipefail
+
+packages=(build-essential cmake pkg-config libopenmpi-dev openmpi-bin
+          libeigen3-dev nlohmann-json3-dev libgtest-dev zlib1g-dev)
+for arg in "$@"; do
+  case "$arg" in
+    --with-mpich) packages+=(mpich libmpich-dev) ;;
+    --with-data)  packages+=(dataset-fashion-mnist) ;;
+    --with-slurm) packages+=(slurm-wlm munge libpmix-dev) ;;
+    *) echo "install-deps.sh: unknown option '$arg'" >&2; exit 2 ;;
+  esac
+done
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "install-deps.sh: installing ${missing[*]}" >&2
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "install-deps.sh: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  sudo_cmd=(sudo)
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,22 @@
+#include "mpiddp/dist/local_communicator.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace mpiddp::dist {
+
+void LocalCommunicator::abort(int exit_code, const std::string& message) {
+  std::fprintf(stderr, "rank 0: %s\n", message.c_str());
+  std::fflush(stderr);
+  std::_Exit(exit_code);
+}
+
+std::string LocalCommunicator::host_name() const {
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  return name;
+}
+
+}  // namespace mpiddp::dist

@@ -1,0 +1,101 @@
+#include "mpiddp/dist/mpi_communicator.hpp"
+
+#include <mpi.h>
+
+#include <cstdio>
+#include <string>
+
+#include "mpiddp/core/error.hpp"
+
+namespace mpiddp::dist {
+
+namespace {
+
+// Every MPI call goes through here: a failure says which call, on which rank, and what to
+// check, then ends the job (a failed collective leaves the other ranks waiting in it).
+void check_mpi(int code, const char* call) {
+  if (code == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  int rank = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::fprintf(stderr,
+               "rank %d: %s failed: %s\n"
+               "  (a peer rank may have died; check the other ranks' messages above)\n",
+               rank, call, text);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, kExitFailure);
+}
+
+}  // namespace
+
+MpiCommunicator::MpiCommunicator() {
+  check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &rank_), "MPI_Comm_rank");
+  check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &size_), "MPI_Comm_size");
+}
+
+void MpiCommunicator::allreduce_sum(float* data, size_t count) {
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM,
+                          MPI_COMM_WORLD),
+            "MPI_Allreduce(float, sum)");
+}
+
+void MpiCommunicator::allreduce_sum(double* data, size_t count) {
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_DOUBLE, MPI_SUM,
+                          MPI_COMM_WORLD),
+            "MPI_Allreduce(double, sum)");
+}
+
+void MpiCommunicator::allreduce_max(double* data, size_t count) {
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_DOUBLE, MPI_MAX,
+                          MPI_COMM_WORLD),
+            "MPI_Allreduce(double, max)");
+}
+
+void MpiCommunicator::broadcast(void* data, size_t bytes, int root) {
+  // MPI counts are int: large buffers go in chunks of at most 1 GiB.
+  constexpr size_t kChunk = size_t{1} << 30;
+  auto* p = static_cast<char*>(data);
+  for (size_t done = 0; done < bytes; done += kChunk) {
+    const size_t n = bytes - done < kChunk ? bytes - done : kChunk;
+    check_mpi(MPI_Bcast(p + done, static_cast<int>(n), MPI_BYTE, root, MPI_COMM_WORLD),
+              "MPI_Bcast");
+  }
+}
+
+std::vector<uint64_t> MpiCommunicator::allgather(uint64_t value) {
+  std::vector<uint64_t> values(size_);
+  check_mpi(MPI_Allgather(&value, 1, MPI_UINT64_T, values.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD),
+            "MPI_Allgather");
+  return values;
+}
+
+void MpiCommunicator::barrier() { check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+
+void MpiCommunicator::abort(int exit_code, const std::string& message) {
+  std::fprintf(stderr, "rank %d: %s\n", rank_, message.c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::_Exit(exit_code);  // MPI_Abort does not return; this satisfies [[noreturn]]
+}
+
+std::string MpiCommunicator::library_version() const {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int length = 0;
+  MPI_Get_library_version(text, &length);
+  std::string version(text, static_cast<size_t>(length));
+  const auto newline = version.find('\n');
+  if (newline != std::string::npos) version.resize(newline);
+  while (!version.empty() && (version.back() == ' ' || version.back() == '\0')) version.pop_back();
+  return version;
+}
+
+std::string MpiCommunicator::host_name() const {
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int length = 0;
+  MPI_Get_processor_name(name, &length);
+  return std::string(name, static_cast<size_t>(length));
+}
+
+}  // namespace mpiddp::dist

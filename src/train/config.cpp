@@ -1,0 +1,251 @@
+#include "mpiddp/train/config.hpp"
+
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "mpiddp/core/error.hpp"
+#include "mpiddp/core/hash.hpp"
+
+namespace mpiddp::train {
+
+namespace {
+
+constexpr int64_t kMaxCount = int64_t{1} << 40;
+constexpr double kHuge = std::numeric_limits<double>::max();
+
+DataSourceConfig parse_data_source(io::JsonSection& s) {
+  DataSourceConfig d;
+  d.source = s.required_choice("source", {"synthetic_regression", "synthetic_classification"});
+  auto& syn = d.synthetic;
+  syn.source = d.source;
+  syn.samples = s.integer("samples", 256, 1, kMaxCount);
+  syn.features = s.integer("features", 6, 1, 1 << 24);
+  syn.seed = static_cast<uint64_t>(s.integer("seed", 0, 0, std::numeric_limits<int64_t>::max()));
+  if (d.source == "synthetic_regression") {
+    syn.outputs = s.integer("outputs", 1, 1, 1 << 20);
+    syn.noise = s.number("noise", 0.1, 0.0, 1e6);
+  } else {
+    syn.classes = s.integer("classes", 10, 2, 1 << 20);
+    syn.generator = s.choice("generator", "teacher", {"teacher", "blobs"});
+    if (syn.generator == "blobs") syn.spread = s.number("spread", 3.0, 0.0, 1e6);
+  }
+  return d;
+}
+
+std::vector<nn::LayerSpec> parse_layers(io::JsonSection& model) {
+  const Json* layers = model.raw("layers");
+  if (!layers) throw ConfigError("model.layers", "required key is missing");
+  if (!layers->is_array() || layers->empty())
+    throw ConfigError("model.layers", "expected a non-empty list of layers like "
+                                      "[{\"type\":\"linear\",\"out\":48}, {\"type\":\"tanh\"}]");
+  std::vector<nn::LayerSpec> specs;
+  Json resolved = Json::array();
+  for (size_t i = 0; i < layers->size(); ++i) {
+    io::JsonSection layer(&(*layers)[i], "model.layers[" + std::to_string(i) + "]");
+    nn::LayerSpec spec;
+    spec.type = layer.required_choice("type", {"linear", "tanh", "relu", "sigmoid", "gelu"});
+    if (spec.type == "linear") {
+      if (!layer.has("out")) throw ConfigError(layer.key_path("out"), "required key is missing");
+      spec.out = layer.integer("out", 0, 1, 1 << 24);
+    }
+    layer.finish();
+    resolved.push_back(layer.resolved());
+    specs.push_back(spec);
+  }
+  model.put("layers", resolved);
+  return specs;
+}
+
+optim::OptimizerConfig parse_optimizer(io::JsonSection& s) {
+  optim::OptimizerConfig o;
+  o.type = s.choice("type", "sgd", {"sgd", "adam", "adamw"});
+  o.lr = s.number("lr", 0.03, 0.0, kHuge);
+  if (o.type == "sgd") {
+    o.momentum = s.number("momentum", 0.0, 0.0, kHuge);
+    o.dampening = s.number("dampening", 0.0, 0.0, 1.0);
+    o.nesterov = s.boolean("nesterov", false);
+    o.weight_decay = s.number("weight_decay", 0.0, 0.0, kHuge);
+    if (o.nesterov && (o.momentum <= 0.0 || o.dampening != 0.0))
+      throw ConfigError("optimizer.nesterov", "nesterov needs momentum > 0 and dampening 0");
+  } else {
+    o.weight_decay = s.number("weight_decay", o.type == "adamw" ? 0.01 : 0.0, 0.0, kHuge);
+    o.eps = s.number("eps", 1e-8, 0.0, kHuge);
+    const Json* betas = s.raw("betas");
+    if (betas) {
+      const bool valid = betas->is_array() && betas->size() == 2 && (*betas)[0].is_number() &&
+                         (*betas)[1].is_number();
+      if (!valid) throw ConfigError("optimizer.betas", "expected two numbers like [0.9, 0.999]");
+      o.beta1 = (*betas)[0].get<double>();
+      o.beta2 = (*betas)[1].get<double>();
+      if (o.beta1 < 0 || o.beta1 >= 1 || o.beta2 < 0 || o.beta2 >= 1)
+        throw ConfigError("optimizer.betas", "each beta must be in [0, 1)");
+    }
+    s.put("betas", Json::array({o.beta1, o.beta2}));
+  }
+  return o;
+}
+
+optim::ScheduleConfig parse_schedule(io::JsonSection& s) {
+  optim::ScheduleConfig c;
+  c.type = s.choice("type", "constant", {"constant", "step", "cosine"});
+  c.unit = s.choice("unit", "epoch", {"epoch", "step"});
+  if (c.type == "step") {
+    c.step_size = s.integer("step_size", 1, 1, kMaxCount);
+    c.gamma = s.number("gamma", 0.1, 0.0, kHuge);
+  }
+  if (c.type == "cosine") {
+    c.t_max = s.integer("t_max", 0, 0, kMaxCount);
+    c.eta_min = s.number("eta_min", 0.0, 0.0, kHuge);
+  }
+  c.warmup_steps = s.integer("warmup_steps", 0, 0, kMaxCount);
+  return c;
+}
+
+}  // namespace
+
+Index Config::per_rank_batch(int world_size) const {
+  if (batch_per_rank > 0) return batch_per_rank;
+  if (batch_global % world_size != 0)
+    throw ConfigError("batch.global", "global batch " + std::to_string(batch_global) +
+                                          " is not divisible by the world size " +
+                                          std::to_string(world_size) +
+                                          "; choose a multiple of it, or set batch.per_rank");
+  return batch_global / world_size;
+}
+
+Index Config::global_batch(int world_size) const { return per_rank_batch(world_size) * world_size; }
+
+Json default_experiment() {
+  return Json::parse(R"({
+    "seed": 0,
+    "dtype": "float32",
+    "model": {"inputs": 6, "layers": [
+      {"type": "linear", "out": 48}, {"type": "tanh"},
+      {"type": "linear", "out": 48}, {"type": "tanh"},
+      {"type": "linear", "out": 1}]},
+    "loss": "mse",
+    "data": {"train": {"source": "synthetic_regression", "samples": 256, "features": 6, "noise": 0.1}},
+    "sampler": {"shuffle": true, "drop_last": false},
+    "batch": {"global": 64},
+    "optimizer": {"type": "sgd", "lr": 0.03},
+    "epochs": 4
+  })");
+}
+
+Config parse_config(const Json& user) {
+  Config c;
+  io::JsonSection root(&user, "");
+  c.seed = static_cast<uint64_t>(root.integer("seed", 0, 0, std::numeric_limits<int64_t>::max()));
+  c.dtype = root.choice("dtype", "float32", {"float32", "float64"});
+  {
+    auto model = root.section("model");
+    if (!user.contains("model")) throw ConfigError("model", "required key is missing");
+    c.model_inputs = model.integer("inputs", 0, 0, 1 << 24);
+    c.layers = parse_layers(model);
+    model.finish();
+  }
+  c.loss = root.choice("loss", "mse", {"mse", "cross_entropy"});
+  {
+    auto data = root.section("data");
+    if (!data.has("train")) throw ConfigError("data.train", "required key is missing");
+    auto train = data.section("train");
+    c.train_data = parse_data_source(train);
+    train.finish();
+    if (data.has("eval")) {
+      auto eval = data.section("eval");
+      c.eval_data = parse_data_source(eval);
+      eval.finish();
+    } else {
+      data.accept("eval");
+    }
+    data.finish();
+  }
+  {
+    auto sampler = root.section("sampler");
+    c.shuffle = sampler.boolean("shuffle", true);
+    c.drop_last = sampler.boolean("drop_last", false);
+    sampler.finish();
+  }
+  {
+    auto batch = root.section("batch");
+    const bool global = batch.has("global"), per_rank = batch.has("per_rank");
+    if (global == per_rank)
+      throw ConfigError("batch", "set exactly one of batch.global and batch.per_rank");
+    if (global) c.batch_global = batch.integer("global", 0, 1, kMaxCount);
+    if (per_rank) c.batch_per_rank = batch.integer("per_rank", 0, 1, kMaxCount);
+    batch.finish();
+  }
+  {
+    auto optimizer = root.section("optimizer");
+    c.optimizer = parse_optimizer(optimizer);
+    optimizer.finish();
+  }
+  {
+    auto schedule = root.section("schedule");
+    c.schedule = parse_schedule(schedule);
+    schedule.finish();
+  }
+  c.epochs = root.integer("epochs", 4, 1, kMaxCount);
+  c.sync = root.boolean("sync", true);
+  c.check_every_steps = root.integer("check_every_steps", 0, 0, kMaxCount);
+  {
+    auto log = root.section("log");
+    c.log_path = log.text("path", "");
+    c.log_every_steps = log.integer("every_steps", 1, 1, kMaxCount);
+    log.finish();
+  }
+  root.finish();
+  c.resolved = root.resolved();
+  return c;
+}
+
+void apply_override(Json& user, const std::string& assignment) {
+  const auto equals = assignment.find('=');
+  if (equals == std::string::npos || equals == 0)
+    throw ConfigError("--set", "expected KEY=VALUE like optimizer.lr=0.1, got '" + assignment + "'");
+  const std::string key = assignment.substr(0, equals);
+  const std::string text = assignment.substr(equals + 1);
+  Json value = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (value.is_discarded()) value = text;  // a bare word: a string value
+
+  Json* node = &user;
+  const auto parts = io::split_key_path(key);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const bool last = i + 1 == parts.size();
+    if (node->is_array()) {
+      size_t index = 0;
+      try {
+        index = std::stoul(parts[i]);
+      } catch (const std::exception&) {
+        throw ConfigError(key, "'" + parts[i] + "' is not a list index");
+      }
+      if (index >= node->size())
+        throw ConfigError(key, "index " + parts[i] + " is past the end of a list of " +
+                                   std::to_string(node->size()));
+      node = &(*node)[index];
+    } else {
+      if (!node->is_object()) *node = Json::object();
+      node = &(*node)[parts[i]];
+    }
+    if (last) *node = value;
+  }
+}
+
+Json read_config_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError(path, "cannot open the config file");
+  try {
+    return Json::parse(in, nullptr, true, /*ignore_comments=*/true);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw ConfigError(path, std::string("not valid JSON: ") + e.what());
+  }
+}
+
+uint64_t config_hash(const Config& config) {
+  Json hashed = config.resolved;
+  if (hashed.contains("log")) hashed["log"].erase("path");
+  return fnv1a(hashed.dump());
+}
+
+}  // namespace mpiddp::train

@@ -1,0 +1,37 @@
+#include "mpiddp/train/replica_check.hpp"
+
+#include <cmath>
+#include <cstring>
+
+#include "mpiddp/core/hash.hpp"
+
+namespace mpiddp::train {
+
+template <typename T>
+ReplicaReport check_replicas(dist::Communicator& comm, const T* params, Index count, T* scratch) {
+  ReplicaReport report;
+  const auto bytes = static_cast<size_t>(count) * sizeof(T);
+  const auto checksums = comm.allgather(fnv1a(params, bytes));
+  report.checksum = hex64(checksums[0]);
+  for (size_t r = 1; r < checksums.size(); ++r)
+    if (checksums[r] != checksums[0] && report.first_differing_rank < 0)
+      report.first_differing_rank = static_cast<int>(r);
+
+  // The checksum says whether; the difference says how far: both are worth reporting.
+  if (comm.rank() == 0) std::memcpy(scratch, params, bytes);
+  comm.broadcast(scratch, bytes, 0);
+  double max_diff = 0.0;
+  for (Index i = 0; i < count; ++i) {
+    const double d = std::fabs(static_cast<double>(params[i]) - static_cast<double>(scratch[i]));
+    if (!(d <= max_diff)) max_diff = d;  // also catches NaN
+  }
+  comm.allreduce_max(&max_diff, 1);
+  report.max_diff = max_diff;
+  report.identical = report.first_differing_rank < 0 && max_diff == 0.0;
+  return report;
+}
+
+template ReplicaReport check_replicas<float>(dist::Communicator&, const float*, Index, float*);
+template ReplicaReport check_replicas<double>(dist::Communicator&, const double*, Index, double*);
+
+}  // namespace mpiddp::train

@@ -1,0 +1,284 @@
+#include "mpiddp/train/trainer.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "mpiddp/core/error.hpp"
+#include "mpiddp/core/hash.hpp"
+#include "mpiddp/data/source.hpp"
+#include "mpiddp/optim/schedule.hpp"
+
+namespace mpiddp::train {
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+template <typename T>
+void check_data_fits(const Config& c, const data::Dataset<T>& set, const std::string& key,
+                     Index inputs, Index outputs) {
+  if (set.features != inputs)
+    throw ConfigError(key, "has " + std::to_string(set.features) + " features but model.inputs is " +
+                               std::to_string(inputs));
+  if (c.loss == "cross_entropy") {
+    if (!set.is_classification())
+      throw ConfigError("loss", "cross_entropy needs class labels, but " + key + " (" + set.name +
+                                    ") is a regression dataset; use \"mse\"");
+    if (set.classes != outputs)
+      throw ConfigError("model.layers", "the last layer has " + std::to_string(outputs) +
+                                            " outputs but " + key + " has " +
+                                            std::to_string(set.classes) + " classes");
+  } else {
+    if (set.is_classification())
+      throw ConfigError("loss", "mse needs regression targets, but " + key + " (" + set.name +
+                                    ") has class labels; use \"cross_entropy\"");
+    if (set.outputs != outputs)
+      throw ConfigError("model.layers", "the last layer has " + std::to_string(outputs) +
+                                            " outputs but " + key + " has " +
+                                            std::to_string(set.outputs) + " targets per sample");
+  }
+}
+
+}  // namespace
+
+template <typename T>
+Trainer<T>::Trainer(const Config& config, dist::Communicator& comm, TrainOptions options)
+    : config_(config), comm_(comm), options_(options),
+      train_(data::load_source<T>(config.train_data, config.seed, "train")),
+      reducer_(comm),
+      sampler_(train_.samples, comm.rank(), comm.size(), config.shuffle, config.drop_last,
+               config.seed),
+      batch_per_rank_(config.per_rank_batch(comm.size())) {
+  if (config.eval_data) eval_ = data::load_source<T>(*config.eval_data, config.seed, "eval");
+  const Index inputs = config.model_inputs > 0 ? config.model_inputs : train_.features;
+  // One extra gradient slot carries the loss: Note [the loss rides with the gradients].
+  model_ = std::make_unique<nn::Sequential<T>>(inputs, config.layers, batch_per_rank_, 1);
+  check_data_fits(config, train_, "data.train", inputs, model_->outputs());
+  if (eval_) check_data_fits(config, *eval_, "data.eval", inputs, model_->outputs());
+  if (sampler_.per_rank() == 0)
+    throw ConfigError("data.train.samples", "fewer samples than ranks with drop_last: every "
+                                            "rank would get an empty epoch");
+  loss_ = nn::make_loss<T>(config.loss);
+  optimizer_ = optim::make_optimizer<T>(config.optimizer, model_->parameter_count());
+  // Only rank 0 writes the log; the other ranks hold a disabled one.
+  log_ = comm.rank() == 0 && !config.log_path.empty()
+             ? std::make_unique<io::JsonlLog>(config.log_path)
+             : std::make_unique<io::JsonlLog>();
+  batch_x_.assign(inputs * batch_per_rank_, T(0));
+  batch_y_.assign(std::max<Index>(train_.outputs, eval_ ? eval_->outputs : 0) * batch_per_rank_, T(0));
+  batch_labels_.assign(batch_per_rank_, 0);
+  replica_scratch_.assign(model_->parameter_count(), T(0));
+}
+
+template <typename T>
+void Trainer<T>::gather(const data::Dataset<T>& set, const Index* samples, Index count) {
+  const auto x_bytes = static_cast<size_t>(set.features) * sizeof(T);
+  for (Index j = 0; j < count; ++j) {
+    const Index i = samples[j];
+    std::memcpy(batch_x_.data() + j * set.features, set.x + i * set.features, x_bytes);
+    if (set.is_classification()) {
+      batch_labels_[j] = set.labels[i];
+    } else {
+      std::memcpy(batch_y_.data() + j * set.outputs, set.y + i * set.outputs,
+                  static_cast<size_t>(set.outputs) * sizeof(T));
+    }
+  }
+}
+
+template <typename T>
+double Trainer<T>::compute_gradients(const Index* samples, Index count) {
+  gather(train_, samples, count);
+  ConstMatrixView<T> x(batch_x_.data(), train_.features, count);
+  model_->zero_gradients();
+  const auto out = model_->forward(x);
+  const nn::BatchTargets<T> targets{batch_y_.data(), batch_labels_.data()};
+  const double loss = loss_->forward_backward(out, targets, model_->output_gradient());
+  model_->backward(x);
+  return loss;
+}
+
+template <typename T>
+double Trainer<T>::synchronize(double local_loss) {
+  // Note [the loss rides with the gradients]: the step's reported loss is the mean over the
+  // whole global batch, not rank 0's shard. Every rank's shard has the same size, so that
+  // is the mean of the per-rank losses: exactly what the reducer computes for a gradient.
+  // Putting the loss in one slot after the gradients gets it for free in the same
+  // allreduce, without a second round trip. A NaN or Inf on any rank also lands there.
+  const Index p = model_->parameter_count();
+  T* grads = model_->gradients();
+  grads[p] = static_cast<T>(local_loss);
+  reducer_.reduce(grads, static_cast<size_t>(p + 1));
+  return static_cast<double>(grads[p]);
+}
+
+template <typename T>
+nn::EvalSums Trainer<T>::evaluate(const data::Dataset<T>& set) {
+  // Rank r evaluates samples r, r+N, r+2N, ... with no padding, so each sample counts once;
+  // the sums are reduced in double, which makes the result independent of N to ~1e-16.
+  nn::EvalSums sums;
+  const Index n = set.samples, world = comm_.size();
+  std::vector<Index>& chunk = eval_chunk_;
+  for (Index first = comm_.rank(); first < n; first += world * batch_per_rank_) {
+    Index count = 0;
+    for (Index i = first; i < n && count < batch_per_rank_; i += world) chunk[count++] = i;
+    gather(set, chunk.data(), count);
+    ConstMatrixView<T> x(batch_x_.data(), set.features, count);
+    const nn::BatchTargets<T> targets{batch_y_.data(), batch_labels_.data()};
+    loss_->accumulate(model_->forward(x), targets, sums);
+  }
+  double totals[2] = {sums.loss_sum, sums.correct};
+  comm_.allreduce_sum(totals, 2);
+  return {totals[0] / static_cast<double>(n), totals[1] / static_cast<double>(n)};
+}
+
+template <typename T>
+EpochResult Trainer<T>::finish_epoch(int64_t epoch, double train_seconds, Index samples_seen) {
+  const auto start = std::chrono::steady_clock::now();
+  EpochResult e;
+  e.epoch = epoch;
+  const nn::EvalSums on_train = evaluate(train_);
+  e.train_loss = on_train.loss_sum;
+  const nn::EvalSums on_eval = eval_ ? evaluate(*eval_) : on_train;
+  e.eval_loss = on_eval.loss_sum;
+  if (loss_->is_classification()) e.eval_accuracy = on_eval.correct;
+  e.time_s = train_seconds + seconds_since(start);
+  e.samples_per_s = static_cast<double>(samples_seen) / train_seconds;
+
+  if (comm_.rank() == 0) {
+    Json record = {{"kind", "epoch"}, {"epoch", e.epoch}, {"eval_loss", e.eval_loss}};
+    if (e.eval_accuracy) record["eval_accuracy"] = *e.eval_accuracy;
+    if (eval_) record["train_loss"] = e.train_loss;
+    record["time_s"] = e.time_s;
+    record["samples_per_s"] = e.samples_per_s;
+    log_->write(record);
+    if (!options_.quiet) {
+      char accuracy[32] = "-";
+      if (e.eval_accuracy) std::snprintf(accuracy, sizeof accuracy, "%.4f", *e.eval_accuracy);
+      std::printf("%6lld  %14.8g  %9s  %8.3f  %10.0f\n", static_cast<long long>(e.epoch),
+                  e.eval_loss, accuracy, e.time_s, e.samples_per_s);
+      std::fflush(stdout);
+    }
+  }
+  return e;
+}
+
+template <typename T>
+void Trainer<T>::verify_replicas(int64_t step, bool at_end, RunResult* result) {
+  const ReplicaReport report = check_replicas<T>(comm_, model_->parameters(),
+                                                 model_->parameter_count(), replica_scratch_.data());
+  if (result) result->replicas = report;
+  if (config_.sync && !report.identical) {
+    char text[256];
+    std::snprintf(text, sizeof text,
+                  "replicas diverged at step %lld: rank %d's parameters differ from rank 0's "
+                  "(max |difference| %.9g) although gradients are synchronised",
+                  static_cast<long long>(step), report.first_differing_rank, report.max_diff);
+    throw Error(kExitDivergence, text);
+  }
+  if (at_end && !config_.sync && comm_.rank() == 0 && !options_.quiet) {
+    std::printf("sync is off: replicas %s (max_replica_diff %.9g): each rank learned only "
+                "from its own shard\n",
+                report.identical ? "are still identical" : "drifted apart", report.max_diff);
+  }
+}
+
+template <typename T>
+void Trainer<T>::start() {
+  model_->initialize(config_.seed);
+  // Rank 0's initial parameters are everyone's: replicas start identical even if a rank's
+  // initialisation differed (another build, another libm).
+  comm_.broadcast(model_->parameters(),
+                  static_cast<size_t>(model_->parameter_count()) * sizeof(T), 0);
+  const uint64_t mine = mix_seed(config_hash(config_), fnv1a(model_->describe()));
+  const auto all = comm_.allgather(mine);
+  for (size_t r = 1; r < all.size(); ++r)
+    if (all[r] != all[0])
+      throw Error(kExitConfig, "rank " + std::to_string(r) +
+                                   "'s config or model differs from rank 0's (hash " +
+                                   hex64(all[r]) + " vs " + hex64(all[0]) +
+                                   "): every rank must run the same config and build");
+  if (comm_.rank() == 0) {
+    log_->write({{"kind", "run"},
+                {"world_size", comm_.size()},
+                {"config", config_.resolved},
+                {"version", MPIDDP_VERSION},
+                {"mpi_library", comm_.library_version()},
+                {"parameters", model_->parameter_count()},
+                {"model", model_->describe()}});
+    if (!options_.quiet) {
+      std::printf("mpiddp %s: %d rank%s, model %s (%lld parameters), global batch %lld, %s\n",
+                  MPIDDP_VERSION, comm_.size(), comm_.size() == 1 ? "" : "s",
+                  model_->describe().c_str(), static_cast<long long>(model_->parameter_count()),
+                  static_cast<long long>(batch_per_rank_ * comm_.size()), config_.dtype.c_str());
+      std::printf("%6s  %14s  %9s  %8s  %10s\n", "epoch", "eval_loss", "eval_acc", "time_s",
+                  "samples/s");
+      std::fflush(stdout);
+    }
+  }
+}
+
+template <typename T>
+RunResult Trainer<T>::run() {
+  const auto run_start = std::chrono::steady_clock::now();
+  eval_chunk_.assign(batch_per_rank_, 0);
+  start();
+  RunResult result;
+  const Index per_rank = sampler_.per_rank();
+  const Index steps_per_epoch = (per_rank + batch_per_rank_ - 1) / batch_per_rank_;
+  const int64_t total_steps = steps_per_epoch * config_.epochs;
+  result.step_losses.reserve(static_cast<size_t>(total_steps));
+  int64_t step = 0;
+  for (int64_t epoch = 1; epoch <= config_.epochs; ++epoch) {
+    sampler_.set_epoch(epoch - 1);
+    const auto epoch_start = std::chrono::steady_clock::now();
+    for (Index k = 0; k < steps_per_epoch; ++k) {
+      const Index first = k * batch_per_rank_;
+      const Index count = std::min(batch_per_rank_, per_rank - first);
+      const double local_loss = compute_gradients(sampler_.indices().data() + first, count);
+      double loss = local_loss;
+      if (config_.sync) {
+        loss = synchronize(local_loss);
+      } else {
+        comm_.allreduce_sum(&loss, 1);  // only to report the global mean
+        loss /= comm_.size();
+      }
+      ++step;
+      const double lr = optim::scheduled_lr(config_.schedule, config_.optimizer.lr, step, epoch,
+                                            total_steps, config_.epochs);
+      optimizer_->step(model_->parameters(), model_->gradients(), lr);
+      result.step_losses.push_back(loss);
+      if (comm_.rank() == 0 && step % config_.log_every_steps == 0)
+        log_->write({{"kind", "step"}, {"epoch", epoch}, {"step", step}, {"loss", loss}, {"lr", lr}});
+      if (config_.check_every_steps > 0 && step % config_.check_every_steps == 0)
+        verify_replicas(step, false, nullptr);
+    }
+    result.epochs.push_back(finish_epoch(epoch, seconds_since(epoch_start),
+                                         per_rank * comm_.size()));
+  }
+  result.steps = step;
+  verify_replicas(step, true, &result);
+  result.time_s = seconds_since(run_start);
+  if (comm_.rank() == 0)
+    log_->write({{"kind", "end"},
+                {"steps", result.steps},
+                {"param_checksum", result.replicas.checksum},
+                {"replicas_identical", result.replicas.identical},
+                {"max_replica_diff", result.replicas.max_diff},
+                {"time_s", result.time_s}});
+  return result;
+}
+
+RunResult run_training(const Config& config, dist::Communicator& comm, TrainOptions options) {
+  if (config.dtype == "float64") return Trainer<double>(config, comm, options).run();
+  return Trainer<float>(config, comm, options).run();
+}
+
+template class Trainer<float>;
+template class Trainer<double>;
+
+}  // namespace mpiddp::train

@@ -1,0 +1,36 @@
+// mpiddp: data-parallel training over MPI. See README.md and docs/.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "commands.hpp"
+#include "mpiddp/core/error.hpp"
+
+namespace {
+
+const char* kUsage =
+    "usage: mpiddp COMMAND [ARGS]\n"
+    "\n"
+    "commands:\n"
+    "  train [CONFIG.json] [--set KEY=VALUE]... [--log PATH] [--no-sync] [--quiet]\n"
+    "        train data-parallel; launch with mpirun -np N. Without CONFIG, runs the\n"
+    "        built-in default experiment.\n"
+    "\n"
+    "  mpiddp --version | --help\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? mpiddp::kExitConfig : mpiddp::kExitOk;
+  }
+  const std::string command = argv[1];
+  if (command == "--version") {
+    std::printf("mpiddp %s\n", MPIDDP_VERSION);
+    return mpiddp::kExitOk;
+  }
+  if (command == "train") return mpiddp::tools::train_command(argc - 1, argv + 1);
+  std::fprintf(stderr, "mpiddp: unknown command '%s'\n\n%s", command.c_str(), kUsage);
+  return mpiddp::kExitConfig;
+}

@@ -1,0 +1,79 @@
+// mpiddp train: parse the command line and config on every rank, then train.
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "mpiddp/core/error.hpp"
+#include "mpiddp/dist/mpi_communicator.hpp"
+#include "mpiddp/train/config.hpp"
+#include "mpiddp/train/trainer.hpp"
+
+namespace mpiddp::tools {
+
+namespace {
+
+struct TrainArgs {
+  std::string config_path;  // "": the built-in default experiment
+  std::vector<std::string> overrides;
+  train::TrainOptions options;
+};
+
+TrainArgs parse_train_args(int argc, char** argv) {
+  TrainArgs args;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&](const char* flag) -> std::string {
+      if (i + 1 >= argc) throw ConfigError(flag, "needs a value");
+      return argv[++i];
+    };
+    if (arg == "--set") {
+      args.overrides.push_back(value("--set"));
+    } else if (arg.rfind("--set=", 0) == 0) {
+      args.overrides.push_back(arg.substr(6));
+    } else if (arg == "--log") {
+      args.overrides.push_back("log.path=\"" + value("--log") + "\"");
+    } else if (arg == "--no-sync") {
+      args.overrides.push_back("sync=false");
+    } else if (arg == "--quiet") {
+      args.options.quiet = true;
+    } else if (!arg.empty() && arg[0] == '-') {
+      throw ConfigError(arg, "unknown option; see mpiddp --help");
+    } else if (args.config_path.empty()) {
+      args.config_path = arg;
+    } else {
+      throw ConfigError(arg, "only one config file may be given");
+    }
+  }
+  return args;
+}
+
+}  // namespace
+
+int train_command(int argc, char** argv) {
+  dist::MpiRuntime runtime(&argc, &argv);
+  dist::MpiCommunicator comm;
+  train::Config config;
+  // Every rank parses the same command line and file, so a bad config fails identically
+  // everywhere: each rank returns the exit code on its own, and only rank 0 prints.
+  try {
+    const TrainArgs args = parse_train_args(argc, argv);
+    train::Json user = args.config_path.empty() ? train::default_experiment()
+                                                : train::read_config_file(args.config_path);
+    for (const auto& assignment : args.overrides) train::apply_override(user, assignment);
+    config = train::parse_config(user);
+    train::run_training(config, comm, args.options);
+  } catch (const ConfigError& e) {
+    if (comm.rank() == 0) std::fprintf(stderr, "mpiddp: %s\n", e.what());
+    return e.code();
+  } catch (const Error& e) {
+    // Not every failure is seen by every rank: abort the job so no rank waits forever.
+    comm.abort(e.code(), e.what());
+  } catch (const std::exception& e) {
+    comm.abort(kExitFailure, std::string("unexpected error: ") + e.what());
+  }
+  return kExitOk;
+}
+
+}  // namespace mpiddp::tools
