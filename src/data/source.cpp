@@ -7,9 +7,9 @@ namespace mpiddp::data {
 
 template <typename T>
 Dataset<T> load_source(const SourceConfig& config, uint64_t run_seed, const std::string& split) {
-  const uint64_t seed =
-      config.synthetic.seed != 0 ? config.synthetic.seed : mix_seed(run_seed, fnv1a(split));
-  return make_synthetic<T>(config.synthetic, seed);
+  const uint64_t task_seed =
+      config.synthetic.seed != 0 ? config.synthetic.seed : mix_seed(run_seed, fnv1a("task"));
+  return make_synthetic<T>(config.synthetic, task_seed, mix_seed(task_seed, fnv1a(split)));
 }
 
 template Dataset<float> load_source<float>(const SourceConfig&, uint64_t, const std::string&);

@@ -19,10 +19,10 @@ struct Storage {
 // Values are drawn in double and rounded once to T, so float32 and float64 runs see the
 // same data up to that rounding.
 template <typename T>
-void fill_regression(const SyntheticConfig& c, Rng& rng, Storage<T>& s) {
+void fill_regression(const SyntheticConfig& c, Rng& task, Rng& rng, Storage<T>& s) {
   std::vector<double> x(c.samples * c.features), w(c.features * c.outputs);
+  for (double& v : w) v = task.normal();
   for (double& v : x) v = rng.normal();
-  for (double& v : w) v = rng.normal();
   s.x.assign(x.begin(), x.end());
   s.y.resize(c.samples * c.outputs);
   for (Index i = 0; i < c.samples; ++i)
@@ -34,11 +34,11 @@ void fill_regression(const SyntheticConfig& c, Rng& rng, Storage<T>& s) {
 }
 
 template <typename T>
-void fill_teacher(const SyntheticConfig& c, Rng& rng, Storage<T>& s) {
+void fill_teacher(const SyntheticConfig& c, Rng& task, Rng& rng, Storage<T>& s) {
   constexpr Index kHidden = 32;
   std::vector<double> w1(kHidden * c.features), w2(c.classes * kHidden);
-  for (double& v : w1) v = rng.normal() / std::sqrt(static_cast<double>(c.features));
-  for (double& v : w2) v = rng.normal() / std::sqrt(static_cast<double>(kHidden));
+  for (double& v : w1) v = task.normal() / std::sqrt(static_cast<double>(c.features));
+  for (double& v : w2) v = task.normal() / std::sqrt(static_cast<double>(kHidden));
   std::vector<double> x(c.features), h(kHidden);
   s.x.resize(c.samples * c.features);
   s.labels.resize(c.samples);
@@ -64,9 +64,9 @@ void fill_teacher(const SyntheticConfig& c, Rng& rng, Storage<T>& s) {
 }
 
 template <typename T>
-void fill_blobs(const SyntheticConfig& c, Rng& rng, Storage<T>& s) {
+void fill_blobs(const SyntheticConfig& c, Rng& task, Rng& rng, Storage<T>& s) {
   std::vector<double> centres(c.classes * c.features);
-  for (double& v : centres) v = c.spread * rng.normal();
+  for (double& v : centres) v = c.spread * task.normal();
   s.x.resize(c.samples * c.features);
   s.labels.resize(c.samples);
   for (Index i = 0; i < c.samples; ++i) {
@@ -80,21 +80,21 @@ void fill_blobs(const SyntheticConfig& c, Rng& rng, Storage<T>& s) {
 }  // namespace
 
 template <typename T>
-Dataset<T> make_synthetic(const SyntheticConfig& config, uint64_t seed) {
+Dataset<T> make_synthetic(const SyntheticConfig& config, uint64_t task_seed, uint64_t sample_seed) {
   auto storage = std::make_shared<Storage<T>>();
-  Rng rng(seed);
+  Rng task(task_seed), rng(sample_seed);
   Dataset<T> d;
   d.name = config.source;
   d.samples = config.samples;
   d.features = config.features;
   if (config.source == "synthetic_regression") {
-    fill_regression(config, rng, *storage);
+    fill_regression(config, task, rng, *storage);
     d.outputs = config.outputs;
   } else if (config.generator == "teacher") {
-    fill_teacher(config, rng, *storage);
+    fill_teacher(config, task, rng, *storage);
     d.classes = config.classes;
   } else {
-    fill_blobs(config, rng, *storage);
+    fill_blobs(config, task, rng, *storage);
     d.classes = config.classes;
   }
   d.x = storage->x.data();
@@ -104,7 +104,7 @@ Dataset<T> make_synthetic(const SyntheticConfig& config, uint64_t seed) {
   return d;
 }
 
-template Dataset<float> make_synthetic<float>(const SyntheticConfig&, uint64_t);
-template Dataset<double> make_synthetic<double>(const SyntheticConfig&, uint64_t);
+template Dataset<float> make_synthetic<float>(const SyntheticConfig&, uint64_t, uint64_t);
+template Dataset<double> make_synthetic<double>(const SyntheticConfig&, uint64_t, uint64_t);
 
 }  // namespace mpiddp::data

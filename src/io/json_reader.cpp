@@ -11,7 +11,10 @@ namespace {
 
 std::string describe_range(double min, double max) {
   std::ostringstream text;
-  text << "a number in [" << min << ", " << max << "]";
+  if (max >= 1e300)
+    text << "a number >= " << min;
+  else
+    text << "a number in [" << min << ", " << max << "]";
   return text.str();
 }
 

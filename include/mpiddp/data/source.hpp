@@ -13,8 +13,9 @@ struct SourceConfig {
   SyntheticConfig synthetic;
 };
 
-// Loads (or generates) a dataset. Synthetic data is seeded by synthetic.seed when set, else
-// by the run seed and the split, so train and eval sets differ and every rank agrees.
+// Loads (or generates) a dataset. Synthetic data is seeded by synthetic.seed when set, else by
+// the run seed; the split seeds the samples, so a train and an eval split share one task and
+// differ in their samples. Every rank generates the same data.
 template <typename T>
 Dataset<T> load_source(const SourceConfig& config, uint64_t run_seed, const std::string& split);
 

@@ -24,7 +24,9 @@ struct SyntheticConfig {
 // synthetic_classification/teacher: labels = argmax of a fixed random tanh network
 //   features -> 32 -> classes applied to X ~ N(0,1).
 // synthetic_classification/blobs: label uniform, x = centre[label] + N(0,1).
+// task_seed draws the task (w, the teacher, the centres); sample_seed draws the samples.
+// A train and an eval split share the task and differ in the samples.
 template <typename T>
-Dataset<T> make_synthetic(const SyntheticConfig& config, uint64_t seed);
+Dataset<T> make_synthetic(const SyntheticConfig& config, uint64_t task_seed, uint64_t sample_seed);
 
 }  // namespace mpiddp::data

@@ -1,0 +1,27 @@
+# Shared helpers for the command-line tests. Sourced; expects $MPIDDP, $MPIEXEC, $MPIEXEC_FLAGS.
+set -euo pipefail
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# run_np N ARGS...: mpiddp under the launcher with N ranks.
+run_np() {
+  local n=$1; shift
+  # shellcheck disable=SC2086  # MPIEXEC_FLAGS is a list of flags
+  "$MPIEXEC" -n "$n" $MPIEXEC_FLAGS "$MPIDDP" "$@"
+}
+
+# field NAME FILE: the values of a numeric JSON field in the epoch records, one per line.
+epoch_field() {
+  grep '"kind":"epoch"' "$2" | sed -E "s/.*\"$1\":([-0-9.eE+]+).*/\1/"
+}
+
+# expect_close A_FILE B_FILE RTOL: two files of numbers, line by line, within relative RTOL.
+expect_close() {
+  paste "$1" "$2" | awk -v rtol="$3" '
+    { d = $1 - $2; if (d < 0) d = -d; s = $2 < 0 ? -$2 : $2;
+      if (d > rtol * s) { printf "line %d: %s vs %s (rel %g > %g)\n", NR, $1, $2, d / s, rtol; bad = 1 } }
+    END { if (NR == 0) { print "no values"; exit 1 } exit bad }'
+}

@@ -1,0 +1,64 @@
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "mpiddp/dist/gradient_reducer.hpp"
+#include "mpiddp/dist/mpi_communicator.hpp"
+#include "mpiddp/train/replica_check.hpp"
+
+namespace mpiddp::dist {
+namespace {
+
+TEST(MpiCommunicator, AllreduceSumHasTheClosedForm) {
+  MpiCommunicator comm;
+  const int n = comm.size();
+  // Every rank contributes its rank: the sum is 0 + 1 + ... + (n-1) = n(n-1)/2.
+  std::vector<float> f(1000, static_cast<float>(comm.rank()));
+  std::vector<double> d(7, comm.rank() + 0.5);
+  comm.allreduce_sum(f.data(), f.size());
+  comm.allreduce_sum(d.data(), d.size());
+  for (float v : f) EXPECT_EQ(v, n * (n - 1) / 2.0f);
+  for (double v : d) EXPECT_EQ(v, n * (n - 1) / 2.0 + 0.5 * n);
+}
+
+TEST(MpiCommunicator, MaxBroadcastAllgather) {
+  MpiCommunicator comm;
+  double m = comm.rank() * 1.5;
+  comm.allreduce_max(&m, 1);
+  EXPECT_EQ(m, (comm.size() - 1) * 1.5);
+  int value = comm.rank() == 0 ? 1234 : -1;
+  comm.broadcast(&value, sizeof value, 0);
+  EXPECT_EQ(value, 1234);
+  const auto all = comm.allgather(static_cast<uint64_t>(comm.rank() * 10));
+  ASSERT_EQ(all.size(), static_cast<size_t>(comm.size()));
+  for (int r = 0; r < comm.size(); ++r) EXPECT_EQ(all[r], static_cast<uint64_t>(r * 10));
+  EXPECT_NE(comm.library_version(), "");
+}
+
+TEST(GradientReducer, AveragesOverRanks) {
+  MpiCommunicator comm;
+  // Rank r holds gradient (r + 1) * [1, 2, 3]: the mean is (n + 1)/2 * [1, 2, 3].
+  std::vector<double> g = {1.0 * (comm.rank() + 1), 2.0 * (comm.rank() + 1), 3.0 * (comm.rank() + 1)};
+  GradientReducer<double>(comm).reduce(g.data(), g.size());
+  const double mean = (comm.size() + 1) / 2.0;
+  EXPECT_DOUBLE_EQ(g[0], mean);
+  EXPECT_DOUBLE_EQ(g[1], 2 * mean);
+  EXPECT_DOUBLE_EQ(g[2], 3 * mean);
+}
+
+TEST(ReplicaCheck, FindsTheDifferingRankAndTheDifference) {
+  MpiCommunicator comm;
+  std::vector<float> params(100, 0.25f), scratch(100);
+  auto same = train::check_replicas<float>(comm, params.data(), 100, scratch.data());
+  EXPECT_TRUE(same.identical);
+  EXPECT_EQ(same.max_diff, 0.0);
+  if (comm.size() == 1) return;
+  if (comm.rank() == comm.size() - 1) params[42] += 0.5f;
+  auto differ = train::check_replicas<float>(comm, params.data(), 100, scratch.data());
+  EXPECT_FALSE(differ.identical);
+  EXPECT_EQ(differ.first_differing_rank, comm.size() - 1);
+  EXPECT_DOUBLE_EQ(differ.max_diff, 0.5);
+}
+
+}  // namespace
+}  // namespace mpiddp::dist

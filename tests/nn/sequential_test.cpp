@@ -1,0 +1,74 @@
+#include "mpiddp/nn/sequential.hpp"
+
+#include <gtest/gtest.h>
+
+#include "../support/gradient_check.hpp"
+#include "mpiddp/core/error.hpp"
+#include "mpiddp/nn/loss.hpp"
+
+namespace mpiddp::nn {
+namespace {
+
+using mpiddp::testing::expect_gradient_matches;
+using mpiddp::testing::test_values;
+
+const std::vector<LayerSpec> kSpecs = {{"linear", 5}, {"tanh", 0}, {"linear", 4}, {"gelu", 0},
+                                       {"linear", 3}, {"sigmoid", 0}, {"linear", 2}};
+
+TEST(Sequential, LayoutAndNames) {
+  Sequential<float> model(3, kSpecs, 8);
+  // (3*5+5) + (5*4+4) + (4*3+3) + (3*2+2) = 20 + 24 + 15 + 8
+  EXPECT_EQ(model.parameter_count(), 67);
+  EXPECT_EQ(model.describe(), "3-linear5-tanh-linear4-gelu-linear3-sigmoid-linear2");
+  const auto& t = model.tensors();
+  ASSERT_EQ(t.size(), 8u);
+  EXPECT_EQ(t[0].name, "0.weight");
+  EXPECT_EQ(t[0].shape, (std::vector<Index>{5, 3}));
+  EXPECT_EQ(t[1].name, "0.bias");
+  EXPECT_EQ(t[1].offset, 15);
+  EXPECT_EQ(t[2].name, "2.weight");
+  EXPECT_EQ(t[2].offset, 20);
+  EXPECT_EQ(t[7].name, "6.bias");
+  EXPECT_EQ(t[7].offset + t[7].size(), model.parameter_count());
+}
+
+TEST(Sequential, UnknownLayerNamesTheKey) {
+  try {
+    Sequential<float> model(3, {{"linear", 2}, {"softplus", 0}}, 4);
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key_path(), "model.layers[1].type");
+  }
+}
+
+TEST(Sequential, SameSeedSameWeights) {
+  Sequential<float> a(3, kSpecs, 4), b(3, kSpecs, 4), c(3, kSpecs, 4);
+  a.initialize(11);
+  b.initialize(11);
+  c.initialize(12);
+  EXPECT_TRUE(std::equal(a.parameters(), a.parameters() + a.parameter_count(), b.parameters()));
+  EXPECT_FALSE(std::equal(a.parameters(), a.parameters() + a.parameter_count(), c.parameters()));
+}
+
+TEST(Sequential, NetworkGradientMatchesFiniteDifferences) {
+  const Index batch = 4;
+  Sequential<double> model(3, kSpecs, batch);
+  model.initialize(3);
+  MseLoss<double> mse;
+  std::vector<double> x = test_values(3 * batch, 1), t = test_values(2 * batch, 2);
+  auto loss = [&] {
+    const auto out = model.forward(ConstMatrixView<double>(x.data(), 3, batch));
+    std::vector<double> g(out.size());
+    return mse.forward_backward(out, {t.data(), nullptr}, MatrixView<double>(g.data(), 2, batch));
+  };
+  model.zero_gradients();
+  const auto out = model.forward(ConstMatrixView<double>(x.data(), 3, batch));
+  mse.forward_backward(out, {t.data(), nullptr}, model.output_gradient());
+  model.backward(ConstMatrixView<double>(x.data(), 3, batch));
+  const std::vector<double> analytic(model.gradients(), model.gradients() + model.parameter_count());
+  expect_gradient_matches(loss, model.parameters(), static_cast<long>(model.parameter_count()),
+                          analytic.data(), "dparams");
+}
+
+}  // namespace
+}  // namespace mpiddp::nn

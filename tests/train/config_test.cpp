@@ -1,0 +1,104 @@
+#include "mpiddp/train/config.hpp"
+
+#include <gtest/gtest.h>
+
+#include "mpiddp/core/error.hpp"
+
+namespace mpiddp::train {
+namespace {
+
+// Parses the default experiment with one override and returns the key path of the error.
+std::string error_key(const std::string& assignment) {
+  Json user = default_experiment();
+  try {
+    apply_override(user, assignment);
+    const Config config = parse_config(user);
+    config.per_rank_batch(2);
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.code(), kExitConfig);
+    return e.key_path();
+  }
+  return "(no error)";
+}
+
+TEST(Config, DefaultExperimentResolves) {
+  const Config c = parse_config(default_experiment());
+  EXPECT_EQ(c.dtype, "float32");
+  EXPECT_EQ(c.layers.size(), 5u);
+  EXPECT_EQ(c.layers[2].out, 48);
+  EXPECT_EQ(c.train_data.synthetic.samples, 256);
+  EXPECT_DOUBLE_EQ(c.train_data.synthetic.noise, 0.1);
+  EXPECT_EQ(c.batch_global, 64);
+  EXPECT_EQ(c.per_rank_batch(4), 16);
+  EXPECT_DOUBLE_EQ(c.optimizer.lr, 0.03);
+  EXPECT_EQ(c.epochs, 4);
+  EXPECT_TRUE(c.shuffle);
+  EXPECT_TRUE(c.sync);
+  // The resolved config holds every default, so a log says exactly what ran.
+  EXPECT_EQ(c.resolved["optimizer"]["momentum"], 0.0);
+  EXPECT_EQ(c.resolved["sampler"]["drop_last"], false);
+  EXPECT_EQ(c.resolved["log"]["every_steps"], 1);
+}
+
+TEST(Config, OverridesReachNestedKeysAndListItems) {
+  Json user = default_experiment();
+  apply_override(user, "optimizer.lr=0.1");
+  apply_override(user, "model.layers.0.out=64");
+  apply_override(user, "model.layers[2].out=32");
+  apply_override(user, "dtype=float64");  // a bare word is a string
+  apply_override(user, "optimizer.type=\"adam\"");
+  const Config c = parse_config(user);
+  EXPECT_DOUBLE_EQ(c.optimizer.lr, 0.1);
+  EXPECT_EQ(c.layers[0].out, 64);
+  EXPECT_EQ(c.layers[2].out, 32);
+  EXPECT_EQ(c.dtype, "float64");
+  EXPECT_EQ(c.optimizer.type, "adam");
+}
+
+TEST(Config, EachErrorNamesItsKey) {
+  EXPECT_EQ(error_key("bogus=1"), "bogus");
+  EXPECT_EQ(error_key("optimizer.lrr=0.1"), "optimizer.lrr");
+  EXPECT_EQ(error_key("optimizer.lr=\"fast\""), "optimizer.lr");
+  EXPECT_EQ(error_key("optimizer.lr=-1"), "optimizer.lr");
+  EXPECT_EQ(error_key("optimizer.type=rmsprop"), "optimizer.type");
+  EXPECT_EQ(error_key("optimizer.momentum=0.9"), "(no error)");
+  EXPECT_EQ(error_key("optimizer.dampening=2"), "optimizer.dampening");
+  EXPECT_EQ(error_key("epochs=0"), "epochs");
+  EXPECT_EQ(error_key("epochs=2.5"), "epochs");
+  EXPECT_EQ(error_key("dtype=float16"), "dtype");
+  EXPECT_EQ(error_key("loss=hinge"), "loss");
+  EXPECT_EQ(error_key("sync=1"), "sync");
+  EXPECT_EQ(error_key("model.layers.1.type=softplus"), "model.layers[1].type");
+  EXPECT_EQ(error_key("model.layers.0.out=0"), "model.layers[0].out");
+  EXPECT_EQ(error_key("model.layers=[]"), "model.layers");
+  EXPECT_EQ(error_key("data.train.source=mnist"), "data.train.source");
+  EXPECT_EQ(error_key("data.train.samples=-5"), "data.train.samples");
+  EXPECT_EQ(error_key("batch.per_rank=8"), "batch");  // both global and per_rank
+  EXPECT_EQ(error_key("batch.global=63"), "batch.global");  // not divisible by 2 ranks
+  EXPECT_EQ(error_key("schedule.type=step"), "(no error)");
+  EXPECT_EQ(error_key("schedule.step_size=0"), "schedule.step_size");
+  EXPECT_EQ(error_key("log.every_steps=0"), "log.every_steps");
+  EXPECT_EQ(error_key("model.layers.9.out=3"), "model.layers.9.out");  // past the end
+}
+
+TEST(Config, AdamKeysAreNotSgdKeys) {
+  Json user = default_experiment();
+  apply_override(user, "optimizer={\"type\":\"adam\",\"momentum\":0.9}");
+  try {
+    parse_config(user);
+    FAIL() << "momentum is not an adam key";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key_path(), "optimizer.momentum");
+  }
+}
+
+TEST(Config, HashIgnoresTheLogPathOnly) {
+  Json a = default_experiment(), b = default_experiment(), c = default_experiment();
+  apply_override(b, "log.path=\"/tmp/other.jsonl\"");
+  apply_override(c, "optimizer.lr=0.031");
+  EXPECT_EQ(config_hash(parse_config(a)), config_hash(parse_config(b)));
+  EXPECT_NE(config_hash(parse_config(a)), config_hash(parse_config(c)));
+}
+
+}  // namespace
+}  // namespace mpiddp::train
