@@ -55,8 +55,6 @@ int train_command(int argc, char** argv) {
   dist::MpiRuntime runtime(&argc, &argv);
   dist::MpiCommunicator comm;
   train::Config config;
-  // Every rank parses the same command line and file, so a bad config fails identically
-  // everywhere: each rank returns the exit code on its own, and only rank 0 prints.
   try {
     const TrainArgs args = parse_train_args(argc, argv);
     train::Json user = args.config_path.empty() ? train::default_experiment()
@@ -64,12 +62,13 @@ int train_command(int argc, char** argv) {
     for (const auto& assignment : args.overrides) train::apply_override(user, assignment);
     config = train::parse_config(user);
     train::run_training(config, comm, args.options);
-  } catch (const ConfigError& e) {
+  } catch (const Error& e) {
+    // An error every rank raised identically (a bad config, a failed collective check)
+    // ends each rank cleanly, and only rank 0 prints it. Any other error may be this
+    // rank's alone: abort the whole job so that no rank waits forever in a collective.
+    if (!e.on_every_rank()) comm.abort(e.code(), e.what());
     if (comm.rank() == 0) std::fprintf(stderr, "mpiddp: %s\n", e.what());
     return e.code();
-  } catch (const Error& e) {
-    // Not every failure is seen by every rank: abort the job so no rank waits forever.
-    comm.abort(e.code(), e.what());
   } catch (const std::exception& e) {
     comm.abort(kExitFailure, std::string("unexpected error: ") + e.what());
   }

@@ -178,7 +178,7 @@ void Trainer<T>::verify_replicas(int64_t step, bool at_end, RunResult* result) {
                   "replicas diverged at step %lld: rank %d's parameters differ from rank 0's "
                   "(max |difference| %.9g) although gradients are synchronised",
                   static_cast<long long>(step), report.first_differing_rank, report.max_diff);
-    throw Error(kExitDivergence, text);
+    throw Error(kExitDivergence, text, Scope::kEveryRank);  // every rank has the same report
   }
   if (at_end && !config_.sync && comm_.rank() == 0 && !options_.quiet) {
     std::printf("sync is off: replicas %s (max_replica_diff %.9g): each rank learned only "
@@ -198,10 +198,11 @@ void Trainer<T>::start() {
   const auto all = comm_.allgather(mine);
   for (size_t r = 1; r < all.size(); ++r)
     if (all[r] != all[0])
-      throw Error(kExitConfig, "rank " + std::to_string(r) +
-                                   "'s config or model differs from rank 0's (hash " +
-                                   hex64(all[r]) + " vs " + hex64(all[0]) +
-                                   "): every rank must run the same config and build");
+      throw Error(kExitConfig,
+                  "rank " + std::to_string(r) + "'s config or model differs from rank 0's (hash " +
+                      hex64(all[r]) + " vs " + hex64(all[0]) +
+                      "): every rank must run the same config and build",
+                  Scope::kEveryRank);
   if (comm_.rank() == 0) {
     log_->write({{"kind", "run"},
                 {"world_size", comm_.size()},

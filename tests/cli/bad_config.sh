@@ -30,3 +30,12 @@ expect_config_error 1 "cannot open" "$WORK/missing.json"
 echo '{"model": {"layers": [{"type": "linear", "out": 1}]}}' > "$WORK/nodata.json"
 expect_config_error 1 "data.train: required" "$WORK/nodata.json"
 echo "cli bad config: all errors exit 2 and name their key"
+
+# Ranks started with different configs (MPMD launch): the start-up hash check names the rank.
+rc=0
+# shellcheck disable=SC2086
+timeout 60 "$MPIEXEC" -n 1 $MPIEXEC_FLAGS "$MPIDDP" train : -n 1 $MPIEXEC_FLAGS "$MPIDDP" train --set optimizer.lr=0.1 \
+  > "$WORK/out" 2> "$WORK/err" || rc=$?
+[ "$rc" -eq 2 ] || { cat "$WORK/err"; fail "mismatched ranks: exit code $rc, expected 2"; }
+grep -q "rank 1's config or model differs from rank 0's" "$WORK/err" || { cat "$WORK/err"; fail "mismatch not named"; }
+echo "cli bad config: mismatched ranks are refused"

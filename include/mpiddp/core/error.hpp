@@ -18,21 +18,31 @@ enum ExitCode : int {
   kExitOutput = 8,       // an output file or directory could not be written
 };
 
+// Whether every rank raises the error identically (a bad config, a failed collective check)
+// or only some ranks do (a file one rank cannot read). The first kind can end the job
+// cleanly on every rank; the second must abort it, or the other ranks wait forever.
+enum class Scope { kThisRank, kEveryRank };
+
 // An error with the exit code it should end the process with.
 class Error : public std::runtime_error {
  public:
-  Error(ExitCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  Error(ExitCode code, const std::string& message, Scope scope = Scope::kThisRank)
+      : std::runtime_error(message), code_(code), scope_(scope) {}
   ExitCode code() const { return code_; }
+  bool on_every_rank() const { return scope_ == Scope::kEveryRank; }
 
  private:
   ExitCode code_;
+  Scope scope_;
 };
 
 // A config error names the key path ("optimizer.lr") and what was expected.
 class ConfigError : public Error {
  public:
+  // Every rank parses the same config, so every rank raises the same ConfigError.
   ConfigError(const std::string& key_path, const std::string& problem)
-      : Error(kExitConfig, "config: " + key_path + ": " + problem), key_path_(key_path) {}
+      : Error(kExitConfig, "config: " + key_path + ": " + problem, Scope::kEveryRank),
+        key_path_(key_path) {}
   const std::string& key_path() const { return key_path_; }
 
  private:
