@@ -5,6 +5,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${MPIDDP_BUILD_DIR:-$root/build}
 target=${1:-all}
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release > "$build.cmake.log" 2>&1 \
-  || { cat "$build.cmake.log" >&2; exit 1; }
+mkdir -p "$build"
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release > "$build/configure.log" 2>&1 \
+  || { cat "$build/configure.log" >&2; exit 1; }
 cmake --build "$build" --target "$target" -j "$(nproc)"
