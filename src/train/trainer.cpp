@@ -203,9 +203,13 @@ void Trainer<T>::start() {
                       hex64(all[r]) + " vs " + hex64(all[0]) +
                       "): every rank must run the same config and build",
                   Scope::kEveryRank);
+  // Every rank's host, in rank order (a collective: every rank takes part).
+  const std::vector<std::string> hosts = comm_.allgather_string(comm_.host_name());
   if (comm_.rank() == 0) {
     log_->write({{"kind", "run"},
                 {"world_size", comm_.size()},
+                {"launcher", options_.launcher},
+                {"hosts", hosts},
                 {"config", config_.resolved},
                 {"version", MPIDDP_VERSION},
                 {"mpi_library", comm_.library_version()},
