@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Does my N-rank run match the single-process baseline? Runs CONFIG at np=1 and at np=N
+# (through launch/mpirun.sh), keeps both logs side by side in one run directory, then
+# `mpiddp compare` and `mpiddp plot`. Exits with compare's exit code: 0 the runs agree
+# within tolerance, 1 they do not, 2 they cannot be compared (or a run failed).
+#
+# Usage: launch/compare_baseline.sh CONFIG.json|default N
+# Environment: RUN_DIR (default runs/compare-CONFIGNAME-npN-TIMESTAMP), COMPARE_ARGS (extra
+# `mpiddp compare` flags, e.g. "--rtol 1e-5 --metric eval_loss"), and those of
+# launch/mpirun.sh (MPIRUN, MPIDDP, MPIRUN_ARGS).
+set -euo pipefail
+
+[ "$#" -eq 2 ] || { echo "usage: launch/compare_baseline.sh CONFIG.json|default N" >&2; exit 2; }
+config=$1
+n=$2
+[[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "launch/compare_baseline.sh: N must be a positive integer, got '$n'" >&2; exit 2; }
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/.." && pwd)
+mpiddp=${MPIDDP:-$root/build/mpiddp}
+export MPIDDP=$mpiddp
+
+name=$(basename "$config" .json)
+run_dir=${RUN_DIR:-runs/compare-$name-np$n-$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$run_dir"
+echo "compare_baseline: $config at np=1 and np=$n, in $run_dir/"
+
+# Each run's table goes to the terminal and to npK.txt; its log to npK.jsonl.
+for np in 1 "$n"; do
+  echo
+  echo "== np=$np"
+  # pipefail: the pipeline fails when the run does, though tee succeeds.
+  "$here/mpirun.sh" "$np" "$config" --log "$run_dir/np$np.jsonl" 2>&1 | tee "$run_dir/np$np.txt" || {
+    echo "compare_baseline: the np=$np run failed (see $run_dir/np$np.txt); nothing to compare" >&2
+    exit 2
+  }
+done
+
+echo
+echo "== mpiddp compare $run_dir/np1.jsonl $run_dir/np$n.jsonl ${COMPARE_ARGS:-}"
+read -r -a compare_args <<< "${COMPARE_ARGS:-}"
+code=0
+"$mpiddp" compare "$run_dir/np1.jsonl" "$run_dir/np$n.jsonl" "${compare_args[@]}" | tee "$run_dir/compare.txt" \
+  || code=${PIPESTATUS[0]}
+"$mpiddp" plot "$run_dir/np1.jsonl" "$run_dir/np$n.jsonl" -o "$run_dir/curves.svg"
+echo "compare_baseline: exit $code; table in $run_dir/compare.txt, plot in $run_dir/curves.svg"
+exit "$code"
