@@ -26,6 +26,7 @@ constexpr double kTop = 44, kLossHeight = 320, kGap = 78, kDiffHeight = 220, kBo
 struct Panel {
   double x0, y0, w, h;  // plot area
   Axis x, y;
+  bool zero_floor = false;  // a log y axis whose bottom edge stands for 0
   double px(double v) const { return x.to_pixel(v, x0, x0 + w); }
   double py(double v) const { return y.to_pixel(v, y0 + h, y0); }
 };
@@ -91,7 +92,7 @@ void draw_axes(io::SvgWriter& svg, const Panel& p, const std::string& x_label,
     const double y = p.py(t);
     svg.line(p.x0, y, p.x0 + p.w, y, grid);
     svg.line(p.x0 - 5, y, p.x0, y, frame);
-    svg.text(p.x0 - 8, y + 4, tick_label(t), tick_text);
+    svg.text(p.x0 - 8, y + 4, p.zero_floor && t == p.y.lo ? "0" : tick_label(t), tick_text);
   }
   svg.rect(p.x0, p.y0, p.w, p.h, "none", &frame);  // the frame again, over the grid
   svg.text(p.x0 + p.w / 2, p.y0 + p.h + 38, x_label, {12.0, io::Anchor::kMiddle, false, "#222", 0.0});
@@ -163,8 +164,15 @@ std::string loss_curves_svg(const std::vector<io::RunLog>& logs) {
         }
     }
     const bool any_positive = d_hi > 0.0;
+    bool any_zero = false;
+    for (const auto& points : diffs)
+      for (const auto& [x, d] : points) any_zero = any_zero || d == 0.0;
     if (!any_positive) d_lo = d_hi = 1e-16;  // all identical: a nominal range
+    // Equal losses (difference 0) have no place on a log scale: the axis gets one more
+    // decade below the smallest difference, and its bottom edge is labelled 0.
+    if (any_zero && any_positive) d_lo /= 10.0;
     Panel diff{kLeft, kTop + kLossHeight + kGap, kPlotWidth, kDiffHeight, loss.x, log_axis(d_lo, d_hi)};
+    diff.zero_floor = any_zero;
     svg.begin_group("diff-panel");
     draw_axes(svg, diff, "optimizer step", "|loss - first log's loss|",
               "Per-step absolute difference to " + run_label(logs[0]) + " (log scale)");
@@ -172,7 +180,6 @@ std::string loss_curves_svg(const std::vector<io::RunLog>& logs) {
     svg.begin_clipped_group("diff-curves", "diff-clip");
     for (size_t i = 1; i < logs.size(); ++i) {
       Points px;
-      // Equal losses (difference 0) have no place on a log scale: they sit on the floor.
       for (const auto& [x, d] : diffs[i - 1])
         px.emplace_back(diff.px(x), d > 0.0 ? diff.py(d) : diff.y0 + diff.h - 1);
       svg.polyline(px, {color_of(i), 1.5, 0.9, ""});
