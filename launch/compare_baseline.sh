@@ -24,23 +24,30 @@ run_dir=${RUN_DIR:-runs/compare-$name-np$n-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$run_dir"
 echo "compare_baseline: $config at np=1 and np=$n, in $run_dir/"
 
-# Each run's table goes to the terminal and to npK.txt; its log to npK.jsonl.
-for np in 1 "$n"; do
+# The runs' names: np1 and npN; with N=1 the second run is np1-again, which checks that two
+# runs of the config agree with each other.
+run_name=np$n
+if [ "$n" -eq 1 ]; then run_name=np1-again; fi
+
+# Each run's table goes to the terminal and to NAME.txt; its log to NAME.jsonl.
+for pair in "1 np1" "$n $run_name"; do
+  read -r np name <<< "$pair"
   echo
   echo "== np=$np"
   # pipefail: the pipeline fails when the run does, though tee succeeds.
-  "$here/mpirun.sh" "$np" "$config" --log "$run_dir/np$np.jsonl" 2>&1 | tee "$run_dir/np$np.txt" || {
-    echo "compare_baseline: the np=$np run failed (see $run_dir/np$np.txt); nothing to compare" >&2
+  "$here/mpirun.sh" "$np" "$config" --log "$run_dir/$name.jsonl" 2>&1 | tee "$run_dir/$name.txt" || {
+    echo "compare_baseline: the np=$np run failed (see $run_dir/$name.txt); nothing to compare" >&2
     exit 2
   }
 done
 
+baseline=$run_dir/np1.jsonl
+run=$run_dir/$run_name.jsonl
 echo
-echo "== mpiddp compare $run_dir/np1.jsonl $run_dir/np$n.jsonl ${COMPARE_ARGS:-}"
+echo "== mpiddp compare $baseline $run ${COMPARE_ARGS:-}"
 read -r -a compare_args <<< "${COMPARE_ARGS:-}"
 code=0
-"$mpiddp" compare "$run_dir/np1.jsonl" "$run_dir/np$n.jsonl" "${compare_args[@]}" | tee "$run_dir/compare.txt" \
-  || code=${PIPESTATUS[0]}
-"$mpiddp" plot "$run_dir/np1.jsonl" "$run_dir/np$n.jsonl" -o "$run_dir/curves.svg"
+"$mpiddp" compare "$baseline" "$run" "${compare_args[@]}" | tee "$run_dir/compare.txt" || code=${PIPESTATUS[0]}
+"$mpiddp" plot "$baseline" "$run" -o "$run_dir/curves.svg"
 echo "compare_baseline: exit $code; table in $run_dir/compare.txt, plot in $run_dir/curves.svg"
 exit "$code"

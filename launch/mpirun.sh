@@ -43,7 +43,8 @@ export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 if [ -z "${MPIDDP_PROGRESS:-}" ] && [ -t 2 ]; then export MPIDDP_PROGRESS=terminal; fi
 
 args=("$mpirun" -np "$n")
-if "$mpirun" --version 2>&1 | grep -q "Open MPI"; then
+version=$("$mpirun" --version 2>&1 || true)
+if [[ "$version" == *"Open MPI"* ]]; then
   if [ "$(id -u)" -eq 0 ]; then args+=(--allow-run-as-root); fi
   if [ "$n" -gt "$cores" ]; then
     args+=(--oversubscribe --bind-to none)
