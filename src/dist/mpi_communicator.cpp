@@ -80,7 +80,8 @@ std::vector<std::string> MpiCommunicator::allgather_string(const std::string& va
   uint64_t total = 0;
   for (int r = 0; r < size_; ++r) {
     if (total + lengths[r] > static_cast<uint64_t>(INT32_MAX))
-      throw Error(kExitFailure, "allgather of strings: more than 2 GiB in total");
+      throw Error(kExitFailure, "allgather of strings: more than 2 GiB in total",
+                  Scope::kEveryRank);  // every rank sees the same lengths
     offsets[r] = static_cast<int>(total);
     counts[r] = static_cast<int>(lengths[r]);
     total += lengths[r];

@@ -41,6 +41,11 @@ class ProgressLine {
                double interval_s);
   // Default intervals: 0.25 s on a terminal, 10 s for plain lines.
   ProgressLine(std::FILE* stream, Mode mode, int64_t epochs, int64_t steps, int64_t samples_per_step);
+  // Erases a terminal line left showing (a run ended by an error), so the message that
+  // follows starts on a clean line.
+  ~ProgressLine() { clear(); }
+  ProgressLine(const ProgressLine&) = delete;
+  ProgressLine& operator=(const ProgressLine&) = delete;
 
   // After each optimizer step. now_s: seconds since training started. Writes only when
   // interval_s has passed since the last line. Returns whether it wrote.
