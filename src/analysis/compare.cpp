@@ -192,7 +192,7 @@ std::string Comparison::verdict() const {
 }
 
 Comparison compare_runs(const RunLog& baseline, const RunLog& run, Metric metric,
-                        Tolerance tolerance, bool default_tolerance) {
+                        Tolerance tolerance, bool tolerance_is_default) {
   if (const auto differences = config_differences(baseline, run); !differences.empty()) {
     std::string list;
     std::vector<std::string> keys;
@@ -219,7 +219,7 @@ Comparison compare_runs(const RunLog& baseline, const RunLog& run, Metric metric
 
   Comparison c;
   c.tolerance = tolerance;
-  c.default_tolerance = default_tolerance;
+  c.tolerance_is_default = tolerance_is_default;
   c.baseline_replicas_identical = baseline.end->replicas_identical;
   c.run_replicas_identical = run.end->replicas_identical;
   compare_epochs(baseline, run, metric, c);

@@ -71,7 +71,7 @@ struct MetricSummary {
 
 struct Comparison {
   Tolerance tolerance;
-  bool default_tolerance = true;
+  bool tolerance_is_default = true;  // no --rtol or --atol given
   std::vector<ComparedValue> values;  // epoch metrics in epoch order, then step losses
   std::vector<MetricSummary> metrics;
   bool baseline_replicas_identical = false, run_replicas_identical = false;
@@ -86,6 +86,6 @@ struct Comparison {
 // Throws Incomparable when the logs differ in config, epochs or steps, lack an end record,
 // or hold none of the requested metric.
 Comparison compare_runs(const io::RunLog& baseline, const io::RunLog& run, Metric metric,
-                        Tolerance tolerance, bool default_tolerance);
+                        Tolerance tolerance, bool tolerance_is_default);
 
 }  // namespace mpiddp::analysis
