@@ -24,6 +24,12 @@ void append(std::string& out, const char* format, ...) {
 std::string describe(const RunLog& log) {
   std::string text = "world_size " + std::to_string(log.world_size) + ", " + log.dtype();
   if (!log.launcher.empty()) text += ", launched by " + log.launcher;
+  // The distinct hosts, in rank order; a long list is cut after three.
+  std::vector<std::string> hosts;
+  for (const auto& h : log.hosts)
+    if (std::find(hosts.begin(), hosts.end(), h) == hosts.end()) hosts.push_back(h);
+  for (size_t i = 0; i < hosts.size() && i < 3; ++i) text += (i ? ", " : " on ") + hosts[i];
+  if (hosts.size() > 3) text += " and " + std::to_string(hosts.size() - 3) + " more hosts";
   return text;
 }
 

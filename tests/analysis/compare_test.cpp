@@ -177,6 +177,17 @@ TEST(Compare, ParseMetric) {
   EXPECT_THROW(parse_metric("accuracy"), std::invalid_argument);
 }
 
+TEST(CompareReport, HeaderNamesLauncherAndDistinctHosts) {
+  RunLog a = make_log(1), b = make_log(8);
+  b.launcher = "srun";
+  b.hosts = {"n1", "n1", "n2", "n2", "n3", "n4", "n5", "n5"};
+  const std::string text = comparison_text(a, b, compare(a, b), Metric::kAll);
+  EXPECT_NE(text.find("run:      np8.jsonl (world_size 8, float32, launched by srun on n1, n2, n3 "
+                      "and 2 more hosts)\n"),
+            std::string::npos)
+      << text;
+}
+
 TEST(CompareReport, JsonParsesWithTheFigures) {
   const RunLog a = make_log(1), b = make_log(2, 1.0 + 2e-4);
   const Comparison c = compare(a, b);
@@ -206,6 +217,7 @@ TEST(CompareReport, TableHasOneRowPerEpochMetricAndTheWorstStep) {
   EXPECT_NE(text.find("    1       1  loss (worst)"), std::string::npos) << text;
   EXPECT_NE(text.find("    2       3  loss (worst)"), std::string::npos) << text;
   EXPECT_NE(text.find("replicas_identical: baseline true, run true"), std::string::npos);
+  EXPECT_NE(text.find("run:      np2.jsonl (world_size 2, float32)\n"), std::string::npos) << text;
   EXPECT_NE(text.find("\nFAIL: 6 of 6"), std::string::npos);
   const std::string steps = comparison_text(a, b, compare(a, b, Metric::kLoss), Metric::kLoss);
   EXPECT_NE(steps.find("    2       4  loss  "), std::string::npos) << steps;
