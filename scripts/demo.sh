@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job: installs what is missing, builds, runs the built-in default experiment at
 # np=1 and np=2, and prints the per-epoch loss of both side by side and whether the
-# replicas are identical. Logs go to runs/demo/.
+# replicas are identical. Logs and the loss-curve plot go to runs/demo/.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/install-deps.sh"
@@ -19,10 +19,8 @@ for np in 1 2; do
   "${launcher[@]}" -np "$np" "$mpiddp" train --log "$runs/np$np.jsonl"
   echo
 done
-# Side by side: the per-epoch eval_loss of both runs and the end records' replica check.
-field() { sed -nE "s/.*\"kind\":\"$1\".*\"$2\":([^,}]+).*/\1/p" "$3"; }
-echo "== np=1 vs np=2"
-printf '%6s  %22s  %22s  %10s\n' epoch "eval_loss np=1" "eval_loss np=2" "rel diff"
-paste <(field epoch eval_loss "$runs/np1.jsonl") <(field epoch eval_loss "$runs/np2.jsonl") |
-  awk '{ d = $1 - $2; if (d < 0) d = -d; printf "%6d  %22.17g  %22.17g  %10.2e\n", NR, $1, $2, d / $1 }'
-echo "replicas identical: np=1 $(field end replicas_identical "$runs/np1.jsonl"), np=2 $(field end replicas_identical "$runs/np2.jsonl")"
+# Side by side: the per-epoch eval_loss of both runs, their differences, whether the
+# replicas are identical (both end records) and the verdict (docs/compare.md).
+echo "== np=1 vs np=2: mpiddp compare --metric eval_loss"
+"$mpiddp" compare "$runs/np1.jsonl" "$runs/np2.jsonl" --metric eval_loss
+"$mpiddp" plot "$runs/np1.jsonl" "$runs/np2.jsonl" -o "$runs/curves.svg"

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Installs the Debian packages mpiddp needs, and nothing when they are present.
-# Usage: scripts/install-deps.sh [--with-mpich] [--with-data] [--with-slurm]
+# Usage: scripts/install-deps.sh [--with-mpich] [--with-data] [--with-slurm] [--with-chromium]
 set -euo pipefail
 
 packages=(build-essential cmake pkg-config libopenmpi-dev openmpi-bin
-          libeigen3-dev nlohmann-json3-dev libgtest-dev zlib1g-dev)
+          libeigen3-dev nlohmann-json3-dev libgtest-dev zlib1g-dev
+          libxml2-utils)  # xmllint: the plot test parses the SVG
 for arg in "$@"; do
   case "$arg" in
     --with-mpich) packages+=(mpich libmpich-dev) ;;
     --with-data)  packages+=(dataset-fashion-mnist) ;;
     --with-slurm) packages+=(slurm-wlm munge libpmix-dev) ;;
+    --with-chromium) packages+=(chromium) ;;  # the optional plot render test
     *) echo "install-deps.sh: unknown option '$arg'" >&2; exit 2 ;;
   esac
 done

@@ -5,4 +5,11 @@ namespace mpiddp::tools {
 // mpiddp train [CONFIG.json] [--set KEY=VALUE]... [--log PATH] [--no-sync] [--quiet]
 int train_command(int argc, char** argv);
 
+// mpiddp compare BASELINE.jsonl RUN.jsonl [--rtol R] [--atol A] [--metric M] [--json]
+// Exit 0: within tolerance, 1: outside, 2: not comparable (see docs/compare.md).
+int compare_command(int argc, char** argv);
+
+// mpiddp plot LOG.jsonl... -o curves.svg
+int plot_command(int argc, char** argv);
+
 }  // namespace mpiddp::tools

@@ -15,6 +15,12 @@ const char* kUsage =
     "  train [CONFIG.json] [--set KEY=VALUE]... [--log PATH] [--no-sync] [--quiet]\n"
     "        train data-parallel; launch with mpirun -np N. Without CONFIG, runs the\n"
     "        built-in default experiment.\n"
+    "  compare BASELINE.jsonl RUN.jsonl [--rtol R] [--atol A]\n"
+    "          [--metric eval_loss|loss|eval_accuracy|all] [--json]\n"
+    "        check a run's log against a baseline's (no MPI needed). Exit 0: within\n"
+    "        tolerance, 1: outside it, 2: the logs cannot be compared.\n"
+    "  plot LOG.jsonl... -o curves.svg\n"
+    "        loss curves of one or more runs, and their per-step differences, as SVG.\n"
     "\n"
     "  mpiddp --version | --help\n";
 
@@ -31,6 +37,8 @@ int main(int argc, char** argv) {
     return mpiddp::kExitOk;
   }
   if (command == "train") return mpiddp::tools::train_command(argc - 1, argv + 1);
+  if (command == "compare") return mpiddp::tools::compare_command(argc - 1, argv + 1);
+  if (command == "plot") return mpiddp::tools::plot_command(argc - 1, argv + 1);
   std::fprintf(stderr, "mpiddp: unknown command '%s'\n\n%s", command.c_str(), kUsage);
   return mpiddp::kExitConfig;
 }

@@ -6,6 +6,7 @@
 
 #include "commands.hpp"
 #include "mpiddp/core/error.hpp"
+#include "mpiddp/dist/launcher.hpp"
 #include "mpiddp/dist/mpi_communicator.hpp"
 #include "mpiddp/train/config.hpp"
 #include "mpiddp/train/trainer.hpp"
@@ -52,11 +53,13 @@ TrainArgs parse_train_args(int argc, char** argv) {
 }  // namespace
 
 int train_command(int argc, char** argv) {
+  const std::string launcher = dist::detect_launcher();  // before MPI_Init: see launcher.hpp
   dist::MpiRuntime runtime(&argc, &argv);
   dist::MpiCommunicator comm;
   train::Config config;
   try {
-    const TrainArgs args = parse_train_args(argc, argv);
+    TrainArgs args = parse_train_args(argc, argv);
+    args.options.launcher = launcher;
     train::Json user = args.config_path.empty() ? train::default_experiment()
                                                 : train::read_config_file(args.config_path);
     for (const auto& assignment : args.overrides) train::apply_override(user, assignment);

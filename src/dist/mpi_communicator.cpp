@@ -2,6 +2,7 @@
 
 #include <mpi.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <string>
 
@@ -68,6 +69,29 @@ std::vector<uint64_t> MpiCommunicator::allgather(uint64_t value) {
   std::vector<uint64_t> values(size_);
   check_mpi(MPI_Allgather(&value, 1, MPI_UINT64_T, values.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD),
             "MPI_Allgather");
+  return values;
+}
+
+std::vector<std::string> MpiCommunicator::allgather_string(const std::string& value) {
+  // Lengths first (they differ per rank), then the bytes with MPI_Allgatherv. Meant for
+  // short strings like host names: counts and offsets are int, as MPI wants.
+  const auto lengths = allgather(static_cast<uint64_t>(value.size()));
+  std::vector<int> counts(size_), offsets(size_);
+  uint64_t total = 0;
+  for (int r = 0; r < size_; ++r) {
+    if (total + lengths[r] > static_cast<uint64_t>(INT32_MAX))
+      throw Error(kExitFailure, "allgather of strings: more than 2 GiB in total",
+                  Scope::kEveryRank);  // every rank sees the same lengths
+    offsets[r] = static_cast<int>(total);
+    counts[r] = static_cast<int>(lengths[r]);
+    total += lengths[r];
+  }
+  std::string all(total, '\0');
+  check_mpi(MPI_Allgatherv(value.data(), static_cast<int>(value.size()), MPI_CHAR, all.data(),
+                           counts.data(), offsets.data(), MPI_CHAR, MPI_COMM_WORLD),
+            "MPI_Allgatherv(strings)");
+  std::vector<std::string> values(size_);
+  for (int r = 0; r < size_; ++r) values[r] = all.substr(offsets[r], counts[r]);
   return values;
 }
 

@@ -4,12 +4,14 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/core/hash.hpp"
 #include "mpiddp/data/source.hpp"
 #include "mpiddp/optim/schedule.hpp"
+#include "mpiddp/train/progress.hpp"
 
 namespace mpiddp::train {
 
@@ -203,9 +205,13 @@ void Trainer<T>::start() {
                       hex64(all[r]) + " vs " + hex64(all[0]) +
                       "): every rank must run the same config and build",
                   Scope::kEveryRank);
+  // Every rank's host, in rank order (a collective: every rank takes part).
+  const std::vector<std::string> hosts = comm_.allgather_string(comm_.host_name());
   if (comm_.rank() == 0) {
     log_->write({{"kind", "run"},
                 {"world_size", comm_.size()},
+                {"launcher", options_.launcher},
+                {"hosts", hosts},
                 {"config", config_.resolved},
                 {"version", MPIDDP_VERSION},
                 {"mpi_library", comm_.library_version()},
@@ -233,6 +239,9 @@ RunResult Trainer<T>::run() {
   const Index steps_per_epoch = (per_rank + batch_per_rank_ - 1) / batch_per_rank_;
   const int64_t total_steps = steps_per_epoch * config_.epochs;
   result.step_losses.reserve(static_cast<size_t>(total_steps));
+  ProgressLine progress(stderr, ProgressLine::mode_for(stderr, options_.quiet, comm_.rank() == 0,
+                                                               std::getenv("MPIDDP_PROGRESS")),
+                        config_.epochs, total_steps, batch_per_rank_ * comm_.size());
   int64_t step = 0;
   for (int64_t epoch = 1; epoch <= config_.epochs; ++epoch) {
     sampler_.set_epoch(epoch - 1);
@@ -257,10 +266,13 @@ RunResult Trainer<T>::run() {
         log_->write({{"kind", "step"}, {"epoch", epoch}, {"step", step}, {"loss", loss}, {"lr", lr}});
       if (config_.check_every_steps > 0 && step % config_.check_every_steps == 0)
         verify_replicas(step, false, nullptr);
+      progress.update(epoch, step, loss, seconds_since(run_start));
     }
+    progress.clear();  // the epoch's table line goes where the progress line was
     result.epochs.push_back(finish_epoch(epoch, seconds_since(epoch_start),
                                          per_rank * comm_.size()));
   }
+  progress.finish(seconds_since(run_start));
   result.steps = step;
   verify_replicas(step, true, &result);
   result.time_s = seconds_since(run_start);

@@ -35,6 +35,25 @@ TEST(MpiCommunicator, MaxBroadcastAllgather) {
   EXPECT_NE(comm.library_version(), "");
 }
 
+TEST(MpiCommunicator, AllgatherStringKeepsEachRanksBytesInRankOrder) {
+  MpiCommunicator comm;
+  // Rank r sends r copies of the letter 'a' + r: lengths differ, rank 0's is empty, and a
+  // NUL byte in the middle must survive (these are bytes, not C strings).
+  std::string mine(static_cast<size_t>(comm.rank()), static_cast<char>('a' + comm.rank()));
+  if (comm.rank() == 1) mine = std::string("b\0b", 3);
+  const auto all = comm.allgather_string(mine);
+  ASSERT_EQ(all.size(), static_cast<size_t>(comm.size()));
+  EXPECT_EQ(all[0], "");
+  if (comm.size() > 1) {
+    EXPECT_EQ(all[1], std::string("b\0b", 3));
+  }
+  for (int r = 2; r < comm.size(); ++r)
+    EXPECT_EQ(all[r], std::string(static_cast<size_t>(r), static_cast<char>('a' + r))) << r;
+  // Host names: every rank sees the same list, and its own name at its own index.
+  const auto hosts = comm.allgather_string(comm.host_name());
+  EXPECT_EQ(hosts[comm.rank()], comm.host_name());
+}
+
 TEST(GradientReducer, AveragesOverRanks) {
   MpiCommunicator comm;
   // Rank r holds gradient (r + 1) * [1, 2, 3]: the mean is (n + 1)/2 * [1, 2, 3].

@@ -27,6 +27,9 @@ class Communicator {
   virtual void broadcast(void* data, size_t bytes, int root) = 0;
   // Gathers one value from each rank, in rank order, on every rank.
   virtual std::vector<uint64_t> allgather(uint64_t value) = 0;
+  // Gathers one string (any bytes, any length, may differ per rank) from each rank, in
+  // rank order, on every rank.
+  virtual std::vector<std::string> allgather_string(const std::string& value) = 0;
   virtual void barrier() = 0;
   // Ends every rank of the job: prints "rank R: message" and never returns.
   [[noreturn]] virtual void abort(int exit_code, const std::string& message) = 0;

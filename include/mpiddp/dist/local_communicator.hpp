@@ -13,6 +13,7 @@ class LocalCommunicator final : public Communicator {
   void allreduce_max(double*, size_t) override {}
   void broadcast(void*, size_t, int) override {}
   std::vector<uint64_t> allgather(uint64_t value) override { return {value}; }
+  std::vector<std::string> allgather_string(const std::string& value) override { return {value}; }
   void barrier() override {}
   [[noreturn]] void abort(int exit_code, const std::string& message) override;
   std::string library_version() const override { return "none"; }

@@ -15,6 +15,7 @@ class MpiCommunicator final : public Communicator {
   void allreduce_max(double* data, size_t count) override;
   void broadcast(void* data, size_t bytes, int root) override;
   std::vector<uint64_t> allgather(uint64_t value) override;
+  std::vector<std::string> allgather_string(const std::string& value) override;
   void barrier() override;
   [[noreturn]] void abort(int exit_code, const std::string& message) override;
   std::string library_version() const override;

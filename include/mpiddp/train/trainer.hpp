@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "mpiddp/data/dataset.hpp"
@@ -25,7 +26,8 @@
 namespace mpiddp::train {
 
 struct TrainOptions {
-  bool quiet = false;  // no table on stdout
+  bool quiet = false;            // no table on stdout, no progress line on stderr
+  std::string launcher = "none";  // for the run record: dist::detect_launcher()
 };
 
 struct EpochResult {
