@@ -7,6 +7,10 @@ namespace mpiddp::data {
 
 template <typename T>
 Dataset<T> load_source(const SourceConfig& config, uint64_t run_seed, const std::string& split) {
+  if (config.source == "npy") return load_npy<T>(config.npy);
+  if (config.source == "csv") return load_csv<T>(config.csv);
+  if (config.source == "idx") return load_idx<T>(config.idx);
+  if (config.source == "fashion_mnist") return load_fashion_mnist<T>(config.fashion_mnist);
   const uint64_t task_seed =
       config.synthetic.seed != 0 ? config.synthetic.seed : mix_seed(run_seed, fnv1a("task"));
   return make_synthetic<T>(config.synthetic, task_seed, mix_seed(task_seed, fnv1a(split)));

@@ -6,6 +6,7 @@
 
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/core/hash.hpp"
+#include "mpiddp/train/data_source_config.hpp"
 
 namespace mpiddp::train {
 
@@ -13,25 +14,6 @@ namespace {
 
 constexpr int64_t kMaxCount = int64_t{1} << 40;
 constexpr double kHuge = std::numeric_limits<double>::max();
-
-DataSourceConfig parse_data_source(io::JsonSection& s) {
-  DataSourceConfig d;
-  d.source = s.required_choice("source", {"synthetic_regression", "synthetic_classification"});
-  auto& syn = d.synthetic;
-  syn.source = d.source;
-  syn.samples = s.integer("samples", 256, 1, kMaxCount);
-  syn.features = s.integer("features", 6, 1, 1 << 24);
-  syn.seed = static_cast<uint64_t>(s.integer("seed", 0, 0, std::numeric_limits<int64_t>::max()));
-  if (d.source == "synthetic_regression") {
-    syn.outputs = s.integer("outputs", 1, 1, 1 << 20);
-    syn.noise = s.number("noise", 0.1, 0.0, 1e6);
-  } else {
-    syn.classes = s.integer("classes", 10, 2, 1 << 20);
-    syn.generator = s.choice("generator", "teacher", {"teacher", "blobs"});
-    if (syn.generator == "blobs") syn.spread = s.number("spread", 3.0, 0.0, 1e6);
-  }
-  return d;
-}
 
 std::vector<nn::LayerSpec> parse_layers(io::JsonSection& model) {
   const Json* layers = model.raw("layers");

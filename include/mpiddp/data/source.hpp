@@ -1,21 +1,33 @@
 #pragma once
 // Where a dataset comes from (the config's data.train / data.eval), and loading it.
+// docs/config.md ("Data sources") describes the keys of each source.
 #include <cstdint>
 #include <string>
 
+#include "mpiddp/data/csv.hpp"
 #include "mpiddp/data/dataset.hpp"
+#include "mpiddp/data/fashion_mnist.hpp"
+#include "mpiddp/data/idx.hpp"
+#include "mpiddp/data/npy.hpp"
 #include "mpiddp/data/synthetic.hpp"
 
 namespace mpiddp::data {
 
 struct SourceConfig {
-  std::string source;  // synthetic_regression | synthetic_classification
+  // synthetic_regression | synthetic_classification | npy | csv | idx | fashion_mnist
+  std::string source;
   SyntheticConfig synthetic;
+  NpyConfig npy;
+  CsvConfig csv;
+  IdxConfig idx;
+  FashionMnistConfig fashion_mnist;
 };
 
-// Loads (or generates) a dataset. Synthetic data is seeded by synthetic.seed when set, else by
-// the run seed; the split seeds the samples, so a train and an eval split share one task and
-// differ in their samples. Every rank generates the same data.
+// Loads (or generates) a dataset, once per rank: every rank holds all of it (files are
+// memory-mapped where the format allows) and the sampler picks the samples it touches.
+// Synthetic data is seeded by synthetic.seed when set, else by the run seed; the split
+// seeds the samples, so a train and an eval split share one task and differ in their
+// samples. Every rank generates the same data.
 template <typename T>
 Dataset<T> load_source(const SourceConfig& config, uint64_t run_seed, const std::string& split);
 

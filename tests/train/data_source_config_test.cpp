@@ -1,0 +1,80 @@
+#include "mpiddp/train/data_source_config.hpp"
+
+#include <gtest/gtest.h>
+
+#include "mpiddp/core/error.hpp"
+#include "mpiddp/train/config.hpp"
+
+namespace mpiddp::train {
+namespace {
+
+// The default experiment with data.train replaced by `source`.
+Config with_train_source(const std::string& source) {
+  Json user = default_experiment();
+  user["data"]["train"] = Json::parse(source);
+  return parse_config(user);
+}
+
+std::string error_key(const std::string& source) {
+  try {
+    with_train_source(source);
+  } catch (const ConfigError& e) {
+    return e.key_path();
+  }
+  return "(no error)";
+}
+
+TEST(DataSourceConfig, NpyKeysAndDefaults) {
+  const Config c = with_train_source(R"({"source":"npy","features":"x.npy","targets":"y.npy"})");
+  EXPECT_EQ(c.train_data.source, "npy");
+  EXPECT_EQ(c.train_data.npy.features, "x.npy");
+  EXPECT_EQ(c.train_data.npy.targets, "y.npy");
+  EXPECT_EQ(c.train_data.npy.classes, 0);
+  EXPECT_EQ(c.resolved["data"]["train"]["classes"], 0);
+}
+
+TEST(DataSourceConfig, CsvKeysAndDefaults) {
+  Config c = with_train_source(R"({"source":"csv","path":"d.csv"})");
+  EXPECT_FALSE(c.train_data.csv.header);
+  EXPECT_EQ(c.train_data.csv.delimiter, ',');
+  ASSERT_EQ(c.train_data.csv.target_columns.size(), 1u);
+  EXPECT_EQ(c.train_data.csv.target_columns[0].index, -1);  // the last column
+  EXPECT_EQ(c.resolved["data"]["train"]["target_columns"], Json::parse("[-1]"));
+  c = with_train_source(
+      R"({"source":"csv","path":"d.csv","header":true,"delimiter":";","target_columns":[0,"label"],"classes":0})");
+  EXPECT_TRUE(c.train_data.csv.header);
+  EXPECT_EQ(c.train_data.csv.delimiter, ';');
+  EXPECT_EQ(c.train_data.csv.target_columns[0].index, 0);
+  EXPECT_EQ(c.train_data.csv.target_columns[1].name, "label");
+}
+
+TEST(DataSourceConfig, IdxAndFashionMnist) {
+  Config c = with_train_source(R"({"source":"idx","images":"i.gz","labels":"l.gz"})");
+  EXPECT_EQ(c.train_data.idx.classes, 10);
+  EXPECT_DOUBLE_EQ(c.train_data.idx.scale, 1.0 / 255.0);
+  c = with_train_source(R"({"source":"fashion_mnist","split":"test"})");
+  EXPECT_EQ(c.train_data.fashion_mnist.split, "test");
+  EXPECT_EQ(c.train_data.fashion_mnist.dir, "/usr/share/datasets/fashion-mnist");
+  c = with_train_source(R"({"source":"fashion_mnist","split":"train","dir":"/data/fm"})");
+  EXPECT_EQ(c.train_data.fashion_mnist.dir, "/data/fm");
+}
+
+TEST(DataSourceConfig, EachErrorNamesItsKey) {
+  EXPECT_EQ(error_key(R"({"source":"parquet"})"), "data.train.source");
+  EXPECT_EQ(error_key(R"({"source":"npy","targets":"y.npy"})"), "data.train.features");
+  EXPECT_EQ(error_key(R"({"source":"npy","features":"x.npy"})"), "data.train.targets");
+  EXPECT_EQ(error_key(R"({"source":"npy","features":"","targets":"y.npy"})"), "data.train.features");
+  EXPECT_EQ(error_key(R"({"source":"npy","features":"x","targets":"y","classes":1})"), "data.train.classes");
+  EXPECT_EQ(error_key(R"({"source":"npy","features":"x","targets":"y","path":"p"})"), "data.train.path");
+  EXPECT_EQ(error_key(R"({"source":"csv"})"), "data.train.path");
+  EXPECT_EQ(error_key(R"({"source":"csv","path":"p","target_columns":[]})"), "data.train.target_columns");
+  EXPECT_EQ(error_key(R"({"source":"csv","path":"p","target_columns":[1.5]})"), "data.train.target_columns");
+  EXPECT_EQ(error_key(R"({"source":"csv","path":"p","delimiter":";;"})"), "data.train.delimiter");
+  EXPECT_EQ(error_key(R"({"source":"idx","images":"i"})"), "data.train.labels");
+  EXPECT_EQ(error_key(R"({"source":"fashion_mnist"})"), "data.train.split");
+  EXPECT_EQ(error_key(R"({"source":"fashion_mnist","split":"validation"})"), "data.train.split");
+  EXPECT_EQ(error_key(R"({"source":"fashion_mnist","split":"test","samples":10})"), "data.train.samples");
+}
+
+}  // namespace
+}  // namespace mpiddp::train
