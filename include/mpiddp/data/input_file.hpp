@@ -20,9 +20,9 @@ class InputFile {
   uint64_t size() const { return size_; }
   // Reads exactly `bytes` bytes at `offset`; a DataError if the file ends first.
   void read_at(uint64_t offset, void* out, size_t bytes) const;
-  // Maps [offset, offset + bytes) read-only. Pages are read from disk only when touched,
-  // so a rank that reads a few samples faults in only their pages. The pointer keeps the
-  // mapping alive.
+  // Maps [offset, offset + bytes) read-only. Nothing is copied into private memory: pages
+  // are read when first touched and stay in the page cache, shared by every rank on the
+  // node. The pointer keeps the mapping alive.
   std::shared_ptr<const unsigned char> map(uint64_t offset, uint64_t bytes) const;
 
  private:
