@@ -51,7 +51,7 @@ inline std::string read_file(const std::string& path) {
 template <typename T>
 std::string bytes_of(const std::vector<T>& values, bool big_endian = false) {
   std::string out(values.size() * sizeof(T), '\0');
-  std::memcpy(out.data(), values.data(), out.size());
+  if (!out.empty()) std::memcpy(out.data(), values.data(), out.size());
   if (big_endian != (std::endian::native == std::endian::big))
     for (size_t i = 0; i < values.size(); ++i)
       std::reverse(out.begin() + static_cast<long>(i * sizeof(T)),
