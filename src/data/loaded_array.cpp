@@ -1,7 +1,11 @@
 #include "mpiddp/data/loaded_array.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <bit>
+
+#include "mpiddp/core/error.hpp"
 
 namespace mpiddp::data {
 
@@ -44,9 +48,21 @@ LoadedArray<T> load_values(const InputFile& file, uint64_t offset, Encoding enco
   return array;
 }
 
+void check_fits_in_memory(uint64_t bytes, const std::string& file) {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page_size = ::sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page_size <= 0) return;  // unknown: let the allocation decide
+  const uint64_t physical = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
+  if (bytes > physical)
+    throw DataError(file + ": would need " + std::to_string(bytes >> 20) + " MiB in memory, more "
+                    "than this machine's " + std::to_string(physical >> 20) + " MiB");
+}
+
 template <typename T>
 LoadedArray<T> load_values(ByteSource& source, Encoding encoding, uint64_t count,
                            uint64_t row_width, double scale) {
+  uint64_t bytes = 0;
+  if (__builtin_mul_overflow(count, sizeof(T), &bytes)) bytes = UINT64_MAX;
+  check_fits_in_memory(bytes, source.name());
   auto values = std::make_shared<std::vector<T>>(static_cast<size_t>(count));
   read_values(source, encoding, count, row_width, scale, values->data());
   LoadedArray<T> array;
@@ -57,6 +73,9 @@ LoadedArray<T> load_values(ByteSource& source, Encoding encoding, uint64_t count
 
 LoadedArray<int32_t> load_labels(ByteSource& source, Encoding encoding, uint64_t count,
                                  Index classes) {
+  uint64_t bytes = 0;
+  if (__builtin_mul_overflow(count, sizeof(int32_t), &bytes)) bytes = UINT64_MAX;
+  check_fits_in_memory(bytes, source.name());
   auto labels = std::make_shared<std::vector<int32_t>>(static_cast<size_t>(count));
   read_labels(source, encoding, count, classes, labels->data());
   LoadedArray<int32_t> array;

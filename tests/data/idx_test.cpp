@@ -7,6 +7,7 @@
 
 #include "fixture_files.hpp"
 #include "mpiddp/core/error.hpp"
+#include "mpiddp/data/loaded_array.hpp"
 
 namespace mpiddp::data {
 namespace {
@@ -123,6 +124,14 @@ TEST(Idx, HugeClaimedSizeInASmallGzipIsRefusedBeforeAllocating) {
   write_gzip(dir + "labels.gz", labels());
   expect_data_error([&] { load_idx<float>({dir + "images.gz", dir + "labels.gz", 10, 1.0}); },
                     {dir + "images.gz", "more than the file can hold"});
+}
+
+TEST(Idx, ArraysLargerThanPhysicalMemoryAreRefusedUpFront) {
+  // A gzip of zeros really can expand 1032:1, so a 25 MB file may honestly claim 25 GB;
+  // converting it must fail with a message, not wake the OOM killer.
+  EXPECT_NO_THROW(check_fits_in_memory(uint64_t{1} << 20, "small"));
+  expect_data_error([] { check_fits_in_memory(uint64_t{1} << 62, "huge.gz"); },
+                    {"huge.gz", "MiB in memory", "more than this machine's"});
 }
 
 TEST(Idx, EveryTruncationPlainOrGzipIsAnError) {

@@ -34,6 +34,11 @@ LoadedArray<T> load_values(ByteSource& source, Encoding encoding, uint64_t count
 LoadedArray<int32_t> load_labels(ByteSource& source, Encoding encoding, uint64_t count,
                                  Index classes);
 
+// A DataError naming the file when `bytes` of private memory exceed the machine's physical
+// memory: a clear refusal instead of the OOM killer halfway through decoding. (A gzip
+// file may honestly expand 1032:1, so its size alone does not bound what it claims.)
+void check_fits_in_memory(uint64_t bytes, const std::string& file);
+
 // One owner for several arrays, for Dataset::storage.
 std::shared_ptr<const void> keep_together(std::vector<std::shared_ptr<const void>> parts);
 
