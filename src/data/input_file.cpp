@@ -107,7 +107,6 @@ GzipSource::~GzipSource() {
 void GzipSource::read(void* out, size_t bytes) {
   auto* gz = static_cast<gzFile>(gz_);
   auto* p = static_cast<unsigned char*>(out);
-  const size_t wanted = bytes;
   while (bytes > 0) {
     const auto chunk = static_cast<unsigned>(std::min<size_t>(bytes, INT_MAX / 2));
     const int got = gzread(gz, p, chunk);
@@ -122,8 +121,7 @@ void GzipSource::read(void* out, size_t bytes) {
       const char* message = gzerror(gz, &code);
       // A gzip stream cut short reports Z_BUF_ERROR ("unexpected end of file").
       const std::string detail = code != Z_OK && message ? std::string(" (") + message + ")" : "";
-      throw DataError(truncated(path_, bytes, consumed_) + detail + " [" +
-                      std::to_string(wanted) + "-byte read]");
+      throw DataError(truncated(path_, bytes, consumed_) + " of the decompressed data" + detail);
     }
     p += got;
     bytes -= static_cast<size_t>(got);
