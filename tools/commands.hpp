@@ -3,6 +3,7 @@
 namespace mpiddp::tools {
 
 // mpiddp train [CONFIG.json] [--set KEY=VALUE]... [--log PATH] [--no-sync] [--quiet]
+//              [--resume PATH|DIR|latest] [--save-weights PATH]
 int train_command(int argc, char** argv);
 
 // mpiddp compare BASELINE.jsonl RUN.jsonl [--rtol R] [--atol A] [--metric M] [--json]

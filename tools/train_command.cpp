@@ -37,6 +37,10 @@ TrainArgs parse_train_args(int argc, char** argv) {
       args.overrides.push_back("log.path=\"" + value("--log") + "\"");
     } else if (arg == "--no-sync") {
       args.overrides.push_back("sync=false");
+    } else if (arg == "--resume") {
+      args.options.resume = value("--resume");
+    } else if (arg == "--save-weights") {
+      args.overrides.push_back("save_weights=\"" + value("--save-weights") + "\"");
     } else if (arg == "--quiet") {
       args.options.quiet = true;
     } else if (!arg.empty() && arg[0] == '-') {

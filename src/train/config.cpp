@@ -7,6 +7,7 @@
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/core/hash.hpp"
 #include "mpiddp/train/data_source_config.hpp"
+#include "mpiddp/train/interchange_config.hpp"
 
 namespace mpiddp::train {
 
@@ -147,6 +148,7 @@ Config parse_config(const Json& user) {
     auto sampler = root.section("sampler");
     c.shuffle = sampler.boolean("shuffle", true);
     c.drop_last = sampler.boolean("drop_last", false);
+    c.sampler_order = sampler.text("order", "");
     sampler.finish();
   }
   {
@@ -177,6 +179,7 @@ Config parse_config(const Json& user) {
     c.log_every_steps = log.integer("every_steps", 1, 1, kMaxCount);
     log.finish();
   }
+  parse_interchange_keys(root, c);
   root.finish();
   c.resolved = root.resolved();
   return c;

@@ -75,6 +75,8 @@ Trainer<T>::Trainer(const Config& config, dist::Communicator& comm, TrainOptions
   batch_y_.assign(std::max<Index>(train_.outputs, eval_ ? eval_->outputs : 0) * batch_per_rank_, T(0));
   batch_labels_.assign(batch_per_rank_, 0);
   replica_scratch_.assign(model_->parameter_count(), T(0));
+  if (!config.sampler_order.empty())
+    order_ = load_sample_order(comm, config.sampler_order, train_.samples, config.epochs);
 }
 
 template <typename T>
@@ -191,9 +193,9 @@ void Trainer<T>::verify_replicas(int64_t step, bool at_end, RunResult* result) {
 
 template <typename T>
 void Trainer<T>::start() {
-  model_->initialize(config_.seed);
+  position_ = initial_state();
   // Rank 0's initial parameters are everyone's: replicas start identical even if a rank's
-  // initialisation differed (another build, another libm).
+  // initialisation differed (another build, another libm), and init.weights is read there.
   comm_.broadcast(model_->parameters(),
                   static_cast<size_t>(model_->parameter_count()) * sizeof(T), 0);
   const uint64_t mine = mix_seed(config_hash(config_), fnv1a(model_->describe()));
@@ -208,15 +210,19 @@ void Trainer<T>::start() {
   // Every rank's host, in rank order (a collective: every rank takes part).
   const std::vector<std::string> hosts = comm_.allgather_string(comm_.host_name());
   if (comm_.rank() == 0) {
-    log_->write({{"kind", "run"},
-                {"world_size", comm_.size()},
-                {"launcher", options_.launcher},
-                {"hosts", hosts},
-                {"config", config_.resolved},
-                {"version", MPIDDP_VERSION},
-                {"mpi_library", comm_.library_version()},
-                {"parameters", model_->parameter_count()},
-                {"model", model_->describe()}});
+    Json run_record = {{"kind", "run"},
+                       {"world_size", comm_.size()},
+                       {"launcher", options_.launcher},
+                       {"hosts", hosts},
+                       {"config", config_.resolved},
+                       {"version", MPIDDP_VERSION},
+                       {"mpi_library", comm_.library_version()},
+                       {"parameters", model_->parameter_count()},
+                       {"model", model_->describe()}};
+    if (!resumed_from_.empty())
+      run_record["resumed_from"] = {{"path", resumed_from_}, {"epoch", position_.epoch},
+                                    {"batch", position_.batch}, {"step", position_.step}};
+    log_->write(run_record);
     if (!options_.quiet) {
       std::printf("mpiddp %s: %d rank%s, model %s (%lld parameters), global batch %lld, %s\n",
                   MPIDDP_VERSION, comm_.size(), comm_.size() == 1 ? "" : "s",
@@ -242,11 +248,12 @@ RunResult Trainer<T>::run() {
   ProgressLine progress(stderr, ProgressLine::mode_for(stderr, options_.quiet, comm_.rank() == 0,
                                                                std::getenv("MPIDDP_PROGRESS")),
                         config_.epochs, total_steps, batch_per_rank_ * comm_.size());
-  int64_t step = 0;
-  for (int64_t epoch = 1; epoch <= config_.epochs; ++epoch) {
-    sampler_.set_epoch(epoch - 1);
+  int64_t step = position_.step;
+  for (int64_t epoch = position_.epoch; epoch <= config_.epochs; ++epoch) {
+    sampler_.set_epoch(epoch - 1, replay_order(epoch - 1));
     const auto epoch_start = std::chrono::steady_clock::now();
-    for (Index k = 0; k < steps_per_epoch; ++k) {
+    const Index first_batch = epoch == position_.epoch ? position_.batch : 0;
+    for (Index k = first_batch; k < steps_per_epoch; ++k) {
       const Index first = k * batch_per_rank_;
       const Index count = std::min(batch_per_rank_, per_rank - first);
       const double local_loss = compute_gradients(sampler_.indices().data() + first, count);
@@ -267,14 +274,19 @@ RunResult Trainer<T>::run() {
       if (config_.check_every_steps > 0 && step % config_.check_every_steps == 0)
         verify_replicas(step, false, nullptr);
       progress.update(epoch, step, loss, seconds_since(run_start));
+      if (k + 1 < steps_per_epoch && checkpoint_due_mid_epoch(config_.checkpoint, step))
+        save_checkpoint({epoch, k + 1, step});
     }
     progress.clear();  // the epoch's table line goes where the progress line was
     result.epochs.push_back(finish_epoch(epoch, seconds_since(epoch_start),
                                          per_rank * comm_.size()));
+    if (checkpoint_due_after_epoch(config_.checkpoint, epoch, step, epoch == config_.epochs))
+      save_checkpoint({epoch + 1, 0, step});
   }
   progress.finish(seconds_since(run_start));
   result.steps = step;
   verify_replicas(step, true, &result);
+  save_final_weights();
   result.time_s = seconds_since(run_start);
   if (comm_.rank() == 0)
     log_->write({{"kind", "end"},

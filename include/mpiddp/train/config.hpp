@@ -18,6 +18,14 @@ using io::Json;
 
 using DataSourceConfig = data::SourceConfig;
 
+// checkpoint.*: see docs/checkpoints.md.
+struct CheckpointConfig {
+  std::string dir;           // "": no checkpoints
+  int64_t every_epochs = 0;  // 0: not by epoch
+  int64_t every_steps = 0;   // 0: not by step
+  int64_t keep = 3;          // the newest K are kept; 0 keeps all
+};
+
 struct Config {
   uint64_t seed = 0;
   std::string dtype = "float32";
@@ -37,6 +45,10 @@ struct Config {
   int64_t check_every_steps = 0;  // 0: check replicas at the end only
   std::string log_path;           // "": no JSON Lines file
   int64_t log_every_steps = 1;
+  std::string init_weights;   // init.weights: a safetensors file; "": seeded initialisation
+  std::string sampler_order;  // sampler.order: an .npy int64 [epochs, samples]; "": own order
+  std::string save_weights;   // save_weights: final weights as safetensors; "": not written
+  CheckpointConfig checkpoint;
 
   Json resolved;  // the full resolved config, defaults filled in, as logged in the run record
 

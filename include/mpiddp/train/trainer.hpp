@@ -21,13 +21,16 @@
 #include "mpiddp/nn/sequential.hpp"
 #include "mpiddp/optim/optimizer.hpp"
 #include "mpiddp/train/config.hpp"
+#include "mpiddp/train/checkpoint.hpp"
 #include "mpiddp/train/replica_check.hpp"
+#include "mpiddp/train/sample_order.hpp"
 
 namespace mpiddp::train {
 
 struct TrainOptions {
   bool quiet = false;            // no table on stdout, no progress line on stderr
   std::string launcher = "none";  // for the run record: dist::detect_launcher()
+  std::string resume;  // --resume: "" (start afresh), "latest", a checkpoint or a directory
 };
 
 struct EpochResult {
@@ -70,6 +73,13 @@ class Trainer {
   EpochResult finish_epoch(int64_t epoch, double seconds, Index samples_seen);
   void verify_replicas(int64_t step, bool at_end, RunResult* result);
   void start();
+  // Defined in trainer_checkpointing.cpp: where the parameters and optimizer state come
+  // from (a checkpoint, init.weights or the seed), and what is written at the end.
+  TrainingPosition initial_state();
+  void save_checkpoint(const TrainingPosition& position);
+  void save_final_weights();
+  RunIdentity identity() const;
+  const std::vector<Index>* replay_order(int64_t epoch) const;
 
   const Config& config_;
   dist::Communicator& comm_;
@@ -83,6 +93,9 @@ class Trainer {
   data::DistributedSampler sampler_;
   Index batch_per_rank_;
   std::unique_ptr<io::JsonlLog> log_;
+  std::optional<SampleOrder> order_;  // sampler.order, when set
+  TrainingPosition position_;         // where run() starts (set by start())
+  std::string resumed_from_;          // the checkpoint's path, when resuming
 
   // Step buffers, allocated once.
   nn::AlignedVector<T> batch_x_;         // (features, b)

@@ -1,0 +1,90 @@
+#pragma once
+// The safetensors format (github.com/huggingface/safetensors), F32 and F64 only:
+//
+//   bytes [0, 8)        N, the header length, unsigned 64-bit little-endian
+//   bytes [8, 8+N)      a JSON object: name -> {"dtype": "F32"|"F64", "shape": [...],
+//                       "data_offsets": [begin, end]}, plus an optional "__metadata__"
+//                       object of string -> string
+//   bytes [8+N, end)    the data section; offsets are relative to its start, tensors are
+//                       row-major little-endian and together cover it without gaps
+//
+// Reading validates all of it (bounded header, known dtypes, offsets inside the file,
+// shape x dtype size = byte range, no overlaps, no gaps), so a truncated or damaged file is
+// an error that names the file and the problem, never a crash.
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace mpiddp::io {
+
+enum class TensorDtype { kF32, kF64 };
+
+const char* dtype_name(TensorDtype dtype);    // "F32" | "F64"
+size_t dtype_size(TensorDtype dtype);         // 4 | 8
+template <typename T>
+TensorDtype dtype_of();                       // float -> kF32, double -> kF64
+
+// A tensor to write: `data` holds prod(shape) values of `dtype` in native (little-endian) order.
+struct TensorToWrite {
+  std::string name;
+  TensorDtype dtype;
+  std::vector<int64_t> shape;
+  const void* data;
+};
+
+// prod(shape) * dtype_size(dtype)
+size_t tensor_bytes(const TensorToWrite& tensor);
+
+// A tensor inside a parsed file.
+struct StoredTensor {
+  std::string name;
+  TensorDtype dtype;
+  std::vector<int64_t> shape;
+  size_t begin = 0, end = 0;  // byte range inside the data section
+  int64_t elements() const;
+};
+
+class SafetensorsFile {
+ public:
+  // Parses and validates a whole file's bytes; `name` (the path) is used in messages.
+  // Throws Error(error_code) naming the file and the problem.
+  SafetensorsFile(std::vector<char> bytes, std::string name, int error_code);
+
+  const std::string& name() const { return name_; }
+  const std::vector<StoredTensor>& tensors() const { return tensors_; }  // in header order
+  const StoredTensor* find(const std::string& tensor_name) const;
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  // The data section, for checksums.
+  const char* data() const { return bytes_.data() + data_start_; }
+  size_t data_bytes() const { return bytes_.size() - data_start_; }
+
+  // Copies a tensor's values into out (elements() values), converting F32 <-> F64.
+  template <typename T>
+  void read(const StoredTensor& tensor, T* out) const;
+
+ private:
+  std::vector<char> bytes_;
+  std::string name_;
+  size_t data_start_ = 0;
+  std::vector<StoredTensor> tensors_;
+  std::map<std::string, std::string> metadata_;
+};
+
+// Reads and parses a file; Error(error_code) names it when it cannot be read or is malformed.
+SafetensorsFile read_safetensors(const std::string& path, int error_code,
+                                 const std::string& role = "");
+
+// The complete file contents for the tensors, in the given order, with the metadata.
+// The header is padded with spaces so the data section starts 8-byte aligned.
+std::vector<char> encode_safetensors(const std::vector<TensorToWrite>& tensors,
+                                     const std::map<std::string, std::string>& metadata);
+
+// Writes a file atomically (see io/atomic_file.hpp).
+void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                       const std::map<std::string, std::string>& metadata);
+
+std::string shape_text(const std::vector<int64_t>& shape);  // "[48, 6]"
+
+}  // namespace mpiddp::io

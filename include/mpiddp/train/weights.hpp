@@ -1,0 +1,45 @@
+#pragma once
+// Moving a model's parameters (and buffers laid out like them, e.g. Adam moments) between
+// the flat buffer and named safetensors tensors. The names are a PyTorch nn.Sequential
+// state_dict's ("0.weight" [out, in], "0.bias" [out], "2.weight", ...), optionally behind a
+// prefix, so a state_dict saved from PyTorch loads as it is and ours load in PyTorch.
+#include <set>
+#include <string>
+#include <vector>
+
+#include "mpiddp/io/safetensors.hpp"
+#include "mpiddp/nn/sequential.hpp"
+
+namespace mpiddp::train {
+
+// The tensors of `values` (a flat buffer of P elements laid out as the model's parameters),
+// named prefix + tensor name, pointing into `values` (no copy).
+template <typename T>
+std::vector<io::TensorToWrite> named_tensors(const std::vector<nn::ParameterTensor>& layout,
+                                             const T* values, const std::string& prefix = "");
+
+// Fills `values` (P) from the tensors named prefix + tensor name, converting F32 <-> F64.
+// Every missing or mis-shaped tensor is reported, with its name and both shapes, in one
+// Error(error_code).
+template <typename T>
+void load_named_tensors(const io::SafetensorsFile& file,
+                        const std::vector<nn::ParameterTensor>& layout, T* values,
+                        int error_code, const std::string& prefix = "");
+
+// An Error(error_code) listing the file's tensors whose names are not in `expected`.
+void reject_unexpected_tensors(const io::SafetensorsFile& file,
+                               const std::set<std::string>& expected, int error_code);
+
+// prefix + each tensor name of the layout.
+std::set<std::string> tensor_names(const std::vector<nn::ParameterTensor>& layout,
+                                   const std::string& prefix = "");
+
+// Writes the model's parameters as a safetensors file of its dtype, atomically.
+template <typename T>
+void save_weights(const std::string& path, const nn::Sequential<T>& model);
+
+// init.weights: fills the model's parameters from a file holding exactly its tensors.
+template <typename T>
+void load_weights(const std::string& path, nn::Sequential<T>& model);
+
+}  // namespace mpiddp::train

@@ -1,0 +1,222 @@
+#include "mpiddp/io/safetensors.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
+#include "mpiddp/core/error.hpp"
+#include "mpiddp/io/atomic_file.hpp"
+
+namespace mpiddp::io {
+
+static_assert(std::endian::native == std::endian::little,
+              "safetensors data is little-endian; a big-endian host would need byte swaps");
+
+namespace {
+
+// The reference implementation's limit: a longer header is a damaged length field, not a model.
+constexpr uint64_t kMaxHeaderBytes = 100u << 20;
+constexpr const char* kMetadataKey = "__metadata__";
+
+}  // namespace
+
+const char* dtype_name(TensorDtype dtype) { return dtype == TensorDtype::kF32 ? "F32" : "F64"; }
+size_t dtype_size(TensorDtype dtype) { return dtype == TensorDtype::kF32 ? 4 : 8; }
+template <>
+TensorDtype dtype_of<float>() { return TensorDtype::kF32; }
+template <>
+TensorDtype dtype_of<double>() { return TensorDtype::kF64; }
+
+size_t tensor_bytes(const TensorToWrite& tensor) {
+  size_t bytes = dtype_size(tensor.dtype);
+  for (int64_t d : tensor.shape) bytes *= static_cast<size_t>(d);
+  return bytes;
+}
+
+int64_t StoredTensor::elements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+SafetensorsFile::SafetensorsFile(std::vector<char> bytes, std::string name, int error_code)
+    : bytes_(std::move(bytes)), name_(std::move(name)) {
+  auto fail = [&](const std::string& problem) {
+    throw Error(static_cast<ExitCode>(error_code), "safetensors file '" + name_ + "': " + problem);
+  };
+  const uint64_t size = bytes_.size();
+  if (size < 8) fail("truncated: " + std::to_string(size) + " bytes, less than the 8-byte header length");
+  uint64_t header_bytes = 0;
+  std::memcpy(&header_bytes, bytes_.data(), 8);
+  if (header_bytes > kMaxHeaderBytes)
+    fail("header length " + std::to_string(header_bytes) + " exceeds the limit of " +
+         std::to_string(kMaxHeaderBytes) + " bytes (not a safetensors file, or damaged)");
+  if (header_bytes > size - 8)
+    fail("truncated: the header length says " + std::to_string(header_bytes) +
+         " bytes but only " + std::to_string(size - 8) + " follow");
+  data_start_ = 8 + header_bytes;
+  const uint64_t data_bytes = size - data_start_;
+
+  const auto header = nlohmann::ordered_json::parse(bytes_.data() + 8, bytes_.data() + data_start_,
+                                                    nullptr, /*allow_exceptions=*/false);
+  if (header.is_discarded()) fail("the header is not valid JSON (damaged file?)");
+  if (!header.is_object()) fail("the header is not a JSON object");
+
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    const std::string& key = it.key();
+    const auto& entry = it.value();
+    if (key == kMetadataKey) {
+      if (!entry.is_object()) fail("__metadata__ is not an object");
+      for (auto m = entry.begin(); m != entry.end(); ++m) {
+        if (!m.value().is_string()) fail("__metadata__." + m.key() + " is not a string");
+        metadata_[m.key()] = m.value().get<std::string>();
+      }
+      continue;
+    }
+    const std::string where = "tensor '" + key + "': ";
+    if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") ||
+        !entry.contains("data_offsets") || entry.size() != 3)
+      fail(where + "expected exactly the keys dtype, shape and data_offsets");
+    StoredTensor t;
+    t.name = key;
+    if (!entry["dtype"].is_string()) fail(where + "dtype is not a string");
+    const std::string dtype = entry["dtype"].get<std::string>();
+    if (dtype == "F32") {
+      t.dtype = TensorDtype::kF32;
+    } else if (dtype == "F64") {
+      t.dtype = TensorDtype::kF64;
+    } else {
+      fail(where + "dtype " + dtype + " is not supported; expected F32 or F64 (convert with "
+                   "tensor.float() or tensor.double() before saving)");
+    }
+    const auto& shape = entry["shape"];
+    if (!shape.is_array()) fail(where + "shape is not a list");
+    // The element count is built up with an overflow check: a damaged shape must not wrap.
+    uint64_t elements = 1;
+    for (const auto& d : shape) {
+      if (!d.is_number_unsigned()) fail(where + "shape " + shape.dump() + " has a non-integer or negative size");
+      const uint64_t extent = d.get<uint64_t>();
+      if (extent != 0 && elements > (std::numeric_limits<uint64_t>::max() / 8) / extent)
+        fail(where + "shape " + shape.dump() + " is impossibly large");
+      elements *= extent;
+      t.shape.push_back(static_cast<int64_t>(extent));
+    }
+    const auto& offsets = entry["data_offsets"];
+    if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
+        !offsets[1].is_number_unsigned())
+      fail(where + "data_offsets must be two non-negative integers, got " + offsets.dump());
+    const uint64_t begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
+    if (begin > end) fail(where + "data_offsets " + offsets.dump() + " end before they begin");
+    if (end > data_bytes)
+      fail("truncated or damaged: " + where + "data ends at byte " + std::to_string(end) +
+           " of the data section, which has only " + std::to_string(data_bytes) + " bytes");
+    const uint64_t expected = elements * dtype_size(t.dtype);
+    if (end - begin != expected)
+      fail(where + "shape " + shape_text(t.shape) + " of " + dtype + " needs " +
+           std::to_string(expected) + " bytes but data_offsets " + offsets.dump() + " span " +
+           std::to_string(end - begin));
+    t.begin = begin;
+    t.end = end;
+    tensors_.push_back(std::move(t));
+  }
+
+  // Sorted by position, every tensor must start where the previous one ended: no overlaps
+  // (two tensors sharing bytes) and no gaps (bytes of a lost or renamed tensor).
+  std::vector<const StoredTensor*> by_offset;
+  for (const auto& t : tensors_) by_offset.push_back(&t);
+  std::sort(by_offset.begin(), by_offset.end(), [](const StoredTensor* a, const StoredTensor* b) {
+    return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
+  });
+  size_t position = 0;
+  const StoredTensor* previous = nullptr;
+  for (const StoredTensor* t : by_offset) {
+    if (t->begin < position)
+      fail("tensors '" + previous->name + "' and '" + t->name + "' overlap (bytes " +
+           std::to_string(t->begin) + ".." + std::to_string(position) + ")");
+    if (t->begin > position)
+      fail("bytes " + std::to_string(position) + ".." + std::to_string(t->begin) +
+           " of the data section belong to no tensor");
+    position = t->end;
+    previous = t;
+  }
+  if (position != data_bytes)
+    fail("the data section has " + std::to_string(data_bytes - position) +
+         " bytes after the last tensor (damaged file?)");
+}
+
+const StoredTensor* SafetensorsFile::find(const std::string& tensor_name) const {
+  for (const auto& t : tensors_)
+    if (t.name == tensor_name) return &t;
+  return nullptr;
+}
+
+template <typename T>
+void SafetensorsFile::read(const StoredTensor& tensor, T* out) const {
+  const char* source = data() + tensor.begin;
+  const int64_t n = tensor.elements();
+  // memcpy per value: the data section gives no alignment guarantee for other writers' files.
+  if (tensor.dtype == TensorDtype::kF32) {
+    for (int64_t i = 0; i < n; ++i) {
+      float value;
+      std::memcpy(&value, source + 4 * i, 4);
+      out[i] = static_cast<T>(value);
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      double value;
+      std::memcpy(&value, source + 8 * i, 8);
+      out[i] = static_cast<T>(value);
+    }
+  }
+}
+
+template void SafetensorsFile::read<float>(const StoredTensor&, float*) const;
+template void SafetensorsFile::read<double>(const StoredTensor&, double*) const;
+
+SafetensorsFile read_safetensors(const std::string& path, int error_code,
+                                 const std::string& role) {
+  return SafetensorsFile(read_whole_file(path, error_code, role), path, error_code);
+}
+
+std::vector<char> encode_safetensors(const std::vector<TensorToWrite>& tensors,
+                                     const std::map<std::string, std::string>& metadata) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) header[kMetadataKey] = metadata;
+  size_t offset = 0;
+  for (const auto& t : tensors) {
+    const size_t bytes = tensor_bytes(t);
+    header[t.name] = {{"dtype", dtype_name(t.dtype)}, {"shape", t.shape},
+                      {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // the data section starts 8-byte aligned
+  const uint64_t header_bytes = text.size();
+  std::vector<char> file(8 + text.size() + offset);
+  std::memcpy(file.data(), &header_bytes, 8);
+  std::memcpy(file.data() + 8, text.data(), text.size());
+  char* out = file.data() + 8 + text.size();
+  for (const auto& t : tensors) {
+    const size_t bytes = tensor_bytes(t);
+    if (bytes) std::memcpy(out, t.data, bytes);
+    out += bytes;
+  }
+  return file;
+}
+
+void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  const std::vector<char> file = encode_safetensors(tensors, metadata);
+  write_file_atomically(path, {{file.data(), file.size()}});
+}
+
+}  // namespace mpiddp::io
