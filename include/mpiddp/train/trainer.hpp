@@ -30,7 +30,7 @@ namespace mpiddp::train {
 struct TrainOptions {
   bool quiet = false;            // no table on stdout, no progress line on stderr
   std::string launcher = "none";  // for the run record: dist::detect_launcher()
-  std::string resume;  // --resume: "" (start afresh), "latest", a checkpoint or a directory
+  std::string resume{};  // --resume: "" (start afresh), "latest", a checkpoint or a directory
 };
 
 struct EpochResult {

@@ -1,0 +1,158 @@
+#include "mpiddp/io/safetensors.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "mpiddp/core/error.hpp"
+
+namespace mpiddp::io {
+namespace {
+
+// A file assembled by hand, as another writer (Python's safetensors) lays it out: an
+// unpadded header with tensors out of offset order, then the raw little-endian data.
+std::vector<char> hand_made_file(const std::string& header, const std::vector<char>& data) {
+  std::vector<char> file(8 + header.size() + data.size());
+  const uint64_t n = header.size();
+  std::memcpy(file.data(), &n, 8);
+  std::copy(header.begin(), header.end(), file.begin() + 8);
+  std::copy(data.begin(), data.end(), file.begin() + 8 + static_cast<long>(header.size()));
+  return file;
+}
+
+template <typename T>
+std::vector<char> raw(std::initializer_list<T> values) {
+  std::vector<char> bytes(values.size() * sizeof(T));
+  std::memcpy(bytes.data(), std::data(values), bytes.size());
+  return bytes;
+}
+
+std::string error_of(const std::vector<char>& bytes) {
+  try {
+    SafetensorsFile file(bytes, "f.safetensors", kExitData);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), kExitData);
+    EXPECT_NE(std::string(e.what()).find("f.safetensors"), std::string::npos) << e.what();
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Safetensors, RoundTripKeepsNamesShapesValuesAndMetadata) {
+  const float w[6] = {1.5f, -2.0f, 3.25f, 0.0f, -0.5f, 1e-7f};  // [2, 3]
+  const double b[2] = {0.1, -1e300};
+  const std::vector<char> file =
+      encode_safetensors({{"0.weight", TensorDtype::kF32, {2, 3}, w},
+                          {"0.bias", TensorDtype::kF64, {2}, b}},
+                         {{"producer", "test"}});
+  // 8-byte length, header padded to a multiple of 8, then 24 + 16 data bytes.
+  uint64_t header_bytes = 0;
+  std::memcpy(&header_bytes, file.data(), 8);
+  EXPECT_EQ(header_bytes % 8, 0u);
+  EXPECT_EQ(file.size(), 8 + header_bytes + 24 + 16);
+
+  const SafetensorsFile parsed(file, "round.safetensors", kExitData);
+  ASSERT_EQ(parsed.tensors().size(), 2u);
+  EXPECT_EQ(parsed.metadata().at("producer"), "test");
+  const StoredTensor* weight = parsed.find("0.weight");
+  ASSERT_NE(weight, nullptr);
+  EXPECT_EQ(weight->shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(weight->dtype, TensorDtype::kF32);
+  float w_back[6];
+  parsed.read(*weight, w_back);
+  EXPECT_EQ(std::memcmp(w, w_back, sizeof w), 0);
+  double b_back[2];
+  parsed.read(*parsed.find("0.bias"), b_back);
+  EXPECT_EQ(b_back[0], 0.1);
+  EXPECT_EQ(b_back[1], -1e300);
+}
+
+TEST(Safetensors, ReadsAnotherWritersLayoutAndConvertsDtypes) {
+  // "b" comes first in the data section although listed second in the header.
+  const std::string header =
+      R"({"a":{"dtype":"F64","shape":[2],"data_offsets":[4,20]},)"
+      R"("b":{"dtype":"F32","shape":[],"data_offsets":[0,4]}})";
+  std::vector<char> data = raw<float>({0.25f});
+  const auto a = raw<double>({1.0 / 3.0, -7.0});
+  data.insert(data.end(), a.begin(), a.end());
+  const SafetensorsFile file(hand_made_file(header, data), "x", kExitData);
+  float a_as_float[2];
+  file.read(*file.find("a"), a_as_float);  // F64 file into a float32 run rounds each value
+  EXPECT_EQ(a_as_float[0], static_cast<float>(1.0 / 3.0));
+  EXPECT_EQ(a_as_float[1], -7.0f);
+  double b_as_double = 0;
+  file.read(*file.find("b"), &b_as_double);  // F32 -> F64 is exact
+  EXPECT_EQ(b_as_double, 0.25);
+  EXPECT_EQ(file.find("b")->elements(), 1);  // a scalar has shape []
+}
+
+TEST(Safetensors, EveryTruncationIsAnErrorNeverACrash) {
+  const float w[4] = {1, 2, 3, 4};
+  const auto file = encode_safetensors({{"0.weight", TensorDtype::kF32, {2, 2}, w}}, {});
+  for (size_t length = 0; length < file.size(); ++length) {
+    const std::vector<char> cut(file.begin(), file.begin() + static_cast<long>(length));
+    EXPECT_NE(error_of(cut), "(no error)") << "length " << length;
+  }
+}
+
+TEST(Safetensors, MalformedHeadersNameTheProblem) {
+  auto with_header = [](const std::string& h, size_t data_bytes) {
+    return hand_made_file(h, std::vector<char>(data_bytes, 0));
+  };
+  std::vector<char> huge(16, 0);
+  const uint64_t n = uint64_t{1} << 40;
+  std::memcpy(huge.data(), &n, 8);
+  EXPECT_NE(error_of(huge).find("exceeds the limit"), std::string::npos);
+  EXPECT_NE(error_of(with_header("{not json", 0)).find("not valid JSON"), std::string::npos);
+  EXPECT_NE(error_of(with_header("[1,2]", 0)).find("not a JSON object"), std::string::npos);
+  EXPECT_NE(error_of(with_header(R"({"t":{"dtype":"BF16","shape":[1],"data_offsets":[0,2]}})", 2))
+                .find("BF16 is not supported"),
+            std::string::npos);
+  // shape [3] of F32 is 12 bytes, the range spans 8
+  EXPECT_NE(error_of(with_header(R"({"t":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8))
+                .find("needs 12 bytes"),
+            std::string::npos);
+  EXPECT_NE(error_of(with_header(R"({"t":{"dtype":"F32","shape":[-3],"data_offsets":[0,8]}})", 8))
+                .find("negative"),
+            std::string::npos);
+  EXPECT_NE(error_of(with_header(R"({"t":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 8))
+                .find("truncated"),
+            std::string::npos);
+  EXPECT_NE(error_of(with_header(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                                 R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 12))
+                .find("overlap"),
+            std::string::npos);
+  EXPECT_NE(error_of(with_header(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8))
+                .find("belong to no tensor"),
+            std::string::npos);
+  EXPECT_NE(error_of(with_header(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 8))
+                .find("after the last tensor"),
+            std::string::npos);
+  EXPECT_NE(error_of(with_header(R"({"a":{"dtype":"F32","shape":[1]}})", 0))
+                .find("expected exactly the keys"),
+            std::string::npos);
+  EXPECT_NE(error_of(with_header(R"({"__metadata__":{"k":1}})", 0)).find("not a string"),
+            std::string::npos);
+  // An impossibly large shape must not overflow into a small byte count.
+  EXPECT_NE(error_of(with_header(R"({"t":{"dtype":"F64","shape":[4294967296,4294967296,16],)"
+                                 R"("data_offsets":[0,0]}})", 0))
+                .find("impossibly large"),
+            std::string::npos);
+}
+
+TEST(Safetensors, MissingFileIsNamed) {
+  try {
+    read_safetensors("/nonexistent/w.safetensors", kExitData, "init.weights");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), kExitData);
+    EXPECT_NE(std::string(e.what()).find("init.weights: cannot open '/nonexistent/w.safetensors'"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace mpiddp::io

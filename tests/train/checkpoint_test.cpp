@@ -1,0 +1,206 @@
+#include "mpiddp/train/checkpoint.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "mpiddp/core/error.hpp"
+#include "mpiddp/dist/local_communicator.hpp"
+#include "mpiddp/io/atomic_file.hpp"
+#include "mpiddp/train/trainer.hpp"
+#include "../support/fixture_files.hpp"
+
+namespace mpiddp::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The default experiment with Adam, so the optimizer has state (two moment buffers and a
+// step count) that a resume must restore, and 4 steps per epoch.
+Json adam_experiment(const std::string& checkpoint_dir) {
+  Json user = default_experiment();
+  apply_override(user, "optimizer={\"type\":\"adam\",\"lr\":0.01}");
+  apply_override(user, "checkpoint.dir=\"" + checkpoint_dir + "\"");
+  apply_override(user, "checkpoint.keep=0");
+  return user;
+}
+
+RunResult train(const Json& user, const std::string& resume = "") {
+  dist::LocalCommunicator comm;
+  TrainOptions options;
+  options.quiet = true;
+  options.resume = resume;
+  return run_training(parse_config(user), comm, options);
+}
+
+std::vector<double> tail(const std::vector<double>& v, size_t from) {
+  return std::vector<double>(v.begin() + static_cast<long>(from), v.end());
+}
+
+TEST(Checkpoint, MidEpochResumeIsBitwiseEqual) {
+  const std::string dir = test::scratch_dir("ckpt_mid");
+  Json user = adam_experiment(dir);
+  apply_override(user, "checkpoint.every_steps=3");
+  const RunResult straight = train(user);
+  ASSERT_EQ(straight.steps, 16);
+  // every 3 steps, plus the end of the run
+  EXPECT_EQ(list_checkpoints(dir).size(), 6u);
+  // Step 6 is batch 2 of epoch 2: the resumed run replays steps 7..16.
+  const RunResult resumed = train(user, checkpoint_path(dir, 6));
+  EXPECT_EQ(resumed.step_losses, tail(straight.step_losses, 6));
+  ASSERT_EQ(resumed.epochs.size(), 3u);  // epochs 2, 3, 4
+  for (size_t e = 0; e < 3; ++e) {
+    EXPECT_EQ(resumed.epochs[e].epoch, straight.epochs[e + 1].epoch);
+    EXPECT_EQ(resumed.epochs[e].eval_loss, straight.epochs[e + 1].eval_loss);
+  }
+  EXPECT_EQ(resumed.replicas.checksum, straight.replicas.checksum);
+  EXPECT_EQ(resumed.steps, 16);
+}
+
+TEST(Checkpoint, StoppedAfterTwoEpochsAndExtendedIsBitwiseEqual) {
+  const std::string dir = test::scratch_dir("ckpt_extend");
+  Json user = adam_experiment(dir);
+  const RunResult straight = train(user);
+  fs::remove_all(dir);
+  Json first_half = user;
+  apply_override(first_half, "epochs=2");
+  train(first_half);  // the last epoch always gets a checkpoint
+  ASSERT_EQ(list_checkpoints(dir).size(), 1u);
+  const RunResult resumed = train(user, "latest");
+  EXPECT_EQ(resumed.step_losses, tail(straight.step_losses, 8));
+  EXPECT_EQ(resumed.epochs.back().eval_loss, straight.epochs.back().eval_loss);
+  EXPECT_EQ(resumed.replicas.checksum, straight.replicas.checksum);
+}
+
+TEST(Checkpoint, LatestSkipsTemporaryAndForeignFilesAndKeepPrunes) {
+  const std::string dir = test::scratch_dir("ckpt_latest");
+  Json user = adam_experiment(dir);
+  apply_override(user, "checkpoint.every_steps=2");
+  apply_override(user, "checkpoint.keep=2");
+  train(user);
+  // Steps 2, 4, ..., 16 were written; only the newest two remain.
+  EXPECT_EQ(list_checkpoints(dir), (std::vector<std::string>{checkpoint_path(dir, 14),
+                                                             checkpoint_path(dir, 16)}));
+  // What a kill during a write leaves behind: a temporary file, newer and half-written.
+  const std::string newer = checkpoint_path(dir, 99);
+  {
+    std::ofstream partial(io::temporary_name(newer), std::ios::binary);
+    partial << "half a checkpoint";
+  }
+  std::ofstream(dir + "/step-12x.safetensors") << "not ours";
+  EXPECT_EQ(resolve_resume_path("latest", dir), checkpoint_path(dir, 16));
+  EXPECT_EQ(resolve_resume_path(dir, ""), checkpoint_path(dir, 16));  // a directory: its newest
+  apply_override(user, "epochs=5");
+  const RunResult resumed = train(user, "latest");  // continues after step 16
+  EXPECT_EQ(resumed.step_losses.size(), 4u);
+  EXPECT_EQ(resumed.steps, 20);
+}
+
+std::string refusal(const Json& user, const std::string& path, int expected_code = kExitCheckpoint) {
+  try {
+    train(user, path);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), expected_code) << e.what();
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Checkpoint, RefusesDamagedForeignAndIncompatibleFiles) {
+  const std::string dir = test::scratch_dir("ckpt_refuse");
+  Json user = adam_experiment(dir);
+  apply_override(user, "epochs=1");
+  train(user);
+  const std::string good = checkpoint_path(dir, 4);
+  ASSERT_TRUE(fs::exists(good));
+  Json longer = user;
+  apply_override(longer, "epochs=2");
+
+  // A flipped bit in the data section.
+  const std::string flipped = dir + "/flipped.safetensors";
+  fs::copy_file(good, flipped);
+  {
+    std::fstream f(flipped, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-5, std::ios::end);
+    f.put('\x7f');
+  }
+  EXPECT_NE(refusal(longer, flipped).find("corrupt: the data checksum does not match"),
+            std::string::npos);
+
+  // Truncated.
+  const std::string cut = dir + "/cut.safetensors";
+  fs::copy_file(good, cut);
+  fs::resize_file(cut, fs::file_size(good) - 100);
+  EXPECT_NE(refusal(longer, cut).find("truncated"), std::string::npos);
+
+  // Another model shape.
+  Json wider = longer;
+  apply_override(wider, "model.layers.0.out=32");
+  EXPECT_NE(refusal(wider, good).find("another model shape: the checkpoint holds "
+                                      "6-linear48-tanh-linear48-tanh-linear1 but the config builds "
+                                      "6-linear32-tanh-linear48-tanh-linear1"),
+            std::string::npos);
+
+  // Another config, and which key.
+  Json faster = longer;
+  apply_override(faster, "optimizer.lr=0.1");
+  EXPECT_NE(refusal(faster, good).find("another config: optimizer.lr: 0.01 in the checkpoint, 0.1 now"),
+            std::string::npos);
+
+  // Another dtype.
+  Json wide = longer;
+  apply_override(wide, "dtype=float64");
+  EXPECT_NE(refusal(wide, good).find("another dtype"), std::string::npos);
+
+  // A weights file is not a checkpoint.
+  const std::string weights = dir + "/weights.safetensors";
+  Json save = user;
+  apply_override(save, "save_weights=\"" + weights + "\"");
+  apply_override(save, "checkpoint.dir=\"\"");
+  train(save);
+  EXPECT_NE(refusal(longer, weights).find("no mpiddp_checkpoint metadata"), std::string::npos);
+
+  // Nothing left to train: a config error on epochs.
+  EXPECT_NE(refusal(user, good, kExitConfig).find("has completed 1 epochs"), std::string::npos);
+
+  // Epochs tie a cosine schedule with t_max 0 to the run length: changing them is refused.
+  Json cosine = user;
+  apply_override(cosine, "schedule={\"type\":\"cosine\"}");
+  apply_override(cosine, "checkpoint.dir=\"" + dir + "/cosine\"");
+  train(cosine);
+  Json cosine_longer = cosine;
+  apply_override(cosine_longer, "epochs=2");
+  EXPECT_NE(refusal(cosine_longer, "latest").find("epochs: 1 in the checkpoint, 2 now (schedule cosine"),
+            std::string::npos);
+  // ...but with t_max set they may change.
+  Json cosine_fixed = cosine;
+  apply_override(cosine_fixed, "schedule.t_max=4");
+  apply_override(cosine_fixed, "checkpoint.dir=\"" + dir + "/cosine_fixed\"");
+  train(cosine_fixed);
+  apply_override(cosine_fixed, "epochs=2");
+  EXPECT_EQ(train(cosine_fixed, "latest").epochs.size(), 1u);
+}
+
+TEST(Checkpoint, ResumeConfigDropsOnlyTheKeysThatMayChange) {
+  Json user = adam_experiment("/tmp/somewhere");
+  apply_override(user, "log.path=\"x.jsonl\"");
+  const Json kept = resume_config(parse_config(user));
+  for (const char* key : {"log", "checkpoint", "save_weights", "init", "check_every_steps", "epochs"})
+    EXPECT_FALSE(kept.contains(key)) << key;
+  for (const char* key : {"seed", "dtype", "model", "loss", "data", "sampler", "batch", "optimizer",
+                          "schedule", "sync"})
+    EXPECT_TRUE(kept.contains(key)) << key;
+}
+
+TEST(Checkpoint, MissingCheckpointsAreErrors) {
+  const std::string dir = test::scratch_dir("ckpt_none");
+  Json user = adam_experiment(dir);
+  EXPECT_NE(refusal(user, "latest").find("no checkpoint"), std::string::npos);
+  EXPECT_NE(refusal(user, dir + "/nope.safetensors").find("cannot open"), std::string::npos);
+  apply_override(user, "checkpoint.dir=\"\"");
+  EXPECT_NE(refusal(user, "latest", kExitConfig).find("needs checkpoint.dir"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace mpiddp::train
