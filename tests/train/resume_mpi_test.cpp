@@ -1,0 +1,100 @@
+// Checkpoint/resume and order replay at the launcher's world size N: a resumed run repeats
+// the straight run bit for bit at the same N, a checkpoint written by one process resumes at
+// N within float tolerance, and replaying the sampler's own order changes nothing.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "mpiddp/data/sampler.hpp"
+#include "mpiddp/dist/local_communicator.hpp"
+#include "mpiddp/dist/mpi_communicator.hpp"
+#include "mpiddp/train/trainer.hpp"
+#include "../support/fixture_files.hpp"
+
+namespace mpiddp::train {
+namespace {
+
+// A scratch directory made by rank 0 and known to every rank.
+std::string shared_scratch_dir(dist::Communicator& comm, const std::string& name) {
+  std::string dir = comm.rank() == 0 ? test::scratch_dir(name) : "";
+  uint64_t size = dir.size();
+  comm.broadcast(&size, sizeof size, 0);
+  dir.resize(size);
+  comm.broadcast(dir.data(), size, 0);
+  return dir;
+}
+
+Json adam_experiment(const std::string& checkpoint_dir) {
+  Json user = default_experiment();
+  apply_override(user, "optimizer={\"type\":\"adam\",\"lr\":0.01}");
+  apply_override(user, "checkpoint.dir=\"" + checkpoint_dir + "\"");
+  apply_override(user, "checkpoint.keep=0");
+  return user;
+}
+
+RunResult train(dist::Communicator& comm, const Json& user, const std::string& resume = "") {
+  TrainOptions options;
+  options.quiet = true;
+  options.resume = resume;
+  return run_training(parse_config(user), comm, options);
+}
+
+TEST(ResumeMpi, MidEpochResumeIsBitwiseEqualAtTheSameWorldSize) {
+  dist::MpiCommunicator comm;
+  const std::string dir = shared_scratch_dir(comm, "resume_mpi_mid");
+  Json user = adam_experiment(dir);
+  apply_override(user, "checkpoint.every_steps=3");
+  const RunResult straight = train(comm, user);
+  // Step 6 is batch 2 of epoch 2 (4 steps per epoch at any N here).
+  const RunResult resumed = train(comm, user, checkpoint_path(dir, 6));
+  ASSERT_EQ(resumed.step_losses.size(), 10u);
+  EXPECT_EQ(resumed.step_losses,
+            std::vector<double>(straight.step_losses.begin() + 6, straight.step_losses.end()));
+  EXPECT_EQ(resumed.epochs.back().eval_loss, straight.epochs.back().eval_loss);
+  EXPECT_EQ(resumed.replicas.checksum, straight.replicas.checksum);
+  EXPECT_TRUE(resumed.replicas.identical);
+}
+
+TEST(ResumeMpi, OneProcessCheckpointResumesWithinFloatTolerance) {
+  dist::MpiCommunicator comm;
+  dist::LocalCommunicator one;
+  const std::string dir = shared_scratch_dir(comm, "resume_mpi_cross");
+  Json user = adam_experiment(dir);
+  apply_override(user, "dtype=float64");
+  const RunResult single = train(one, user);  // also writes the end-of-run checkpoint, step 16
+  comm.barrier();
+  Json first_half = user;
+  apply_override(first_half, "epochs=2");
+  apply_override(first_half, "checkpoint.dir=\"" + dir + "/half\"");
+  if (comm.rank() == 0) train(one, first_half);  // step 8, written by one process
+  comm.barrier();
+  const RunResult resumed = train(comm, user, dir + "/half/step-000000000008.safetensors");
+  ASSERT_EQ(resumed.epochs.size(), 2u);
+  for (size_t e = 0; e < 2; ++e)
+    EXPECT_NEAR(resumed.epochs[e].eval_loss, single.epochs[e + 2].eval_loss,
+                1e-12 * single.epochs[e + 2].eval_loss)
+        << "epoch " << e + 3 << " at N=" << comm.size();
+}
+
+TEST(ResumeMpi, ReplayingTheSamplersOwnOrderChangesNothing) {
+  dist::MpiCommunicator comm;
+  const std::string dir = shared_scratch_dir(comm, "order_mpi");
+  if (comm.rank() == 0) {
+    std::vector<int64_t> rows;
+    for (int64_t e = 0; e < 4; ++e) {
+      const auto order = data::epoch_order(256, true, 0, e);
+      rows.insert(rows.end(), order.begin(), order.end());
+    }
+    test::write_npy_int64(dir + "/order.npy", {4, 256}, rows);
+  }
+  comm.barrier();
+  Json replay = default_experiment();
+  apply_override(replay, "sampler.order=\"" + dir + "/order.npy\"");
+  const RunResult replayed = train(comm, replay);
+  const RunResult own = train(comm, default_experiment());
+  EXPECT_EQ(replayed.step_losses, own.step_losses);
+  EXPECT_EQ(replayed.replicas.checksum, own.replicas.checksum);
+}
+
+}  // namespace
+}  // namespace mpiddp::train
