@@ -102,6 +102,7 @@ std::string refusal(const Json& user, const std::string& path, int expected_code
     train(user, path);
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), expected_code) << e.what();
+    EXPECT_TRUE(e.on_every_rank()) << e.what();  // every rank refuses: a clean exit, no abort
     return e.what();
   }
   return "(no error)";

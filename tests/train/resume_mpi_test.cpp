@@ -61,7 +61,10 @@ TEST(ResumeMpi, OneProcessCheckpointResumesWithinFloatTolerance) {
   const std::string dir = shared_scratch_dir(comm, "resume_mpi_cross");
   Json user = adam_experiment(dir);
   apply_override(user, "dtype=float64");
-  const RunResult single = train(one, user);  // also writes the end-of-run checkpoint, step 16
+  // The one-process reference runs on every rank: each in its own directory.
+  Json reference = user;
+  apply_override(reference, "checkpoint.dir=\"" + dir + "/single" + std::to_string(comm.rank()) + "\"");
+  const RunResult single = train(one, reference);
   comm.barrier();
   Json first_half = user;
   apply_override(first_half, "epochs=2");

@@ -73,7 +73,8 @@ std::string order_error(const std::vector<int64_t>& shape, const std::vector<int
   test::write_npy_int64(dir + "/bad.npy", shape, values);
   try {
     train_with_order(dir + "/bad.npy");
-  } catch (const CollectiveError& e) {
+  } catch (const Error& e) {
+    EXPECT_TRUE(e.on_every_rank()) << e.what();
     EXPECT_EQ(e.code(), kExitData);
     EXPECT_NE(std::string(e.what()).find("bad.npy"), std::string::npos) << e.what();
     return e.what();

@@ -76,7 +76,8 @@ std::string init_error(const std::string& weights_path, int* code) {
   dist::LocalCommunicator comm;
   try {
     run_training(parse_config(user), comm, {.quiet = true});
-  } catch (const CollectiveError& e) {
+  } catch (const Error& e) {
+    EXPECT_TRUE(e.on_every_rank()) << e.what();
     *code = e.code();
     return e.what();
   }
