@@ -122,7 +122,7 @@ def main():
     p.add_argument("--hidden", type=int, default=32)
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--epochs", type=int, default=5)
-    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--momentum", type=float, default=0.0)
     p.add_argument("--rtol", type=float, default=1e-5)
     p.add_argument("--work", default=None, help="keep the files here (default: a temp dir)")
@@ -135,7 +135,7 @@ def main():
     torch.set_num_threads(1)
     x = torch.randn(args.samples, args.features, dtype=torch.float64)
     w = torch.randn(args.features, 1, dtype=torch.float64)
-    y = torch.sin(x @ w) + 0.1 * torch.randn(args.samples, 1, dtype=torch.float64)
+    y = torch.sin(x @ w / args.features ** 0.5) + 0.1 * torch.randn(args.samples, 1, dtype=torch.float64)
     order = torch.stack([torch.randperm(args.samples) for _ in range(args.epochs)]).numpy().astype(np.int64)
     np.save(os.path.join(work, "order.npy"), order)
     initial64 = {k: v.detach().double().numpy() for k, v in
