@@ -98,48 +98,38 @@ TEST(Safetensors, EveryTruncationIsAnErrorNeverACrash) {
 }
 
 TEST(Safetensors, MalformedHeadersNameTheProblem) {
-  auto with_header = [](const std::string& h, size_t data_bytes) {
-    return hand_made_file(h, std::vector<char>(data_bytes, 0));
-  };
   std::vector<char> huge(16, 0);
   const uint64_t n = uint64_t{1} << 40;
   std::memcpy(huge.data(), &n, 8);
   EXPECT_NE(error_of(huge).find("exceeds the limit"), std::string::npos);
-  EXPECT_NE(error_of(with_header("{not json", 0)).find("not valid JSON"), std::string::npos);
-  EXPECT_NE(error_of(with_header("[1,2]", 0)).find("not a JSON object"), std::string::npos);
-  EXPECT_NE(error_of(with_header(R"({"t":{"dtype":"BF16","shape":[1],"data_offsets":[0,2]}})", 2))
-                .find("BF16 is not supported"),
-            std::string::npos);
-  // shape [3] of F32 is 12 bytes, the range spans 8
-  EXPECT_NE(error_of(with_header(R"({"t":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8))
-                .find("needs 12 bytes"),
-            std::string::npos);
-  EXPECT_NE(error_of(with_header(R"({"t":{"dtype":"F32","shape":[-3],"data_offsets":[0,8]}})", 8))
-                .find("negative"),
-            std::string::npos);
-  EXPECT_NE(error_of(with_header(R"({"t":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 8))
-                .find("truncated"),
-            std::string::npos);
-  EXPECT_NE(error_of(with_header(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-                                 R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 12))
-                .find("overlap"),
-            std::string::npos);
-  EXPECT_NE(error_of(with_header(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8))
-                .find("belong to no tensor"),
-            std::string::npos);
-  EXPECT_NE(error_of(with_header(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 8))
-                .find("after the last tensor"),
-            std::string::npos);
-  EXPECT_NE(error_of(with_header(R"({"a":{"dtype":"F32","shape":[1]}})", 0))
-                .find("expected exactly the keys"),
-            std::string::npos);
-  EXPECT_NE(error_of(with_header(R"({"__metadata__":{"k":1}})", 0)).find("not a string"),
-            std::string::npos);
-  // An impossibly large shape must not overflow into a small byte count.
-  EXPECT_NE(error_of(with_header(R"({"t":{"dtype":"F64","shape":[4294967296,4294967296,16],)"
-                                 R"("data_offsets":[0,0]}})", 0))
-                .find("impossibly large"),
-            std::string::npos);
+
+  struct Case {
+    std::string header;
+    size_t data_bytes;
+    std::string expected;  // a part of the message
+  };
+  const Case cases[] = {
+      {"{not json", 0, "not valid JSON"},
+      {"[1,2]", 0, "not a JSON object"},
+      {R"({"t":{"dtype":"BF16","shape":[1],"data_offsets":[0,2]}})", 2, "BF16 is not supported"},
+      // shape [3] of F32 is 12 bytes, the range spans 8
+      {R"({"t":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8, "needs 12 bytes"},
+      {R"({"t":{"dtype":"F32","shape":[-3],"data_offsets":[0,8]}})", 8, "negative"},
+      {R"({"t":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 8, "truncated"},
+      {R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+       R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 12, "overlap"},
+      {R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8, "belong to no tensor"},
+      {R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 8, "after the last tensor"},
+      {R"({"a":{"dtype":"F32","shape":[1]}})", 0, "expected exactly the keys"},
+      {R"({"__metadata__":{"k":1}})", 0, "not a string"},
+      // An impossibly large shape must not overflow into a small byte count.
+      {R"({"t":{"dtype":"F64","shape":[4294967296,4294967296,16],"data_offsets":[0,0]}})", 0,
+       "impossibly large"},
+  };
+  for (const Case& c : cases) {
+    const std::string message = error_of(hand_made_file(c.header, std::vector<char>(c.data_bytes, 0)));
+    EXPECT_NE(message.find(c.expected), std::string::npos) << c.header << "\n  -> " << message;
+  }
 }
 
 TEST(Safetensors, MissingFileIsNamed) {

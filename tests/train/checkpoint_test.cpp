@@ -10,28 +10,18 @@
 #include "mpiddp/io/atomic_file.hpp"
 #include "mpiddp/train/trainer.hpp"
 #include "../support/fixture_files.hpp"
+#include "../support/resume_experiment.hpp"
 
 namespace mpiddp::train {
 namespace {
 
 namespace fs = std::filesystem;
 
-// The default experiment with Adam, so the optimizer has state (two moment buffers and a
-// step count) that a resume must restore, and 4 steps per epoch.
-Json adam_experiment(const std::string& checkpoint_dir) {
-  Json user = default_experiment();
-  apply_override(user, "optimizer={\"type\":\"adam\",\"lr\":0.01}");
-  apply_override(user, "checkpoint.dir=\"" + checkpoint_dir + "\"");
-  apply_override(user, "checkpoint.keep=0");
-  return user;
-}
+using test::adam_experiment;
 
 RunResult train(const Json& user, const std::string& resume = "") {
   dist::LocalCommunicator comm;
-  TrainOptions options;
-  options.quiet = true;
-  options.resume = resume;
-  return run_training(parse_config(user), comm, options);
+  return test::train_run(comm, user, resume);
 }
 
 std::vector<double> tail(const std::vector<double>& v, size_t from) {

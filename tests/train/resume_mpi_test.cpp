@@ -10,6 +10,7 @@
 #include "mpiddp/dist/mpi_communicator.hpp"
 #include "mpiddp/train/trainer.hpp"
 #include "../support/fixture_files.hpp"
+#include "../support/resume_experiment.hpp"
 
 namespace mpiddp::train {
 namespace {
@@ -24,29 +25,17 @@ std::string shared_scratch_dir(dist::Communicator& comm, const std::string& name
   return dir;
 }
 
-Json adam_experiment(const std::string& checkpoint_dir) {
-  Json user = default_experiment();
-  apply_override(user, "optimizer={\"type\":\"adam\",\"lr\":0.01}");
-  apply_override(user, "checkpoint.dir=\"" + checkpoint_dir + "\"");
-  apply_override(user, "checkpoint.keep=0");
-  return user;
-}
-
-RunResult train(dist::Communicator& comm, const Json& user, const std::string& resume = "") {
-  TrainOptions options;
-  options.quiet = true;
-  options.resume = resume;
-  return run_training(parse_config(user), comm, options);
-}
+using test::adam_experiment;
+using test::train_run;
 
 TEST(ResumeMpi, MidEpochResumeIsBitwiseEqualAtTheSameWorldSize) {
   dist::MpiCommunicator comm;
   const std::string dir = shared_scratch_dir(comm, "resume_mpi_mid");
   Json user = adam_experiment(dir);
   apply_override(user, "checkpoint.every_steps=3");
-  const RunResult straight = train(comm, user);
+  const RunResult straight = train_run(comm, user);
   // Step 6 is batch 2 of epoch 2 (4 steps per epoch at any N here).
-  const RunResult resumed = train(comm, user, checkpoint_path(dir, 6));
+  const RunResult resumed = train_run(comm, user, checkpoint_path(dir, 6));
   ASSERT_EQ(resumed.step_losses.size(), 10u);
   EXPECT_EQ(resumed.step_losses,
             std::vector<double>(straight.step_losses.begin() + 6, straight.step_losses.end()));
@@ -64,14 +53,14 @@ TEST(ResumeMpi, OneProcessCheckpointResumesWithinFloatTolerance) {
   // The one-process reference runs on every rank: each in its own directory.
   Json reference = user;
   apply_override(reference, "checkpoint.dir=\"" + dir + "/single" + std::to_string(comm.rank()) + "\"");
-  const RunResult single = train(one, reference);
+  const RunResult single = train_run(one, reference);
   comm.barrier();
   Json first_half = user;
   apply_override(first_half, "epochs=2");
   apply_override(first_half, "checkpoint.dir=\"" + dir + "/half\"");
-  if (comm.rank() == 0) train(one, first_half);  // step 8, written by one process
+  if (comm.rank() == 0) train_run(one, first_half);  // step 8, written by one process
   comm.barrier();
-  const RunResult resumed = train(comm, user, dir + "/half/step-000000000008.safetensors");
+  const RunResult resumed = train_run(comm, user, dir + "/half/step-000000000008.safetensors");
   ASSERT_EQ(resumed.epochs.size(), 2u);
   for (size_t e = 0; e < 2; ++e)
     EXPECT_NEAR(resumed.epochs[e].eval_loss, single.epochs[e + 2].eval_loss,
@@ -93,8 +82,8 @@ TEST(ResumeMpi, ReplayingTheSamplersOwnOrderChangesNothing) {
   comm.barrier();
   Json replay = default_experiment();
   apply_override(replay, "sampler.order=\"" + dir + "/order.npy\"");
-  const RunResult replayed = train(comm, replay);
-  const RunResult own = train(comm, default_experiment());
+  const RunResult replayed = train_run(comm, replay);
+  const RunResult own = train_run(comm, default_experiment());
   EXPECT_EQ(replayed.step_losses, own.step_losses);
   EXPECT_EQ(replayed.replicas.checksum, own.replicas.checksum);
 }

@@ -86,18 +86,18 @@ std::string init_error(const std::string& weights_path, int* code) {
 
 TEST(Weights, InitWeightsErrorsNameTheTensorAndBothShapes) {
   const std::string dir = test::scratch_dir("weights_errors");
-  // The default model is 6 -> 48 -> tanh -> 48 -> tanh -> 1. A file with layer 2 too narrow,
-  // layer 4 missing and an extra tensor:
+  // The default model, 6 -> 48 -> tanh -> 48 -> tanh -> 1, has these tensors (values unused).
   std::vector<float> zeros(48 * 48, 0.0f);
-  io::write_safetensors(dir + "/bad.safetensors",
-                        {{"0.weight", io::TensorDtype::kF32, {48, 6}, zeros.data()},
-                         {"0.bias", io::TensorDtype::kF32, {48}, zeros.data()},
-                         {"2.weight", io::TensorDtype::kF32, {40, 48}, zeros.data()},
-                         {"2.bias", io::TensorDtype::kF32, {48}, zeros.data()},
-                         {"4.weight", io::TensorDtype::kF32, {1, 48}, zeros.data()},
-                         {"4.bias", io::TensorDtype::kF32, {1}, zeros.data()},
-                         {"6.weight", io::TensorDtype::kF32, {1, 1}, zeros.data()}},
-                        {});
+  std::vector<io::TensorToWrite> fitting;
+  for (const auto& [name, shape] : std::vector<std::pair<std::string, std::vector<int64_t>>>{
+           {"0.weight", {48, 6}}, {"0.bias", {48}}, {"2.weight", {48, 48}}, {"2.bias", {48}},
+           {"4.weight", {1, 48}}, {"4.bias", {1}}})
+    fitting.push_back({name, io::TensorDtype::kF32, shape, zeros.data()});
+  const io::TensorToWrite extra{"6.weight", io::TensorDtype::kF32, {1, 1}, zeros.data()};
+
+  auto narrow = fitting;  // layer 2 too narrow
+  narrow[2].shape = {40, 48};
+  io::write_safetensors(dir + "/bad.safetensors", narrow, {});
   int code = 0;
   std::string message = init_error(dir + "/bad.safetensors", &code);
   EXPECT_EQ(code, kExitData);
@@ -106,21 +106,14 @@ TEST(Weights, InitWeightsErrorsNameTheTensorAndBothShapes) {
             std::string::npos)
       << message;
 
-  io::write_safetensors(dir + "/missing.safetensors",
-                        {{"0.weight", io::TensorDtype::kF32, {48, 6}, zeros.data()}}, {});
+  io::write_safetensors(dir + "/missing.safetensors", {fitting[0]}, {});
   message = init_error(dir + "/missing.safetensors", &code);
   EXPECT_NE(message.find("tensor '0.bias' [48] is missing"), std::string::npos) << message;
   EXPECT_NE(message.find("tensor '4.weight' [1, 48] is missing"), std::string::npos) << message;
 
-  io::write_safetensors(dir + "/extra.safetensors",
-                        {{"0.weight", io::TensorDtype::kF32, {48, 6}, zeros.data()},
-                         {"0.bias", io::TensorDtype::kF32, {48}, zeros.data()},
-                         {"2.weight", io::TensorDtype::kF32, {48, 48}, zeros.data()},
-                         {"2.bias", io::TensorDtype::kF32, {48}, zeros.data()},
-                         {"4.weight", io::TensorDtype::kF32, {1, 48}, zeros.data()},
-                         {"4.bias", io::TensorDtype::kF32, {1}, zeros.data()},
-                         {"6.weight", io::TensorDtype::kF32, {1, 1}, zeros.data()}},
-                        {});
+  auto with_extra = fitting;
+  with_extra.push_back(extra);
+  io::write_safetensors(dir + "/extra.safetensors", with_extra, {});
   message = init_error(dir + "/extra.safetensors", &code);
   EXPECT_NE(message.find("tensors the model does not have: '6.weight' [1, 1]"), std::string::npos)
       << message;

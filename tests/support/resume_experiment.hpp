@@ -1,0 +1,29 @@
+#pragma once
+// The experiment of the checkpoint/resume tests: the default experiment with Adam, so the
+// optimizer has state (two moment buffers and a step count) that a resume must restore,
+// checkpointing into `checkpoint_dir` and keeping every checkpoint. 4 steps per epoch.
+#include <string>
+
+#include "mpiddp/dist/communicator.hpp"
+#include "mpiddp/train/trainer.hpp"
+
+namespace mpiddp::test {
+
+inline train::Json adam_experiment(const std::string& checkpoint_dir) {
+  train::Json user = train::default_experiment();
+  train::apply_override(user, "optimizer={\"type\":\"adam\",\"lr\":0.01}");
+  train::apply_override(user, "checkpoint.dir=\"" + checkpoint_dir + "\"");
+  train::apply_override(user, "checkpoint.keep=0");
+  return user;
+}
+
+// Trains quietly, resuming from `resume` when it is not empty.
+inline train::RunResult train_run(dist::Communicator& comm, const train::Json& user,
+                                  const std::string& resume = "") {
+  train::TrainOptions options;
+  options.quiet = true;
+  options.resume = resume;
+  return train::run_training(train::parse_config(user), comm, options);
+}
+
+}  // namespace mpiddp::test
