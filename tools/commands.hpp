@@ -13,4 +13,7 @@ int compare_command(int argc, char** argv);
 // mpiddp plot LOG.jsonl... -o curves.svg
 int plot_command(int argc, char** argv);
 
+// mpiddp export CHECKPOINT|DIR OUT.safetensors: the checkpoint's parameters as a weights file
+int export_command(int argc, char** argv);
+
 }  // namespace mpiddp::tools

@@ -25,6 +25,10 @@ const char* kUsage =
     "  plot LOG.jsonl... -o curves.svg\n"
     "        loss curves of one or more runs, and their per-step differences, as SVG.\n"
     "\n"
+    "  export CHECKPOINT.safetensors|DIR OUT.safetensors\n"
+    "        write a checkpoint's parameters (a directory: its newest checkpoint) as a\n"
+    "        plain weights file for init.weights or PyTorch's load_state_dict.\n"
+    "\n"
     "  mpiddp --version | --help\n";
 
 }  // namespace
@@ -42,6 +46,7 @@ int main(int argc, char** argv) {
   if (command == "train") return mpiddp::tools::train_command(argc - 1, argv + 1);
   if (command == "compare") return mpiddp::tools::compare_command(argc - 1, argv + 1);
   if (command == "plot") return mpiddp::tools::plot_command(argc - 1, argv + 1);
+  if (command == "export") return mpiddp::tools::export_command(argc - 1, argv + 1);
   std::fprintf(stderr, "mpiddp: unknown command '%s'\n\n%s", command.c_str(), kUsage);
   return mpiddp::kExitConfig;
 }

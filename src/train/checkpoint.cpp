@@ -238,6 +238,26 @@ TrainingPosition restore_checkpoint(const io::SafetensorsFile& file, const RunId
   }
 }
 
+size_t export_checkpoint_weights(const std::string& checkpoint, const std::string& weights) {
+  const io::SafetensorsFile file = io::read_safetensors(checkpoint, kExitCheckpoint);
+  const auto meta = file.metadata().find(kMetadataKey);
+  if (meta == file.metadata().end())
+    refuse(checkpoint, "it has no mpiddp_checkpoint metadata (not an mpiddp checkpoint)");
+  const Json state = Json::parse(meta->second, nullptr, /*allow_exceptions=*/false);
+  if (!state.is_object() ||
+      hex64(fnv1a(file.data(), file.data_bytes())) != state.value("data_checksum", std::string()))
+    refuse(checkpoint, "corrupt: the data checksum does not match");
+  std::vector<io::TensorToWrite> parameters;
+  for (const auto& t : file.tensors())
+    if (t.name.rfind(kOptimizerPrefix, 0) != 0)
+      parameters.push_back({t.name, t.dtype, t.shape, file.data() + t.begin});
+  io::write_safetensors(weights, parameters,
+                        {{"producer", std::string("mpiddp ") + MPIDDP_VERSION},
+                         {"model", state.value("model", std::string())},
+                         {"exported_from", checkpoint}});
+  return parameters.size();
+}
+
 bool checkpoint_due_mid_epoch(const CheckpointConfig& settings, int64_t step) {
   return !settings.dir.empty() && settings.every_steps > 0 && step % settings.every_steps == 0;
 }

@@ -9,7 +9,12 @@ namespace mpiddp::train {
 
 SampleOrder::SampleOrder(const std::vector<char>& npy_bytes, const std::string& path,
                          Index samples, int64_t epochs) {
-  const io::Int64Array array = io::parse_npy_int64(npy_bytes, path);
+  io::Int64Array array;
+  try {
+    array = io::parse_npy_int64(npy_bytes, path);
+  } catch (const DataError& e) {
+    throw DataError(std::string("sampler.order: ") + e.what());
+  }
   const std::string where = "sampler.order '" + path + "': ";
   if (array.shape.size() != 2)
     throw DataError(where + "expected a 2-D array [epochs, samples], got " +

@@ -67,6 +67,11 @@ template <typename T>
 TrainingPosition restore_checkpoint(const io::SafetensorsFile& file, const RunIdentity& identity,
                                     nn::Sequential<T>& model, optim::Optimizer<T>& optimizer);
 
+// mpiddp export: writes a checkpoint's parameters alone (no optimizer tensors), with their
+// names, shapes and dtype, as a weights file for init.weights or PyTorch's load_state_dict.
+// Returns the number of tensors written. Error(kExitCheckpoint) when `checkpoint` is not one.
+size_t export_checkpoint_weights(const std::string& checkpoint, const std::string& weights);
+
 // Whether a checkpoint is due after a step that leaves the epoch unfinished, and after an
 // epoch ends (the last epoch always gets one, so a finished run can be extended).
 bool checkpoint_due_mid_epoch(const CheckpointConfig& settings, int64_t step);
