@@ -278,8 +278,9 @@ RunResult Trainer<T>::run() {
         save_checkpoint({epoch, k + 1, step});
     }
     progress.clear();  // the epoch's table line goes where the progress line was
+    // A resumed epoch trains only the samples after its first batch.
     result.epochs.push_back(finish_epoch(epoch, seconds_since(epoch_start),
-                                         per_rank * comm_.size()));
+                                         (per_rank - first_batch * batch_per_rank_) * comm_.size()));
     if (checkpoint_due_after_epoch(config_.checkpoint, epoch, step, epoch == config_.epochs))
       save_checkpoint({epoch + 1, 0, step});
   }
