@@ -1,25 +1,39 @@
 #include "mpiddp/train/sample_order.hpp"
 
+#include <cstring>
+
 #include "mpiddp/core/error.hpp"
-#include "mpiddp/io/atomic_file.hpp"
-#include "mpiddp/io/npy_int64.hpp"
+#include "mpiddp/data/npy.hpp"
 #include "mpiddp/train/rank0_io.hpp"
 
 namespace mpiddp::train {
 
-SampleOrder::SampleOrder(const std::vector<char>& npy_bytes, const std::string& path,
-                         Index samples, int64_t epochs) {
-  io::Int64Array array;
-  try {
-    array = io::parse_npy_int64(npy_bytes, path);
-  } catch (const DataError& e) {
-    throw DataError(std::string("sampler.order: ") + e.what());
-  }
+namespace {
+
+// Reads the int64 [rows, columns] array as the bytes of [rows, columns, values...] (int64),
+// the form rank 0 broadcasts.
+std::vector<char> read_order_file(const std::string& path) {
+  const data::InputFile file(path);
+  const data::NpyHeader header = data::read_npy_header(file);
+  if (header.encoding.type != data::ElementType::kInt64)
+    throw DataError(path + ": dtype " + data::element_name(header.encoding.type) +
+                    "; sampler.order needs int64 (numpy: order.astype(numpy.int64))");
+  if (header.shape.size() != 2)
+    throw DataError(path + ": expected a 2-D array [epochs, samples], got " +
+                    std::to_string(header.shape.size()) + " dimensions");
+  std::vector<char> bytes((2 + header.elements) * sizeof(int64_t));
+  const int64_t shape[2] = {static_cast<int64_t>(header.shape[0]),
+                            static_cast<int64_t>(header.shape[1])};
+  std::memcpy(bytes.data(), shape, sizeof shape);
+  file.read_at(header.data_offset, bytes.data() + sizeof shape, header.elements * sizeof(int64_t));
+  return bytes;
+}
+
+}  // namespace
+
+SampleOrder::SampleOrder(const std::vector<int64_t>& values, int64_t rows, int64_t columns,
+                         const std::string& path, Index samples, int64_t epochs) {
   const std::string where = "sampler.order '" + path + "': ";
-  if (array.shape.size() != 2)
-    throw DataError(where + "expected a 2-D array [epochs, samples], got " +
-                    std::to_string(array.shape.size()) + " dimensions");
-  const int64_t rows = array.shape[0], columns = array.shape[1];
   if (columns != samples)
     throw DataError(where + "rows have " + std::to_string(columns) +
                     " entries but data.train has " + std::to_string(samples) + " samples");
@@ -28,7 +42,7 @@ SampleOrder::SampleOrder(const std::vector<char>& npy_bytes, const std::string& 
                     std::to_string(epochs) + " needs one row per epoch");
   rows_.resize(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t* row = array.values.data() + r * columns;
+    const int64_t* row = values.data() + r * columns;
     for (int64_t c = 0; c < columns; ++c)
       if (row[c] < 0 || row[c] >= samples)
         throw DataError(where + "row " + std::to_string(r) + ", column " + std::to_string(c) +
@@ -40,9 +54,18 @@ SampleOrder::SampleOrder(const std::vector<char>& npy_bytes, const std::string& 
 
 SampleOrder load_sample_order(dist::Communicator& comm, const std::string& path, Index samples,
                               int64_t epochs) {
-  const std::vector<char> bytes =
-      bytes_from_rank0(comm, [&] { return io::read_whole_file(path, kExitData, "sampler.order"); });
-  return collectively([&] { return SampleOrder(bytes, path, samples, epochs); });
+  const std::vector<char> bytes = bytes_from_rank0(comm, [&] {
+    try {
+      return read_order_file(path);
+    } catch (const Error& e) {
+      throw Error(e.code(), std::string("sampler.order: ") + e.what());
+    }
+  });
+  int64_t shape[2];
+  std::memcpy(shape, bytes.data(), sizeof shape);
+  std::vector<int64_t> values((bytes.size() - sizeof shape) / sizeof(int64_t));
+  std::memcpy(values.data(), bytes.data() + sizeof shape, values.size() * sizeof(int64_t));
+  return collectively([&] { return SampleOrder(values, shape[0], shape[1], path, samples, epochs); });
 }
 
 }  // namespace mpiddp::train

@@ -9,7 +9,7 @@
 #include "mpiddp/dist/local_communicator.hpp"
 #include "mpiddp/io/atomic_file.hpp"
 #include "mpiddp/train/trainer.hpp"
-#include "../support/fixture_files.hpp"
+#include "../support/scratch_dir.hpp"
 #include "../support/resume_experiment.hpp"
 
 namespace mpiddp::train {

@@ -9,7 +9,8 @@
 #include "mpiddp/dist/local_communicator.hpp"
 #include "mpiddp/dist/mpi_communicator.hpp"
 #include "mpiddp/train/trainer.hpp"
-#include "../support/fixture_files.hpp"
+#include "../support/order_file.hpp"
+#include "../support/scratch_dir.hpp"
 #include "../support/resume_experiment.hpp"
 
 namespace mpiddp::train {
@@ -77,7 +78,7 @@ TEST(ResumeMpi, ReplayingTheSamplersOwnOrderChangesNothing) {
       const auto order = data::epoch_order(256, true, 0, e);
       rows.insert(rows.end(), order.begin(), order.end());
     }
-    test::write_npy_int64(dir + "/order.npy", {4, 256}, rows);
+    test::write_order(dir + "/order.npy", {4, 256}, rows);
   }
   comm.barrier();
   Json replay = default_experiment();

@@ -8,7 +8,8 @@
 #include "mpiddp/data/sampler.hpp"
 #include "mpiddp/dist/local_communicator.hpp"
 #include "mpiddp/train/trainer.hpp"
-#include "../support/fixture_files.hpp"
+#include "../support/order_file.hpp"
+#include "../support/scratch_dir.hpp"
 
 namespace mpiddp::train {
 namespace {
@@ -28,7 +29,7 @@ TEST(SampleOrder, ReplayingTheSamplersOwnOrderChangesNothing) {
     const auto order = data::epoch_order(256, true, 0, e);
     rows.insert(rows.end(), order.begin(), order.end());
   }
-  test::write_npy_int64(dir + "/order.npy", {4, 256}, rows);
+  test::write_order(dir + "/order.npy", {4, 256}, rows);
   const RunResult replayed = train_with_order(dir + "/order.npy");
   const RunResult own = train_with_order("");
   EXPECT_EQ(replayed.step_losses, own.step_losses);
@@ -40,7 +41,7 @@ TEST(SampleOrder, TheFirstBatchIsTheHeadOfRowZero) {
   const std::string dir = test::scratch_dir("order_reverse");
   std::vector<int64_t> rows(4 * 256);
   for (int64_t i = 0; i < 4 * 256; ++i) rows[i] = 255 - i % 256;
-  test::write_npy_int64(dir + "/order.npy", {4, 256}, rows);
+  test::write_order(dir + "/order.npy", {4, 256}, rows);
   const RunResult replayed = train_with_order(dir + "/order.npy");
 
   dist::LocalCommunicator comm;
@@ -70,7 +71,7 @@ TEST(SampleOrder, SplitAcrossRanksLikeTheSampler) {
 
 std::string order_error(const std::vector<int64_t>& shape, const std::vector<int64_t>& values) {
   const std::string dir = test::scratch_dir("order_errors");
-  test::write_npy_int64(dir + "/bad.npy", shape, values);
+  test::write_order(dir + "/bad.npy", shape, values);
   try {
     train_with_order(dir + "/bad.npy");
   } catch (const Error& e) {
@@ -98,6 +99,8 @@ TEST(SampleOrder, ValidationNamesTheProblem) {
                 .find("rows have 128 entries but data.train has 256 samples"),
             std::string::npos);
   EXPECT_NE(order_error({1024}, ok).find("expected a 2-D array"), std::string::npos);
+  EXPECT_NE(order_error({4, 256}, std::vector<int64_t>(ok.begin(), ok.begin() + 1000)).find("sampler.order"),
+            std::string::npos);  // truncated: the npy reader's message, with the key
   // Rows need not be permutations: indices in range may repeat.
   std::vector<int64_t> repeats(4 * 256, 7);
   EXPECT_EQ(order_error({4, 256}, repeats), "(no error)");

@@ -9,7 +9,7 @@
 #include "mpiddp/core/hash.hpp"
 #include "mpiddp/dist/local_communicator.hpp"
 #include "mpiddp/train/trainer.hpp"
-#include "../support/fixture_files.hpp"
+#include "../support/scratch_dir.hpp"
 
 namespace mpiddp::train {
 namespace {

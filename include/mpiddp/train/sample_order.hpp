@@ -13,19 +13,20 @@ namespace mpiddp::train {
 
 class SampleOrder {
  public:
-  // Validates the parsed file: two dimensions, one row per sample index, at least `epochs`
-  // rows, every value in [0, samples). Rows may be permutations or any indices in range.
-  // Throws DataError naming the file, and the row and column of a bad value.
-  SampleOrder(const std::vector<char>& npy_bytes, const std::string& path, Index samples,
-              int64_t epochs);
+  // values: rows x columns int64, row-major, read from `path`. Validates one column per
+  // sample, at least `epochs` rows and every value in [0, samples); rows may be
+  // permutations or any indices in range. A DataError names the file, and the row and
+  // column of a bad value.
+  SampleOrder(const std::vector<int64_t>& values, int64_t rows, int64_t columns,
+              const std::string& path, Index samples, int64_t epochs);
   // The global order of epoch `epoch` (0-based).
   const std::vector<Index>& epoch(int64_t epoch) const { return rows_[static_cast<size_t>(epoch)]; }
 
  private:
-  std::vector<std::vector<Index>> rows_;  // (epochs in the file, samples)
+  std::vector<std::vector<Index>> rows_;  // (rows, samples)
 };
 
-// Rank 0 reads the file; every rank validates the same bytes.
+// Rank 0 reads the .npy file (data/npy.hpp) and broadcasts it; every rank validates it.
 SampleOrder load_sample_order(dist::Communicator& comm, const std::string& path, Index samples,
                               int64_t epochs);
 
