@@ -46,6 +46,14 @@ else
   state="$(mktemp -d "${TMPDIR:-/tmp}/mpiddp-slurm.XXXXXX")"
 fi
 state="$(cd "$state" && pwd)"
+# munged refuses a socket under a directory that others cannot search (a 0700 mktemp -d, a
+# private home): say so now rather than through its log.
+dir="$state"
+while [ "$dir" != / ]; do
+  dir="$(dirname "$dir")"
+  [ -n "$(find "$dir" -maxdepth 0 -perm -o+x)" ] ||
+    die "munge needs the directories above its socket searchable by all, '$dir' is not; give a state directory elsewhere"
+done
 # munge wants every directory on its socket's path searchable by all (0755), its key 0600.
 mkdir -p "$state/munge" "$state/log" "$state/ctld" "$state/spool"
 chmod 0755 "$state" "$state/munge"
@@ -95,7 +103,12 @@ socket="$state/munge/munge.socket"
 start_daemon munged munged -F --key-file="$state/munge/munge.key" --socket="$socket" \
   --pid-file="$state/munge/munged.pid" --seed-file="$state/munge/munged.seed" \
   --log-file="$state/log/munged.log"
-for _ in $(seq 50); do [ -S "$socket" ] && break; sleep 0.1; done
+munged_pid="$(awk '$1 == "munged" { print $2 }' "$state/pids")"
+for _ in $(seq 50); do
+  [ -S "$socket" ] && break
+  kill -0 "$munged_pid" 2>/dev/null || break  # it exited: its log says why
+  sleep 0.1
+done
 [ -S "$socket" ] || abort "munged did not create its socket"
 
 cat >"$state/slurm.conf" <<EOF

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# launch/slurm.sbatch on a real one-node Slurm cluster (launch/local-slurm): a 2-task job through
+# srun (--mpi=pmix for Open MPI, pmi2 for MPICH) and through mpirun inside the allocation must
+# both reproduce the np=1 baseline; outside an allocation the script refuses; stopping the
+# cluster cancels a running job and leaves none of its processes or the daemons behind.
+# Skips (exit 77) when Slurm and munge are not installed: scripts/install-deps.sh --with-slurm.
+source "$(dirname "$0")/../cli/lib.sh"
+
+sbatch_script="$SOURCE_DIR/launch/slurm.sbatch"
+local_slurm="$SOURCE_DIR/launch/local-slurm"
+
+# Outside an allocation: exit 2 and say how to submit, before touching anything.
+rc=0
+env -u SLURM_JOB_ID bash "$sbatch_script" --quiet > "$WORK/outside.txt" 2>&1 || rc=$?
+[ "$rc" -eq 2 ] || fail "outside an allocation: exit code $rc, expected 2"
+grep -q "not inside a Slurm allocation" "$WORK/outside.txt" || fail "outside: no clear message"
+grep -q "sbatch launch/slurm.sbatch" "$WORK/outside.txt" || fail "outside: does not say how to submit"
+
+PATH="$PATH:/usr/sbin:/sbin"
+for tool in munged slurmctld slurmd sbatch; do
+  command -v "$tool" >/dev/null || { echo "SKIP: $tool not installed (scripts/install-deps.sh --with-slurm)"; exit 77; }
+done
+
+# The cluster: torn down on every exit, and its logs shown when something failed.
+# Not under $WORK: munge wants every directory above its socket searchable by all.
+state="$(mktemp -d "${TMPDIR:-/tmp}/mpiddp-slurm-test.XXXXXX")"
+cluster_up=0
+teardown() {
+  local rc=$?
+  if [ "$cluster_up" -eq 1 ]; then
+    [ "$rc" -eq 0 ] || tail -n 30 "$state"/log/slurm*.log >&2 || true
+    "$local_slurm/stop.sh" "$state" || true
+  fi
+  rm -rf "$WORK" "$state"
+  exit "$rc"
+}
+trap teardown EXIT
+start_args=()
+# 2 tasks need 2 CPUs on the node; on a smaller machine, declare them.
+[ "$(slurmd -C | sed -nE 's/.* CPUs=([0-9]+).*/\1/p')" -ge 2 ] || start_args=(--cpus 2)
+t0=$(date +%s.%N)
+"$local_slurm/start.sh" "${start_args[@]}" "$state" > /dev/null
+cluster_up=1
+export SLURM_CONF="$state/slurm.conf"
+echo "cluster up in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
+
+# The np=1 baseline, run by the launcher the tests are configured with.
+run_np 1 train --quiet --log "$WORK/baseline.jsonl"
+epoch_field eval_loss "$WORK/baseline.jsonl" > "$WORK/baseline.loss"
+[ "$(wc -l < "$WORK/baseline.loss")" -eq 4 ] || fail "baseline: expected 4 epoch records"
+
+# A config path with a space, passed after the script, reaches mpiddp unchanged.
+cp "$SOURCE_DIR/configs/default.json" "$WORK/default config.json"
+
+# submit LAUNCHER: runs one 2-task job with MPIDDP_LAUNCHER=LAUNCHER, prints its job id.
+submit() {
+  (cd "$WORK" && MPIDDP="$MPIDDP" MPIDDP_LAUNCHER="$1" timeout 240 \
+     sbatch --wait --parsable --nodes=1 --ntasks-per-node=2 --cpus-per-task=1 --time=5 \
+            --output="$WORK/job-%j.out" "$sbatch_script" "$WORK/default config.json" --quiet)
+}
+
+expected_srun_mpi=pmix
+if ldd "$MPIDDP" | grep -q libmpich; then expected_srun_mpi=pmi2; fi
+srun --mpi=list 2>&1 | grep -qw "$expected_srun_mpi" ||
+  fail "Slurm has no '$expected_srun_mpi' MPI plugin (for pmix: install libpmix-dev)"
+
+for launcher in auto mpirun; do
+  rc=0
+  job=$(submit "$launcher") || rc=$?
+  out="$WORK/job-$job.out"
+  [ "$rc" -eq 0 ] || { cat "$out" >&2 || true; fail "$launcher: job '$job' exit code $rc"; }
+  run_dir="$WORK/runs/slurm-$job"
+  # auto must find the plugin checked above and use srun.
+  want=$([ "$launcher" = auto ] && echo srun || echo mpirun)
+  grep -q "launched by $want" "$run_dir/job.txt" || { cat "$out"; fail "$launcher: not launched by $want"; }
+  grep -qF -- "$(printf '%q' "$WORK/default config.json") --quiet" "$run_dir/job.txt" ||
+    fail "$launcher: the arguments after the script did not reach mpiddp unchanged"
+  log="$run_dir/train.jsonl"
+  grep -q '"kind":"run","world_size":2' "$log" || fail "$launcher: run record is not world_size 2"
+  grep -q '"kind":"end".*"replicas_identical":true' "$log" || fail "$launcher: replicas not identical"
+  epoch_field eval_loss "$log" > "$WORK/$launcher.loss"
+  expect_close "$WORK/$launcher.loss" "$WORK/baseline.loss" 1e-5 ||
+    fail "$launcher: the 2-task job's eval_loss differs from the np=1 baseline"
+  echo "$launcher: job $job, $want, 2 ranks, eval_loss matches np=1: $(tr '\n' ' ' < "$WORK/$launcher.loss")"
+done
+
+# Stopping with a job running cancels it first: neither the job's process nor a daemon survives.
+# The job's process is recognised by its unique command line (pgrep only looks, never kills).
+sleeper="sleep 300.$$"
+job=$(sbatch --parsable --output=/dev/null --wrap "$sleeper")
+for _ in $(seq 300); do
+  pgrep -fx "$sleeper" > /dev/null && break
+  sleep 0.1
+done
+pgrep -fx "$sleeper" > /dev/null || fail "the sleeping job $job did not start in 30 s"
+daemons=$(awk '{ print $2 }' "$state/pids")
+"$local_slurm/stop.sh" --keep "$state"
+cluster_up=0
+! pgrep -fx "$sleeper" > /dev/null || fail "stop left job $job's process running"
+for pid in $daemons; do
+  [ ! -d "/proc/$pid" ] || grep -q '^State:.*Z' "/proc/$pid/status" ||
+    fail "stop left daemon pid $pid running"
+done
+echo "slurm: stop cancelled job $job and ended daemons $(tr '\n' ' ' <<< "$daemons")"
