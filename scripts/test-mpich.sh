@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Builds mpiddp against MPICH in a build directory of its own and runs the tests that launch
+# ranks there (labels mpi, cli and slurm), so the code is checked against a second MPI library.
+# Usage: scripts/test-mpich.sh [CTEST ARGS...]; MPIDDP_MPICH_BUILD_DIR overrides build-mpich/.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${MPIDDP_MPICH_BUILD_DIR:-$root/build-mpich}
+"$root/scripts/install-deps.sh" --with-mpich
+# -DMPIDDP_MPI=mpich picks mpicxx.mpich and mpiexec.mpich (cmake/select_mpi.cmake).
+mkdir -p "$build"
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DMPIDDP_MPI=mpich > "$build/configure.log" 2>&1 \
+  || { cat "$build/configure.log" >&2; exit 1; }
+grep -q 'libmpich' "$build/CMakeCache.txt" \
+  || { echo "test-mpich.sh: $build is not configured against MPICH" >&2; exit 1; }
+cmake --build "$build" -j "$(nproc)"
+cd "$build"
+ctest --output-on-failure -j "$(nproc)" --timeout 900 -L 'mpi|cli|slurm' "$@"
