@@ -35,6 +35,7 @@ teardown() {
   exit "$rc"
 }
 trap teardown EXIT
+trap 'exit 143' TERM INT  # so that a ctest timeout or Ctrl-C still tears the cluster down
 start_args=()
 # 2 tasks need 2 CPUs on the node; on a smaller machine, declare them.
 [ "$(slurmd -C | sed -nE 's/.* CPUs=([0-9]+).*/\1/p')" -ge 2 ] || start_args=(--cpus 2)
