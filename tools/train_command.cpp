@@ -58,10 +58,12 @@ TrainArgs parse_train_args(int argc, char** argv) {
 
 int train_command(int argc, char** argv) {
   const std::string launcher = dist::detect_launcher();  // before MPI_Init: see launcher.hpp
+  const int launched = dist::launched_processes();
   dist::MpiRuntime runtime(&argc, &argv);
   dist::MpiCommunicator comm;
   train::Config config;
   try {
+    dist::check_world_size(launched, comm.size());
     TrainArgs args = parse_train_args(argc, argv);
     args.options.launcher = launcher;
     train::Json user = args.config_path.empty() ? train::default_experiment()

@@ -54,9 +54,10 @@ host=$(grep '"kind":"run"' "$WORK/baseline.jsonl" | sed -nE 's/.*"hosts":\["([^"
 # A config path with a space, passed after the script, reaches mpiddp unchanged.
 cp "$SOURCE_DIR/configs/default.json" "$WORK/default config.json"
 
-# submit LAUNCHER: runs one 2-task job with MPIDDP_LAUNCHER=LAUNCHER, prints its job id.
+# submit LAUNCHER [SRUN_MPI]: runs one 2-task job with MPIDDP_LAUNCHER=LAUNCHER and srun's
+# plugin SRUN_MPI (empty: the script's choice), prints its job id.
 submit() {
-  (cd "$WORK" && MPIDDP="$MPIDDP" MPIDDP_LAUNCHER="$1" timeout 240 \
+  (cd "$WORK" && MPIDDP="$MPIDDP" MPIDDP_LAUNCHER="$1" MPIDDP_SRUN_MPI="${2:-}" timeout 240 \
      sbatch --wait --parsable --nodes=1 --ntasks-per-node=2 --cpus-per-task=1 --time=5 \
             --output="$WORK/job-%j.out" "$sbatch_script" "$WORK/default config.json" --quiet)
 }
@@ -88,6 +89,20 @@ for launcher in auto mpirun; do
     fail "$launcher: compare does not report identical replicas"
   echo "$launcher: job $job, $want, 2 ranks: $(tail -n 1 "$WORK/compare-$launcher.txt")"
 done
+
+# srun with a plugin the MPI library does not speak must not pass for a 2-rank run. MPICH
+# under --mpi=pmix starts two one-process MPI jobs: the trainer notices that MPI's world is
+# smaller than the launch and stops with exit code 2. Open MPI refuses --mpi=none by itself.
+if [ "$expected_srun_mpi" = pmi2 ]; then wrong_mpi=pmix want_rc=2; else wrong_mpi=none want_rc=1; fi
+rc=0
+job=$(submit srun "$wrong_mpi") || rc=$?
+[ "$rc" -eq "$want_rc" ] ||
+  { cat "$WORK/job-$job.out"; fail "srun --mpi=$wrong_mpi: job exit code $rc, expected $want_rc"; }
+if [ "$want_rc" -eq 2 ]; then
+  grep -q "the launcher started 2 processes, but MPI sees a world of 1" "$WORK/job-$job.out" ||
+    { cat "$WORK/job-$job.out"; fail "srun --mpi=$wrong_mpi: no message about the mismatched launcher"; }
+fi
+echo "srun --mpi=$wrong_mpi: job $job failed as it should (exit code $rc)"
 
 # Stopping with a job running cancels it first: neither the job's process nor a daemon survives.
 # The job's process is recognised by its unique command line (pgrep only looks, never kills).
