@@ -4,6 +4,7 @@
 # comparison and the plot, and exits with compare's code.
 source "$(dirname "$0")/lib.sh"
 export MPIDDP  # the scripts' mpiddp: the one under test
+export MPIRUN="${MPIRUN:-$MPIEXEC}"  # and the launcher of its MPI (mpiexec.mpich in an MPICH build)
 launch=$SOURCE_DIR/launch
 
 # An argument with a space reaches mpiddp intact, and the printed command says so.
