@@ -62,9 +62,11 @@ submit() {
             --output="$WORK/job-%j.out" "$sbatch_script" "$WORK/default config.json" --quiet)
 }
 
-expected_srun_mpi=pmix
-if ldd "$MPIDDP" | grep -q libmpich; then expected_srun_mpi=pmi2; fi
-srun --mpi=list 2>&1 | grep -qw "$expected_srun_mpi" ||
+# Whole outputs are matched: `cmd | grep -q` fails under pipefail when grep exits early.
+flavour=openmpi expected_srun_mpi=pmix
+[[ "$(ldd "$MPIDDP")" != *libmpich* ]] || { flavour=mpich; expected_srun_mpi=pmi2; }
+plugins="$(srun --mpi=list 2>&1)"
+grep -qw "$expected_srun_mpi" <<< "$plugins" ||
   fail "Slurm has no '$expected_srun_mpi' MPI plugin (for pmix: install libpmix-dev)"
 
 for launcher in auto mpirun; do
@@ -75,7 +77,8 @@ for launcher in auto mpirun; do
   run_dir="$WORK/runs/slurm-$job"
   # auto must find the plugin checked above and use srun.
   want=$([ "$launcher" = auto ] && echo srun || echo mpirun)
-  grep -q "launched by $want" "$run_dir/job.txt" || { cat "$out"; fail "$launcher: not launched by $want"; }
+  grep -q "mpi: *$flavour, launched by $want" "$run_dir/job.txt" ||
+    { cat "$out"; fail "$launcher: not $flavour launched by $want"; }
   grep -qF -- "$(printf '%q' "$WORK/default config.json") --quiet" "$run_dir/job.txt" ||
     fail "$launcher: the arguments after the script did not reach mpiddp unchanged"
   log="$run_dir/train.jsonl"
