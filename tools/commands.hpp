@@ -12,6 +12,8 @@ int compare_command(int argc, char** argv);
 
 // mpiddp plot LOG.jsonl... -o curves.svg
 int plot_command(int argc, char** argv);
+// mpiddp bench CONFIG.json [--set KEY=VALUE]... [--reduce-repeats N] [--reduce-only]
+int bench_command(int argc, char** argv);
 
 // mpiddp export CHECKPOINT|DIR OUT.safetensors: the checkpoint's parameters as a weights file
 int export_command(int argc, char** argv);

@@ -5,6 +5,7 @@
 
 #include "commands.hpp"
 #include "mpiddp/core/error.hpp"
+#include "mpiddp/core/memory.hpp"
 
 namespace {
 
@@ -28,12 +29,17 @@ const char* kUsage =
     "  export CHECKPOINT.safetensors|DIR OUT.safetensors\n"
     "        write a checkpoint's parameters (a directory: its newest checkpoint) as a\n"
     "        plain weights file for init.weights or PyTorch's load_state_dict.\n"
+    "  bench CONFIG [--set KEY=VALUE]... [--reduce-repeats N] [--reduce-only]\n"
+    "        train CONFIG's epochs (the last one timed) and print one JSON line of\n"
+    "        figures: samples/s, per-phase step times, gradient reduction time, GFLOP/s,\n"
+    "        peak RSS. See bench/README.md.\n"
     "\n"
     "  mpiddp --version | --help\n";
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  mpiddp::configure_allocator();  // before MPI_Init allocates anything
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
     return argc < 2 ? mpiddp::kExitConfig : mpiddp::kExitOk;
@@ -47,6 +53,7 @@ int main(int argc, char** argv) {
   if (command == "compare") return mpiddp::tools::compare_command(argc - 1, argv + 1);
   if (command == "plot") return mpiddp::tools::plot_command(argc - 1, argv + 1);
   if (command == "export") return mpiddp::tools::export_command(argc - 1, argv + 1);
+  if (command == "bench") return mpiddp::tools::bench_command(argc - 1, argv + 1);
   std::fprintf(stderr, "mpiddp: unknown command '%s'\n\n%s", command.c_str(), kUsage);
   return mpiddp::kExitConfig;
 }

@@ -1,18 +1,100 @@
 #include "mpiddp/dist/gradient_reducer.hpp"
 
+#include <cassert>
+#include <type_traits>
+
+#include "mpiddp/core/error.hpp"
+
 namespace mpiddp::dist {
+
+namespace {
+constexpr double kMiB = 1024.0 * 1024.0;
+}  // namespace
+
+ReduceAlgorithm parse_reduce_algorithm(const std::string& name) {
+  if (name == "mpi") return ReduceAlgorithm::kMpi;
+  if (name == "shm") return ReduceAlgorithm::kShm;
+  if (name == "auto") return ReduceAlgorithm::kAuto;
+  throw ConfigError("reduce.algorithm", "unknown algorithm '" + name + "'; expected mpi, shm or auto");
+}
+
+std::string to_string(ReduceAlgorithm algorithm) {
+  switch (algorithm) {
+    case ReduceAlgorithm::kMpi: return "mpi";
+    case ReduceAlgorithm::kShm: return "shm";
+    case ReduceAlgorithm::kAuto: return "auto";
+  }
+  return "?";
+}
+
+template <typename T>
+GradientReducer<T>::GradientReducer(Communicator& comm, const ReduceConfig& config)
+    : comm_(comm), config_(config),
+      algorithm_(comm.resolve(parse_reduce_algorithm(config.algorithm))) {}
+
+template <typename T>
+void GradientReducer<T>::set_tensor_begins(std::vector<size_t> begins) {
+  tensor_begins_ = std::move(begins);
+  planned_for_ = nullptr;
+  planned_count_ = 0;
+}
 
 template <typename T>
 void GradientReducer<T>::reduce(T* grads, size_t count) {
-  comm_.allreduce_sum(grads, count);
+  begin(grads, count);
+  finish();
+}
+
+template <typename T>
+void GradientReducer<T>::begin(T* grads, size_t count) {
+  assert(started_ == 0 && "finish() the previous reduction first");
+  grads_ = grads;
+  if (grads != planned_for_ || count != planned_count_) {
+    buckets_ = plan_buckets(tensor_begins_, count, sizeof(T),
+                            static_cast<size_t>(config_.first_bucket_mb * kMiB),
+                            static_cast<size_t>(config_.bucket_cap_mb * kMiB));
+    handles_.assign(buckets_.size(), -1);
+    planned_for_ = grads;
+    planned_count_ = count;
+  }
+}
+
+template <typename T>
+void GradientReducer<T>::ready_from(size_t offset) {
+  if (comm_.size() == 1) return;
+  start_ready_buckets(offset);
+  comm_.progress();
+}
+
+template <typename T>
+void GradientReducer<T>::finish() {
+  if (comm_.size() > 1) {
+    start_ready_buckets(0);
+    for (size_t b = 0; b < buckets_.size(); ++b) comm_.wait_sum(handles_[b]);
+  }
+  started_ = 0;
+  grads_ = nullptr;
+}
+
+template <typename T>
+void GradientReducer<T>::start_ready_buckets(size_t ready_offset) {
   // Note [why divide by the world size here]: each rank's gradient is that of the mean loss
   // over its own b = B/N samples. The mean of the N shard gradients is therefore the
   // gradient of the mean loss over all B samples, i.e. exactly what one process computes
-  // for the whole global batch. The sum above gives N times that, so we scale by 1/N, once,
-  // here and nowhere else: the optimizer and the loss never know the world size.
-  if (comm_.size() == 1) return;
-  const T scale = T(1) / static_cast<T>(comm_.size());
-  for (size_t i = 0; i < count; ++i) grads[i] *= scale;
+  // for the whole global batch. The sum gives N times that, so we scale by 1/N, once,
+  // here and nowhere else: the optimizer and the loss never know the world size. The
+  // backend applies the factor in its last pass over the data, which saves a pass over
+  // the whole buffer. With one rank there is nothing to sum and nothing to scale.
+  const double scale = 1.0 / static_cast<double>(comm_.size());
+  const ElementType type =
+      std::is_same_v<T, float> ? ElementType::kFloat32 : ElementType::kFloat64;
+  // Buckets run from the end of the buffer to its start (Note [bucket order]).
+  while (started_ < buckets_.size() && buckets_[started_].begin >= ready_offset) {
+    const Bucket& bucket = buckets_[started_];
+    handles_[started_] =
+        comm_.start_sum(grads_ + bucket.begin, bucket.size(), type, scale, algorithm_);
+    ++started_;
+  }
 }
 
 template class GradientReducer<float>;

@@ -5,12 +5,20 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "sum_kernels.hpp"
+
 namespace mpiddp::dist {
 
 void LocalCommunicator::abort(int exit_code, const std::string& message) {
   std::fprintf(stderr, "rank 0: %s\n", message.c_str());
   std::fflush(stderr);
   std::_Exit(exit_code);
+}
+
+int LocalCommunicator::start_sum(void* data, size_t count, ElementType type, double scale,
+                                 ReduceAlgorithm) {
+  scale_in_place(data, count, type, scale);
+  return 0;
 }
 
 std::string LocalCommunicator::host_name() const {

@@ -2,15 +2,26 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <string>
 
+#include "mpi_check.hpp"
+#include "mpi_shared_memory_sum.hpp"
 #include "mpiddp/core/error.hpp"
+#include "sum_kernels.hpp"
 
 namespace mpiddp::dist {
 
-namespace {
+struct MpiCommunicator::PendingSum {
+  void* data;        // null once waited for
+  size_t count;
+  ElementType type;
+  double scale;      // still to apply after the wait (MPI_Iallreduce only sums)
+  MPI_Request request;
+  bool shared;       // through SharedMemorySum, run in wait_sum
+};
 
 // Every MPI call goes through here: a failure says which call, on which rank, and what to
 // check, then ends the job (a failed collective leaves the other ranks waiting in it).
@@ -29,11 +40,73 @@ void check_mpi(int code, const char* call) {
   MPI_Abort(MPI_COMM_WORLD, kExitFailure);
 }
 
-}  // namespace
-
 MpiCommunicator::MpiCommunicator() {
   check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &rank_), "MPI_Comm_rank");
   check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &size_), "MPI_Comm_size");
+  shared_ = std::make_unique<SharedMemorySum>(MPI_COMM_WORLD);
+}
+
+MpiCommunicator::~MpiCommunicator() = default;
+
+int MpiCommunicator::ranks_on_node() const { return shared_->ranks_on_node(); }
+
+ReduceAlgorithm MpiCommunicator::resolve(ReduceAlgorithm algorithm) const {
+  const bool shared = shared_->ranks_on_node() > 1;
+  switch (algorithm) {
+    case ReduceAlgorithm::kMpi: return ReduceAlgorithm::kMpi;
+    case ReduceAlgorithm::kAuto:
+      return shared && shared_->usable() ? ReduceAlgorithm::kShm : ReduceAlgorithm::kMpi;
+    case ReduceAlgorithm::kShm:
+      if (!shared_->usable())
+        throw ConfigError("reduce.algorithm",
+                          "\"shm\" needs the same number of ranks on every node; use \"mpi\" "
+                          "or \"auto\"");
+      return ReduceAlgorithm::kShm;
+  }
+  return ReduceAlgorithm::kMpi;
+}
+
+int MpiCommunicator::start_sum(void* data, size_t count, ElementType type, double scale,
+                               ReduceAlgorithm algorithm) {
+  PendingSum sum{data, count, type, scale, MPI_REQUEST_NULL, false};
+  if (resolve(algorithm) == ReduceAlgorithm::kShm) {
+    // Run in wait_sum: the shared-memory sum is done by the ranks' own cores, and no core
+    // is idle during backward to do it in the background; started early it would only
+    // interrupt backward with node barriers. Its cost shows as exposed sync time.
+    sum.shared = true;
+  } else {
+    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count),
+                             type == ElementType::kFloat32 ? MPI_FLOAT : MPI_DOUBLE, MPI_SUM,
+                             MPI_COMM_WORLD, &sum.request),
+              "MPI_Iallreduce");
+  }
+  pending_.push_back(sum);
+  return static_cast<int>(pending_.size()) - 1;
+}
+
+void MpiCommunicator::progress() {
+  for (PendingSum& sum : pending_) {
+    if (sum.request == MPI_REQUEST_NULL) continue;
+    int done = 0;
+    check_mpi(MPI_Test(&sum.request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    if (!done) return;  // collectives complete in order: no use testing later ones
+  }
+}
+
+void MpiCommunicator::wait_sum(int handle) {
+  PendingSum& sum = pending_.at(static_cast<size_t>(handle));
+  if (sum.shared) {
+    shared_->sum(sum.data, sum.count, sum.type, sum.scale);
+  } else {
+    check_mpi(MPI_Wait(&sum.request, MPI_STATUS_IGNORE), "MPI_Wait");
+    scale_in_place(sum.data, sum.count, sum.type, sum.scale);
+  }
+  sum.scale = 1.0;
+  sum.data = nullptr;
+  // Every sum waited for: the handles start again from 0 (clear keeps the capacity).
+  if (std::all_of(pending_.begin(), pending_.end(),
+                  [](const PendingSum& s) { return s.data == nullptr; }))
+    pending_.clear();
 }
 
 void MpiCommunicator::allreduce_sum(float* data, size_t count) {

@@ -22,9 +22,11 @@ template <typename T>
 void Linear<T>::forward(ConstMatrixView<T> x, MatrixView<T> y) const {
   ConstMatrixView<T> wt(weight_, inputs_, outputs_);
   VectorView<T> b(bias_, outputs_);
-  // y = W x + b, written as (W^T)^T x so Eigen's GEMM reads the weights in place.
-  y.noalias() = wt.transpose() * x;
-  y.colwise() += b;
+  // y = W x + b, written as (W^T)^T x so Eigen's GEMM reads the weights in place. The bias
+  // goes in first and the product is added to it: "=" would zero y and then add anyway, so
+  // the bias costs no pass of its own.
+  y.colwise() = b;
+  y.noalias() += wt.transpose() * x;
 }
 
 template <typename T>

@@ -59,6 +59,7 @@ Sequential<T>::Sequential(Index inputs, const std::vector<LayerSpec>& specs, Ind
   gradients_.assign(parameter_count_ + reserved_gradient_slots, T(0));
   Index offset = 0;
   for (auto& layer : layers_) {
+    parameter_offsets_.push_back(offset);
     layer->bind(parameters_.data() + offset, gradients_.data() + offset);
     offset += layer->parameter_count();
   }
@@ -67,6 +68,14 @@ Sequential<T>::Sequential(Index inputs, const std::vector<LayerSpec>& specs, Ind
   for (Index w : widths_) activations_.emplace_back(w * max_batch_, T(0));
   delta_a_.assign(widest * max_batch_, T(0));
   delta_b_.assign(widest * max_batch_, T(0));
+}
+
+template <typename T>
+double Sequential<T>::multiply_adds_per_sample() const {
+  double total = 0;
+  for (const ParameterTensor& tensor : tensors_)
+    if (tensor.shape.size() == 2) total += static_cast<double>(tensor.size());
+  return total;
 }
 
 template <typename T>
@@ -111,7 +120,7 @@ MatrixView<T> Sequential<T>::output_gradient() {
 }
 
 template <typename T>
-void Sequential<T>::backward(ConstMatrixView<T> x) {
+void Sequential<T>::backward(ConstMatrixView<T> x, GradientListener* listener) {
   T* dy = delta_a_.data();
   T* dx = delta_b_.data();
   for (size_t l = layers_.size(); l-- > 0;) {
@@ -127,6 +136,7 @@ void Sequential<T>::backward(ConstMatrixView<T> x) {
       layers_[l]->backward(layer_x, layer_y, layer_dy, &layer_dx);
       std::swap(dy, dx);
     }
+    if (listener && layers_[l]->parameter_count() > 0) listener->gradients_ready(parameter_offsets_[l]);
   }
 }
 

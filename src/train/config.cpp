@@ -180,6 +180,7 @@ Config parse_config(const Json& user) {
     log.finish();
   }
   parse_interchange_keys(root, c);
+  parse_performance(root, c);
   root.finish();
   c.resolved = root.resolved();
   return c;

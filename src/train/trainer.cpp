@@ -9,6 +9,7 @@
 
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/core/hash.hpp"
+#include "mpiddp/core/threads.hpp"
 #include "mpiddp/data/source.hpp"
 #include "mpiddp/optim/schedule.hpp"
 #include "mpiddp/train/progress.hpp"
@@ -52,14 +53,30 @@ template <typename T>
 Trainer<T>::Trainer(const Config& config, dist::Communicator& comm, TrainOptions options)
     : config_(config), comm_(comm), options_(options),
       train_(data::load_source<T>(config.train_data, config.seed, "train")),
-      reducer_(comm),
+      reducer_(comm, config.reduce),
       sampler_(train_.samples, comm.rank(), comm.size(), config.shuffle, config.drop_last,
                config.seed),
       batch_per_rank_(config.per_rank_batch(comm.size())) {
+  if (batch_per_rank_ % config.accumulate_steps != 0)
+    throw ConfigError("accumulate_steps", "accumulate_steps " +
+                                              std::to_string(config.accumulate_steps) +
+                                              " does not divide the per-rank batch " +
+                                              std::to_string(batch_per_rank_));
   if (config.eval_data) eval_ = data::load_source<T>(*config.eval_data, config.seed, "eval");
   const Index inputs = config.model_inputs > 0 ? config.model_inputs : train_.features;
   // One extra gradient slot carries the loss: Note [the loss rides with the gradients].
   model_ = std::make_unique<nn::Sequential<T>>(inputs, config.layers, batch_per_rank_, 1);
+  std::vector<size_t> tensor_begins;
+  for (const auto& tensor : model_->tensors()) tensor_begins.push_back(static_cast<size_t>(tensor.offset));
+  tensor_begins.push_back(static_cast<size_t>(model_->parameter_count()));  // the loss slot
+  reducer_.set_tensor_begins(std::move(tensor_begins));
+  // One step: forward plus backward, about 3 multiply-adds per weight per sample.
+  const double step_work = 3.0 * model_->multiply_adds_per_sample() * static_cast<double>(batch_per_rank_);
+  threads_ = choose_threads(config.threads, std::getenv("OMP_NUM_THREADS"), affinity_cores(),
+                            node_cores(), comm.ranks_on_node(), step_work)
+                 .threads;
+  use_threads(threads_);
+  ready_forwarder_.reducer = &reducer_;
   check_data_fits(config, train_, "data.train", inputs, model_->outputs());
   if (eval_) check_data_fits(config, *eval_, "data.eval", inputs, model_->outputs());
   if (sampler_.per_rank() == 0)
@@ -95,14 +112,46 @@ void Trainer<T>::gather(const data::Dataset<T>& set, const Index* samples, Index
 }
 
 template <typename T>
-double Trainer<T>::compute_gradients(const Index* samples, Index count) {
-  gather(train_, samples, count);
-  ConstMatrixView<T> x(batch_x_.data(), train_.features, count);
+double Trainer<T>::compute_gradients(const Index* samples, Index count, bool start_sync) {
+  PhaseClock clock(options_.profile);
   model_->zero_gradients();
-  const auto out = model_->forward(x);
+  clock.lap(&StepProfile::forward_s);  // clearing the gradients counts as forward work
+  // Micro-batch m has count/K samples (the first count % K one more). Each one's loss is
+  // its own mean; weighting its output gradient by size/count makes the K gradients add up
+  // to the gradient of the mean over all count samples, as one batch would give.
+  const Index micro_batches = std::min<Index>(config_.accumulate_steps, count);
+  const Index base = count / micro_batches, extra = count % micro_batches;
   const nn::BatchTargets<T> targets{batch_y_.data(), batch_labels_.data()};
-  const double loss = loss_->forward_backward(out, targets, model_->output_gradient());
-  model_->backward(x);
+  double loss = 0.0;
+  Index first = 0;
+  for (Index m = 0; m < micro_batches; ++m) {
+    const Index size = base + (m < extra ? 1 : 0);
+    gather(train_, samples + first, size);
+    clock.lap(&StepProfile::data_s);
+    ConstMatrixView<T> x(batch_x_.data(), train_.features, size);
+    const auto out = model_->forward(x);
+    const double micro_loss = loss_->forward_backward(out, targets, model_->output_gradient());
+    if (micro_batches == 1) {
+      loss = micro_loss;
+    } else {
+      const double weight = static_cast<double>(size) / static_cast<double>(count);
+      model_->output_gradient() *= static_cast<T>(weight);
+      loss += micro_loss * weight;
+    }
+    clock.lap(&StepProfile::forward_s);
+    const bool last = m + 1 == micro_batches;
+    if (last && start_sync) {
+      // Note [the loss rides with the gradients]: the loss slot is final before backward.
+      model_->gradients()[model_->parameter_count()] = static_cast<T>(loss);
+      reducer_.begin(model_->gradients(), static_cast<size_t>(model_->parameter_count() + 1));
+      sync_started_ = true;
+      model_->backward(x, &ready_forwarder_);
+    } else {
+      model_->backward(x);
+    }
+    clock.lap(&StepProfile::backward_s);
+    first += size;
+  }
   return loss;
 }
 
@@ -113,10 +162,17 @@ double Trainer<T>::synchronize(double local_loss) {
   // is the mean of the per-rank losses: exactly what the reducer computes for a gradient.
   // Putting the loss in one slot after the gradients gets it for free in the same
   // allreduce, without a second round trip. A NaN or Inf on any rank also lands there.
+  PhaseClock clock(options_.profile);
   const Index p = model_->parameter_count();
   T* grads = model_->gradients();
-  grads[p] = static_cast<T>(local_loss);
-  reducer_.reduce(grads, static_cast<size_t>(p + 1));
+  if (sync_started_) {
+    reducer_.finish();
+    sync_started_ = false;
+  } else {
+    grads[p] = static_cast<T>(local_loss);
+    reducer_.reduce(grads, static_cast<size_t>(p + 1));
+  }
+  clock.lap(&StepProfile::sync_exposed_s);
   return static_cast<double>(grads[p]);
 }
 
@@ -218,6 +274,8 @@ void Trainer<T>::start() {
                        {"version", MPIDDP_VERSION},
                        {"mpi_library", comm_.library_version()},
                        {"parameters", model_->parameter_count()},
+                       {"threads", threads_},
+                       {"reduce_algorithm", dist::to_string(reducer_.algorithm())},
                        {"model", model_->describe()}};
     if (!resumed_from_.empty())
       run_record["resumed_from"] = {{"path", resumed_from_}, {"epoch", position_.epoch},
@@ -251,12 +309,16 @@ RunResult Trainer<T>::run() {
   int64_t step = position_.step;
   for (int64_t epoch = position_.epoch; epoch <= config_.epochs; ++epoch) {
     sampler_.set_epoch(epoch - 1, replay_order(epoch - 1));
+    // The profile covers the epochs after the first, which warms up caches and pages.
+    if (options_.profile && epoch <= 2) options_.profile->reset();
     const auto epoch_start = std::chrono::steady_clock::now();
     const Index first_batch = epoch == position_.epoch ? position_.batch : 0;
     for (Index k = first_batch; k < steps_per_epoch; ++k) {
       const Index first = k * batch_per_rank_;
       const Index count = std::min(batch_per_rank_, per_rank - first);
-      const double local_loss = compute_gradients(sampler_.indices().data() + first, count);
+      const double cpu_start = options_.profile ? process_cpu_seconds() : 0.0;
+      const double local_loss = compute_gradients(sampler_.indices().data() + first, count,
+                                                  config_.sync && config_.reduce.overlap);
       double loss = local_loss;
       if (config_.sync) {
         loss = synchronize(local_loss);
@@ -267,7 +329,13 @@ RunResult Trainer<T>::run() {
       ++step;
       const double lr = optim::scheduled_lr(config_.schedule, config_.optimizer.lr, step, epoch,
                                             total_steps, config_.epochs);
+      PhaseClock clock(options_.profile);
       optimizer_->step(model_->parameters(), model_->gradients(), lr);
+      clock.lap(&StepProfile::optimizer_s);
+      if (options_.profile) {
+        options_.profile->cpu_s += process_cpu_seconds() - cpu_start;
+        ++options_.profile->steps;
+      }
       result.step_losses.push_back(loss);
       if (comm_.rank() == 0 && step % config_.log_every_steps == 0)
         log_->write({{"kind", "step"}, {"epoch", epoch}, {"step", step}, {"loss", loss}, {"lr", lr}});

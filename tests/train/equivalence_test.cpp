@@ -1,6 +1,7 @@
 // The three experiments of data parallelism, in-process at the launcher's world size N:
 // each rank also runs the single-process reference itself (LocalCommunicator), so every
-// rank can compare the N-rank result with the 1-rank result directly.
+// rank can compare the N-rank result with the 1-rank result directly. Every experiment runs
+// on each gradient reduction path (reduce.algorithm, with and without overlap).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,18 +14,39 @@
 namespace mpiddp::train {
 namespace {
 
-Config experiment(const std::string& dtype, bool sync = true) {
+// A reduction path: a reduce.algorithm, whether buckets start during backward, and the
+// micro-batches per step.
+struct Path {
+  std::string algorithm;
+  bool overlap;
+  int accumulate_steps;
+};
+
+std::string path_name(const ::testing::TestParamInfo<Path>& info) {
+  return info.param.algorithm + (info.param.overlap ? "_overlap" : "_blocking") +
+         (info.param.accumulate_steps > 1 ? "_accumulate" + std::to_string(info.param.accumulate_steps) : "");
+}
+
+class Equivalence : public ::testing::TestWithParam<Path> {};
+
+Config experiment(const std::string& dtype, const Path& path, bool sync = true) {
   Json user = default_experiment();
   apply_override(user, "dtype=" + dtype);
   if (!sync) apply_override(user, "sync=false");
+  apply_override(user, "reduce.algorithm=" + path.algorithm);
+  apply_override(user, std::string("reduce.overlap=") + (path.overlap ? "true" : "false"));
+  apply_override(user, "accumulate_steps=" + std::to_string(path.accumulate_steps));
+  // Small buckets, so the default model's few kB of gradients go in several collectives.
+  apply_override(user, "reduce.first_bucket_mb=0.001");
+  apply_override(user, "reduce.bucket_cap_mb=0.004");
   return parse_config(user);
 }
 
 template <typename T>
-void check_gradient_equivalence(double tolerance) {
+void check_gradient_equivalence(const Path& path, double tolerance) {
   dist::MpiCommunicator comm;
   dist::LocalCommunicator one;
-  const Config config = experiment(sizeof(T) == 4 ? "float32" : "float64");
+  const Config config = experiment(sizeof(T) == 4 ? "float32" : "float64", path);
   Trainer<T> distributed(config, comm), single(config, one);
   distributed.model().initialize(config.seed);
   single.model().initialize(config.seed);
@@ -33,7 +55,7 @@ void check_gradient_equivalence(double tolerance) {
   const auto order = data::epoch_order(distributed.train_set().samples, true, config.seed, 0);
   const Index b = config.per_rank_batch(comm.size());
   const auto mine = data::shard_order(order, comm.rank(), comm.size(), false);
-  const double local_loss = distributed.compute_gradients(mine.data(), b);
+  const double local_loss = distributed.compute_gradients(mine.data(), b, path.overlap);
   const double global_loss = distributed.synchronize(local_loss);
   const double full_loss = single.compute_gradients(order.data(), 64);
 
@@ -48,17 +70,18 @@ void check_gradient_equivalence(double tolerance) {
   EXPECT_GT(max_grad, 1e-2);  // the gradients compared are not trivially zero
   EXPECT_NEAR(global_loss, full_loss, tolerance * std::max(1.0, full_loss));
   if (comm.rank() == 0)
-    std::printf("[gradient equivalence] N=%d %s: max |g_N - g_1| = %.3g (max |g| = %.3g)\n",
-                comm.size(), sizeof(T) == 4 ? "float32" : "float64", max_diff, max_grad);
+    std::printf("[gradient equivalence] N=%d %s %s: max |g_N - g_1| = %.3g (max |g| = %.3g)\n",
+                comm.size(), path.algorithm.c_str(), sizeof(T) == 4 ? "float32" : "float64",
+                max_diff, max_grad);
 }
 
-TEST(Equivalence, GradientsFloat32) { check_gradient_equivalence<float>(1e-6); }
-TEST(Equivalence, GradientsFloat64) { check_gradient_equivalence<double>(1e-12); }
+TEST_P(Equivalence, GradientsFloat32) { check_gradient_equivalence<float>(GetParam(), 1e-6); }
+TEST_P(Equivalence, GradientsFloat64) { check_gradient_equivalence<double>(GetParam(), 1e-12); }
 
-void check_training_equivalence(const std::string& dtype, double rtol) {
+void check_training_equivalence(const Path& path, const std::string& dtype, double rtol) {
   dist::MpiCommunicator comm;
   dist::LocalCommunicator one;
-  const Config config = experiment(dtype);
+  const Config config = experiment(dtype, path);
   const RunResult n_ranks = run_training(config, comm, {.quiet = true});
   const RunResult single = run_training(config, one, {.quiet = true});
   ASSERT_EQ(n_ranks.epochs.size(), single.epochs.size());
@@ -77,13 +100,20 @@ void check_training_equivalence(const std::string& dtype, double rtol) {
                 dtype.c_str(), n_ranks.epochs.back().eval_loss, single.epochs.back().eval_loss);
 }
 
-TEST(Equivalence, TrainingFloat32) { check_training_equivalence("float32", 1e-5); }
-TEST(Equivalence, TrainingFloat64) { check_training_equivalence("float64", 1e-12); }
+TEST_P(Equivalence, TrainingFloat32) { check_training_equivalence(GetParam(), "float32", 1e-5); }
+TEST_P(Equivalence, TrainingFloat64) { check_training_equivalence(GetParam(), "float64", 1e-12); }
 
-TEST(Equivalence, WithoutSyncReplicasDrift) {
+INSTANTIATE_TEST_SUITE_P(ReductionPaths, Equivalence,
+                         ::testing::Values(Path{"mpi", true, 1}, Path{"mpi", false, 1},
+                                           Path{"shm", true, 1}, Path{"shm", false, 1},
+                                           Path{"auto", true, 4}),
+                         path_name);
+
+TEST(EquivalenceNoSync, WithoutSyncReplicasDrift) {
   dist::MpiCommunicator comm;
   if (comm.size() == 1) GTEST_SKIP() << "one replica cannot drift";
-  const RunResult r = run_training(experiment("float32", false), comm, {.quiet = true});
+  const RunResult r = run_training(experiment("float32", Path{"auto", true, 1}, false), comm,
+                                   {.quiet = true});
   EXPECT_FALSE(r.replicas.identical);
   EXPECT_GT(r.replicas.max_diff, 1e-3);
   if (comm.rank() == 0)

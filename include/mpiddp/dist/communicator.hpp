@@ -11,6 +11,16 @@
 
 namespace mpiddp::dist {
 
+enum class ElementType { kFloat32, kFloat64 };
+
+// How start_sum combines the ranks' buffers.
+//   kMpi: MPI_Iallreduce on the world communicator.
+//   kShm: through MPI-3 shared memory within each node (each rank sums one slice of all the
+//         node's buffers), then an allreduce of each slice among the nodes.
+//   kAuto: kShm when more than one rank shares a node and every node has as many ranks,
+//          otherwise kMpi.
+enum class ReduceAlgorithm { kAuto, kMpi, kShm };
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -31,6 +41,24 @@ class Communicator {
   // rank order, on every rank.
   virtual std::vector<std::string> allgather_string(const std::string& value) = 0;
   virtual void barrier() = 0;
+
+  // Ranks that share this rank's node (its shared-memory domain), this one included.
+  virtual int ranks_on_node() const = 0;
+  // What kAuto means for this job; kShm when shared memory cannot serve it throws
+  // ConfigError("reduce.algorithm", ...).
+  virtual ReduceAlgorithm resolve(ReduceAlgorithm algorithm) const = 0;
+  // Starts an in-place sum over all ranks of data: (count) elements of `type`, then multiplies
+  // every element by `scale` in the backend's last pass over the data: the caller decides the
+  // factor (Note [why divide by the world size here] in gradient_reducer.cpp). Every rank must
+  // start the same sums, with the same counts, in the same order. Returns a handle for wait_sum.
+  virtual int start_sum(void* data, size_t count, ElementType type, double scale,
+                        ReduceAlgorithm algorithm) = 0;
+  // Lets started sums advance without blocking: MPI progresses non-blocking collectives
+  // only inside MPI calls, so the trainer calls this between layers of the backward pass.
+  virtual void progress() = 0;
+  // Waits for a started sum. Afterwards its data holds the scaled sum, bit-identical on
+  // every rank. Handles are valid until every started sum has been waited for.
+  virtual void wait_sum(int handle) = 0;
   // Ends every rank of the job: prints "rank R: message" and never returns.
   [[noreturn]] virtual void abort(int exit_code, const std::string& message) = 0;
 

@@ -1,20 +1,68 @@
 #pragma once
 // The gradient reducer: the one place where gradients are combined across ranks.
+//
+// Blocking use: reduce(grads, count). Overlapped use, during backward:
+//   begin(grads, count);        // before backward; the buffer's tail may already be final
+//   ready_from(offset);         // backward has finished every gradient from offset on
+//   ...
+//   finish();                   // after backward: every rank holds the mean over ranks
+// Buckets (bucket_plan.hpp) are started in the same fixed order on every rank.
 #include <cstddef>
+#include <string>
+#include <vector>
 
+#include "mpiddp/dist/bucket_plan.hpp"
 #include "mpiddp/dist/communicator.hpp"
 
 namespace mpiddp::dist {
 
+// The config's "reduce" section (docs/config.md).
+struct ReduceConfig {
+  std::string algorithm = "auto";  // mpi | shm | auto (see ReduceAlgorithm)
+  double bucket_cap_mb = 25.0;     // MiB per bucket, as PyTorch DDP's bucket_cap_mb
+  double first_bucket_mb = 1.0;    // MiB, the smaller first bucket
+  bool overlap = true;             // start buckets during backward
+};
+
+ReduceAlgorithm parse_reduce_algorithm(const std::string& name);
+std::string to_string(ReduceAlgorithm algorithm);
+
 template <typename T>
 class GradientReducer {
  public:
-  explicit GradientReducer(Communicator& comm) : comm_(comm) {}
+  explicit GradientReducer(Communicator& comm, const ReduceConfig& config = {});
+
+  // Element offsets where the buffer's tensors begin (ascending), so buckets keep tensors
+  // whole. Without them a buffer is one tensor, cut only at the caps.
+  void set_tensor_begins(std::vector<size_t> begins);
+
   // grads: (count) flat, in place. Afterwards every rank holds the mean over ranks.
   void reduce(T* grads, size_t count);
 
+  // The overlapped form of reduce (see the top of this file).
+  void begin(T* grads, size_t count);
+  void ready_from(size_t offset);
+  void finish();
+
+  ReduceAlgorithm algorithm() const { return algorithm_; }
+  // The plan of the last begin() / reduce().
+  const std::vector<Bucket>& buckets() const { return buckets_; }
+
  private:
+  void start_ready_buckets(size_t ready_offset);
+
   Communicator& comm_;
+  ReduceConfig config_;
+  ReduceAlgorithm algorithm_;
+  std::vector<size_t> tensor_begins_;
+  // The plan for (planned_for_, planned_count_), recomputed only when those change.
+  std::vector<Bucket> buckets_;
+  const T* planned_for_ = nullptr;
+  size_t planned_count_ = 0;
+  // The reduction in flight.
+  T* grads_ = nullptr;
+  size_t started_ = 0;        // buckets_[0, started_) have been started
+  std::vector<int> handles_;  // (buckets) their handles
 };
 
 }  // namespace mpiddp::dist

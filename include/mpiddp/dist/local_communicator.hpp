@@ -15,6 +15,13 @@ class LocalCommunicator final : public Communicator {
   std::vector<uint64_t> allgather(uint64_t value) override { return {value}; }
   std::vector<std::string> allgather_string(const std::string& value) override { return {value}; }
   void barrier() override {}
+  int ranks_on_node() const override { return 1; }
+  ReduceAlgorithm resolve(ReduceAlgorithm) const override { return ReduceAlgorithm::kMpi; }
+  // A sum over one rank is the data itself; only the scale is applied.
+  int start_sum(void* data, size_t count, ElementType type, double scale,
+                ReduceAlgorithm algorithm) override;
+  void progress() override {}
+  void wait_sum(int) override {}
   [[noreturn]] void abort(int exit_code, const std::string& message) override;
   std::string library_version() const override { return "none"; }
   std::string host_name() const override;

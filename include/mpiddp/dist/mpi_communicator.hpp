@@ -1,13 +1,18 @@
 #pragma once
+#include <memory>
+
 #include "mpiddp/dist/communicator.hpp"
 
 namespace mpiddp::dist {
+
+class SharedMemorySum;  // src/dist/mpi_shared_memory_sum.hpp: keeps <mpi.h> out of this header
 
 // Communicator over MPI_COMM_WORLD (or a duplicate of it). Every MPI call is checked
 // through one helper that names the call and what to do next.
 class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator();
+  ~MpiCommunicator() override;
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   void allreduce_sum(float* data, size_t count) override;
@@ -17,12 +22,22 @@ class MpiCommunicator final : public Communicator {
   std::vector<uint64_t> allgather(uint64_t value) override;
   std::vector<std::string> allgather_string(const std::string& value) override;
   void barrier() override;
+  int ranks_on_node() const override;
+  ReduceAlgorithm resolve(ReduceAlgorithm algorithm) const override;
+  int start_sum(void* data, size_t count, ElementType type, double scale,
+                ReduceAlgorithm algorithm) override;
+  void progress() override;
+  void wait_sum(int handle) override;
   [[noreturn]] void abort(int exit_code, const std::string& message) override;
   std::string library_version() const override;
   std::string host_name() const override;
 
  private:
   int rank_ = 0, size_ = 1;
+  std::unique_ptr<SharedMemorySum> shared_;
+  // Started sums, by handle (defined in the .cpp: it holds an MPI_Request).
+  struct PendingSum;
+  std::vector<PendingSum> pending_;
 };
 
 // MPI_Init on construction, MPI_Finalize on destruction (unless MPI was aborted).

@@ -8,8 +8,7 @@
 #include <string>
 #include <vector>
 
-#include <Eigen/Core>
-
+#include "mpiddp/core/memory.hpp"
 #include "mpiddp/nn/layer.hpp"
 
 namespace mpiddp::nn {
@@ -29,8 +28,17 @@ struct ParameterTensor {
   Index size() const;
 };
 
+// Flat buffers: 64-byte aligned, on huge pages from 2 MiB (Note [allocate once, keep it mapped]).
 template <typename T>
-using AlignedVector = std::vector<T, Eigen::aligned_allocator<T>>;
+using AlignedVector = std::vector<T, HugePageAllocator<T>>;
+
+// Told during backward, layer by layer from the last, that every gradient from `offset` to
+// the end of the gradient buffer is final: the gradient reducer starts its buckets then.
+class GradientListener {
+ public:
+  virtual ~GradientListener() = default;
+  virtual void gradients_ready(Index offset) = 0;
+};
 
 template <typename T>
 class Sequential {
@@ -45,6 +53,9 @@ class Sequential {
   Index max_batch() const { return max_batch_; }
   Index parameter_count() const { return parameter_count_; }
   const std::vector<ParameterTensor>& tensors() const { return tensors_; }
+  // Multiply-adds of one sample's forward pass: the sum of in x out over linear layers
+  // (backward costs about twice as much).
+  double multiply_adds_per_sample() const;
   // "6-linear48-tanh-linear48-tanh-linear1": identifies the architecture in hashes and logs.
   std::string describe() const;
 
@@ -63,14 +74,16 @@ class Sequential {
   // Where the loss writes dLoss/dout: (outputs, B) for the batch of the last forward.
   MatrixView<T> output_gradient();
   // Back-propagates output_gradient() through the last forward pass and adds the parameter
-  // gradients into gradients(). x must be the input of that forward pass.
-  void backward(ConstMatrixView<T> x);
+  // gradients into gradients(). x must be the input of that forward pass. A listener hears
+  // after each layer with parameters that its gradients (and all later ones) are final.
+  void backward(ConstMatrixView<T> x, GradientListener* listener = nullptr);
 
  private:
   Index inputs_, outputs_ = 0, max_batch_, parameter_count_ = 0;
   Index batch_ = 0;  // batch size of the last forward
   std::vector<std::unique_ptr<Layer<T>>> layers_;
   std::vector<Index> widths_;  // output features of each layer
+  std::vector<Index> parameter_offsets_;  // where each layer's parameters start
   std::vector<ParameterTensor> tensors_;
   AlignedVector<T> parameters_;                // (P)
   AlignedVector<T> gradients_;                 // (P + reserved slots)

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "mpiddp/data/source.hpp"
+#include "mpiddp/dist/gradient_reducer.hpp"
 #include "mpiddp/io/json_reader.hpp"
 #include "mpiddp/nn/sequential.hpp"
 #include "mpiddp/optim/optimizer.hpp"
@@ -49,6 +50,10 @@ struct Config {
   std::string sampler_order;  // sampler.order: an .npy int64 [epochs, samples]; "": own order
   std::string save_weights;   // save_weights: final weights as safetensors; "": not written
   CheckpointConfig checkpoint;
+  // Performance (docs/config.md, parsed by parse_performance in performance_config.cpp).
+  int64_t threads = 0;           // compute threads per rank; 0: from cores and ranks per node
+  int64_t accumulate_steps = 1;  // micro-batches per optimizer step (gradient accumulation)
+  dist::ReduceConfig reduce;
 
   Json resolved;  // the full resolved config, defaults filled in, as logged in the run record
 
@@ -64,6 +69,9 @@ Json default_experiment();
 
 // Validates a user config and fills in the defaults. Throws ConfigError naming the key.
 Config parse_config(const Json& user);
+
+// The performance keys of the root section: threads, accumulate_steps and "reduce".
+void parse_performance(io::JsonSection& root, Config& config);
 
 // Applies "--set a.b.c=VALUE": VALUE is parsed as JSON when it is valid JSON, otherwise
 // taken as a string. Intermediate objects are created; array elements are addressed by

@@ -24,6 +24,7 @@
 #include "mpiddp/train/checkpoint.hpp"
 #include "mpiddp/train/replica_check.hpp"
 #include "mpiddp/train/sample_order.hpp"
+#include "mpiddp/train/step_profile.hpp"
 
 namespace mpiddp::train {
 
@@ -31,6 +32,7 @@ struct TrainOptions {
   bool quiet = false;            // no table on stdout, no progress line on stderr
   std::string launcher = "none";  // for the run record: dist::detect_launcher()
   std::string resume{};  // --resume: "" (start afresh), "latest", a checkpoint or a directory
+  StepProfile* profile = nullptr;  // when set, filled with step timings of epochs 2..last
 };
 
 struct EpochResult {
@@ -60,7 +62,10 @@ class Trainer {
   // The pieces of one step, public so tests can check them in isolation.
   // Forward and backward on the given samples of the training set: zeroes the gradients,
   // then leaves this rank's gradient of its mean loss in model().gradients(). Returns that loss.
-  double compute_gradients(const Index* samples, Index count);
+  // With accumulate_steps K, the samples go through in K micro-batches whose gradients add
+  // up to that of the mean loss over all of them. With start_sync, the reduction of each
+  // bucket starts during backward; synchronize() must follow, on every rank.
+  double compute_gradients(const Index* samples, Index count, bool start_sync = false);
   // Averages the gradients over ranks (and, riding along, the loss). Returns the global loss.
   double synchronize(double local_loss);
 
@@ -81,6 +86,12 @@ class Trainer {
   RunIdentity identity() const;
   const std::vector<Index>* replay_order(int64_t epoch) const;
 
+  // Hands backward's "gradients ready" calls to the reducer.
+  struct ReadyForwarder final : nn::GradientListener {
+    dist::GradientReducer<T>* reducer = nullptr;
+    void gradients_ready(Index offset) override { reducer->ready_from(static_cast<size_t>(offset)); }
+  };
+
   const Config& config_;
   dist::Communicator& comm_;
   TrainOptions options_;
@@ -90,6 +101,9 @@ class Trainer {
   std::unique_ptr<nn::Loss<T>> loss_;
   std::unique_ptr<optim::Optimizer<T>> optimizer_;
   dist::GradientReducer<T> reducer_;
+  ReadyForwarder ready_forwarder_;
+  bool sync_started_ = false;  // compute_gradients began the reduction, synchronize finishes it
+  int threads_ = 1;            // compute threads of this rank (core/threads.hpp)
   data::DistributedSampler sampler_;
   Index batch_per_rank_;
   std::unique_ptr<io::JsonlLog> log_;

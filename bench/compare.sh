@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Runs mpiddp and the PyTorch peer alternately, ROUNDS times, on the same cores, and prints
+# medians and the ratios the performance targets are stated in (docs/benchmarks.md).
+# Usage: bench/compare.sh [ROUNDS] [WORKLOAD...]     (default: 3 rounds; seed mlp wide,
+#        plus fmnist when bench/fmnist.json exists and its data are installed)
+# Output: a markdown table on stdout; every raw JSON line in $OUT (default
+# bench/results/compare-DATE.jsonl), each with the load average when it ran.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+rounds=${1:-3}; shift || true
+workloads=("$@")
+if [ ${#workloads[@]} -eq 0 ]; then
+  workloads=(seed mlp wide)
+  [ -f "$here/fmnist.json" ] && workloads+=(fmnist)
+fi
+mkdir -p "$here/results"
+out="${OUT:-$here/results/compare-$(date -u +%Y%m%dT%H%M%SZ).jsonl}"
+python="${TORCH_PYTHON:-/usr/bin/python3}"
+# The peer's best settings (the issue's table was measured with them); harmless for mpiddp.
+export OMP_WAIT_POLICY=passive GLIBC_TUNABLES=glibc.malloc.hugetlb=1
+
+record() {  # record LABEL JSON: appends the line with its label and the 1-minute load
+  local load; load=$(cut -d' ' -f1 /proc/loadavg)
+  printf '%s\n' "$2" | sed -E "s/^\{/{\"label\":\"$1\",\"load1\":$load,/" >> "$out"
+}
+
+for round in $(seq "$rounds"); do
+  for w in "${workloads[@]}"; do
+    echo "round $round/$rounds: $w" >&2
+    record mpiddp_np2x1 "$("$here/run.sh" "$w" 2 1)"
+    record torch_1x2 "$("$python" "$here/torch_peer.py" "$w" --procs 1 --threads 2)"
+    record mpiddp_np1x1 "$("$here/run.sh" "$w" 1 1)"
+    record torch_1x1 "$("$python" "$here/torch_peer.py" "$w" --procs 1 --threads 1)"
+    record mpiddp_np1_auto "$("$here/run.sh" "$w" 1)"
+    record torch_ddp_2x1 "$("$python" "$here/torch_peer.py" "$w" --procs 2 --threads 1)"
+  done
+done
+echo "raw results: $out" >&2
+"$python" "$here/summarize.py" "$out"

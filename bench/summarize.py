@@ -1,0 +1,53 @@
+#!/usr/bin/python3
+"""Summarises a bench/compare.sh results file: medians per workload and configuration, and
+the ratios of the performance targets (docs/benchmarks.md). Usage: summarize.py FILE.jsonl"""
+import json
+import statistics
+import sys
+from collections import defaultdict
+
+TARGET = {"seed": 1.5, "mlp": 1.3, "wide": 1.3, "fmnist": 1.3}
+LABELS = ["mpiddp_np2x1", "mpiddp_np1x1", "mpiddp_np1_auto", "torch_1x2", "torch_1x1", "torch_ddp_2x1"]
+
+runs = defaultdict(lambda: defaultdict(list))
+cpu = defaultdict(lambda: defaultdict(list))
+extra = defaultdict(lambda: defaultdict(list))
+loads = []
+with open(sys.argv[1]) as f:
+    for line in f:
+        r = json.loads(line)
+        runs[r["workload"]][r["label"]].append(r["samples_per_s"])
+        if "samples_per_cpu_s" in r:
+            cpu[r["workload"]][r["label"]].append(r["samples_per_cpu_s"])
+        loads.append(r["load1"])
+        if r["label"] == "mpiddp_np2x1":
+            for k in ("forward_ms", "backward_ms", "sync_exposed_ms", "optimizer_ms", "data_ms",
+                      "reduce_ms", "gflops", "peak_rss_mb", "gradient_mb"):
+                extra[r["workload"]][k].append(r[k])
+
+med = lambda xs: statistics.median(xs) if xs else float("nan")
+print(f"load average (1 min) during the runs: min {min(loads):.2f}, median {med(loads):.2f}, max {max(loads):.2f}\n")
+print("| workload | " + " | ".join(LABELS) + " | np2 / best torch (target) | np2 / (2 x np1x1) (target 0.95) |")
+print("|---" * (len(LABELS) + 3) + "|")
+for w, by in runs.items():
+    m = {label: med(by[label]) for label in LABELS}
+    best_torch = max(m["torch_1x2"], m["torch_1x1"], m["torch_ddp_2x1"])
+    ratio = m["mpiddp_np2x1"] / best_torch
+    scaling = m["mpiddp_np2x1"] / (2 * m["mpiddp_np1x1"])
+    cells = " | ".join(f"{m[label]:,.0f}" for label in LABELS)
+    print(f"| {w} | {cells} | {ratio:.2f} (>= {TARGET.get(w, 1.3)}) | {scaling:.3f} |")
+print("\nSamples per CPU-second (all processes and threads; robust to a shared, loaded machine):\n")
+print("| workload | " + " | ".join(LABELS) + " | np2 / best torch |")
+print("|---" * (len(LABELS) + 2) + "|")
+for w, by in cpu.items():
+    m = {label: med(by[label]) if by[label] else float("nan") for label in LABELS}
+    best = max(m["torch_1x2"], m["torch_1x1"], m["torch_ddp_2x1"])
+    cells = " | ".join(f"{m[label]:,.0f}" for label in LABELS)
+    print(f"| {w} | {cells} | {m['mpiddp_np2x1'] / best:.2f} |")
+print("\nmpiddp np=2 x 1 thread, per-step means (medians over rounds):\n")
+keys = ["forward_ms", "backward_ms", "sync_exposed_ms", "optimizer_ms", "data_ms", "reduce_ms", "gflops", "peak_rss_mb", "gradient_mb"]
+print("| workload | " + " | ".join(keys) + " |")
+print("|---" * (len(keys) + 1) + "|")
+for w, by in extra.items():
+    print(f"| {w} | " + " | ".join(f"{med(by[k]):.3f}" for k in keys) + " |")
+print(f"\nsamples per configuration: {min(len(v) for by in runs.values() for v in by.values())}")

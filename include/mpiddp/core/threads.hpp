@@ -1,0 +1,38 @@
+#pragma once
+// How many compute threads a rank uses. Eigen parallelises its matrix products with OpenMP;
+// with one rank per core that would only make ranks fight over cores, so the default gives
+// each rank its share of the node: with 2 ranks on 2 cores each is single-threaded, with
+// 1 rank it uses both cores.
+#include <cstdint>
+#include <string>
+
+namespace mpiddp {
+
+struct ThreadChoice {
+  int threads = 1;
+  std::string source;  // "config" | "OMP_NUM_THREADS" | "auto"
+};
+
+// Below this many multiply-adds per step, a rank is single-threaded by default: waking a
+// second thread for every small matrix product costs more than it saves.
+constexpr double kMinParallelWork = double(1 << 24);
+
+// configured: the config's `threads` (0: not set); omp_env: the OMP_NUM_THREADS value or
+// null; cores: the cores this process may run on; node_cores: the node's cores;
+// ranks_on_node: ranks sharing this node; work: multiply-adds of one step of this rank.
+// Precedence: config, then OMP_NUM_THREADS, then 1 for work < kMinParallelWork, else
+// min(cores, node_cores / ranks_on_node), at least 1.
+ThreadChoice choose_threads(int64_t configured, const char* omp_env, int cores, int node_cores,
+                            int ranks_on_node, double work);
+
+// The cores this process may run on (its CPU affinity mask; a launcher may bind it to one).
+int affinity_cores();
+// The node's online cores.
+int node_cores();
+
+// Sets Eigen's and OpenMP's thread count.
+void use_threads(int threads);
+// The thread count Eigen will use.
+int threads_in_use();
+
+}  // namespace mpiddp

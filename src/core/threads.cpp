@@ -1,0 +1,51 @@
+#include "mpiddp/core/threads.hpp"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include <Eigen/Core>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace mpiddp {
+
+ThreadChoice choose_threads(int64_t configured, const char* omp_env, int cores, int node_cores,
+                            int ranks_on_node, double work) {
+  if (configured > 0) return {static_cast<int>(configured), "config"};
+  if (omp_env && *omp_env) {
+    char* end = nullptr;
+    const long value = std::strtol(omp_env, &end, 10);
+    // OpenMP allows a list ("4,2") for nested levels: the first entry is ours.
+    if (end != omp_env && value > 0 && (*end == '\0' || *end == ',')) return {static_cast<int>(value), "OMP_NUM_THREADS"};
+  }
+  if (work < kMinParallelWork) return {1, "auto"};
+  const int share = node_cores / std::max(1, ranks_on_node);
+  return {std::max(1, std::min(cores, share)), "auto"};
+}
+
+int affinity_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return node_cores();
+  return std::max(1, CPU_COUNT(&set));
+}
+
+int node_cores() {
+  const long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
+void use_threads(int threads) {
+  Eigen::setNbThreads(threads);
+#ifdef _OPENMP
+  omp_set_num_threads(threads);
+#endif
+}
+
+int threads_in_use() { return Eigen::nbThreads(); }
+
+}  // namespace mpiddp

@@ -1,0 +1,20 @@
+#pragma once
+// The arithmetic of the reduction backends, MPI-free so it is unit-testable on its own.
+#include <cstddef>
+
+#include "mpiddp/dist/communicator.hpp"
+
+namespace mpiddp::dist {
+
+// data: (count) of `type`; every element multiplied by scale (nothing when scale is 1).
+void scale_in_place(void* data, size_t count, ElementType type, double scale);
+
+// out[i] = (in[0][i] + in[1][i] + ... + in[n-1][i]) * scale for i in [first, last), summed
+// in rank order, so every element has one fixed rounding whoever computes it. out may be
+// one of the inputs.
+void sum_slice(void* out, const void* const* in, int n, size_t first, size_t last,
+               ElementType type, double scale);
+
+size_t element_bytes(ElementType type);
+
+}  // namespace mpiddp::dist

@@ -1,0 +1,54 @@
+#include "mpiddp/core/threads.hpp"
+
+#include <gtest/gtest.h>
+
+namespace mpiddp {
+namespace {
+
+constexpr double kBig = 1e9;  // multiply-adds per step: worth a second thread
+
+TEST(Threads, AutoSharesTheNodeAmongItsRanks) {
+  // 2 cores: 1 rank uses both, 2 ranks one each, 4 ranks (oversubscribed) still one.
+  EXPECT_EQ(choose_threads(0, nullptr, 2, 2, 1, kBig).threads, 2);
+  EXPECT_EQ(choose_threads(0, nullptr, 2, 2, 2, kBig).threads, 1);
+  EXPECT_EQ(choose_threads(0, nullptr, 2, 2, 4, kBig).threads, 1);
+  // 64-core node, 8 ranks: 8 threads each.
+  EXPECT_EQ(choose_threads(0, nullptr, 64, 64, 8, kBig).threads, 8);
+  EXPECT_EQ(choose_threads(0, nullptr, 64, 64, 8, kBig).source, "auto");
+}
+
+TEST(Threads, ALauncherBindingLimitsTheCount) {
+  // One rank bound to one core of a 2-core node: both threads would share that core.
+  EXPECT_EQ(choose_threads(0, nullptr, 1, 2, 1, kBig).threads, 1);
+}
+
+TEST(Threads, SmallModelsStaySingleThreaded) {
+  // The seed workload: 2688 multiply-adds per sample x 3 x 64 samples = 516,096 per step.
+  EXPECT_EQ(choose_threads(0, nullptr, 2, 2, 1, 516096).threads, 1);
+  EXPECT_EQ(choose_threads(0, nullptr, 2, 2, 1, kMinParallelWork).threads, 2);
+  // An explicit request still wins.
+  EXPECT_EQ(choose_threads(2, nullptr, 2, 2, 1, 516096).threads, 2);
+}
+
+TEST(Threads, ConfigThenEnvironmentOverride) {
+  EXPECT_EQ(choose_threads(3, "5", 2, 2, 2, kBig).threads, 3);
+  EXPECT_EQ(choose_threads(3, "5", 2, 2, 2, kBig).source, "config");
+  EXPECT_EQ(choose_threads(0, "5", 2, 2, 2, kBig).threads, 5);
+  EXPECT_EQ(choose_threads(0, "5", 2, 2, 2, kBig).source, "OMP_NUM_THREADS");
+  EXPECT_EQ(choose_threads(0, "4,2", 2, 2, 2, kBig).threads, 4);  // nested list: first level
+  // Not a positive number: ignored, as OpenMP ignores it.
+  EXPECT_EQ(choose_threads(0, "lots", 2, 2, 1, kBig).threads, 2);
+  EXPECT_EQ(choose_threads(0, "0", 2, 2, 1, kBig).threads, 2);
+  EXPECT_EQ(choose_threads(0, "", 2, 2, 1, kBig).threads, 2);
+}
+
+TEST(Threads, UseThreadsSetsEigen) {
+  use_threads(1);
+  EXPECT_EQ(threads_in_use(), 1);
+  use_threads(2);
+  EXPECT_EQ(threads_in_use(), 2);
+  use_threads(1);
+}
+
+}  // namespace
+}  // namespace mpiddp

@@ -1,0 +1,115 @@
+// The gradient reducer on every reduction path, at the launcher's world size N: closed-form
+// means, bit-identical results on every rank, and the overlapped form equal to the blocking
+// one. With MPIDDP_TEST_RANKS_PER_NODE=k (see tests/CMakeLists.txt) the shared-memory path
+// runs as if every k ranks were one node, which exercises its cross-node step.
+#include "mpiddp/dist/gradient_reducer.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "mpiddp/core/hash.hpp"
+#include "mpiddp/dist/mpi_communicator.hpp"
+
+namespace mpiddp::dist {
+namespace {
+
+// Rank r holds (r + 1) * (i % 7 + 1) at element i. The sum over N ranks is
+// (i % 7 + 1) * N (N + 1) / 2, and the mean (i % 7 + 1) * (N + 1) / 2: small integers and
+// halves, exact in float, so the comparison is exact.
+template <typename T>
+std::vector<T> rank_values(int rank, size_t count) {
+  std::vector<T> v(count);
+  for (size_t i = 0; i < count; ++i) v[i] = static_cast<T>((rank + 1) * static_cast<int>(i % 7 + 1));
+  return v;
+}
+
+template <typename T>
+void expect_mean(const std::vector<T>& v, int world) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    const T expected = static_cast<T>((i % 7 + 1) * (world + 1)) / T(2);
+    ASSERT_EQ(v[i], expected) << "element " << i;
+  }
+}
+
+template <typename T>
+void expect_identical_on_every_rank(Communicator& comm, const std::vector<T>& v) {
+  const auto hashes = comm.allgather(fnv1a(v.data(), v.size() * sizeof(T)));
+  for (size_t r = 1; r < hashes.size(); ++r) EXPECT_EQ(hashes[r], hashes[0]) << "rank " << r;
+}
+
+class ReducerPaths : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ReducerPaths, BlockingReduceGivesTheMean) {
+  MpiCommunicator comm;
+  ReduceConfig config;
+  config.algorithm = GetParam();
+  config.first_bucket_mb = 0.001;  // ~262 floats: many buckets
+  config.bucket_cap_mb = 0.01;
+  GradientReducer<float> reducer(comm, config);
+  reducer.set_tensor_begins({0, 1000, 1003, 4000});
+  for (size_t count : {size_t{1}, size_t{13}, size_t{4001}, size_t{100003}}) {
+    auto v = rank_values<float>(comm.rank(), count);
+    reducer.reduce(v.data(), count);
+    expect_mean(v, comm.size());
+    expect_identical_on_every_rank(comm, v);
+  }
+}
+
+TEST_P(ReducerPaths, DoubleAndOneBigBucket) {
+  MpiCommunicator comm;
+  ReduceConfig config;
+  config.algorithm = GetParam();
+  GradientReducer<double> reducer(comm, config);
+  // 9 Mi doubles = 72 MiB: more than the shared-memory segment (64 MiB), so the
+  // shared path goes in pieces; three 25 MiB buckets.
+  const size_t count = size_t{9} << 20;
+  auto v = rank_values<double>(comm.rank(), count);
+  reducer.reduce(v.data(), count);
+  expect_mean(v, comm.size());
+  expect_identical_on_every_rank(comm, v);
+}
+
+TEST_P(ReducerPaths, OverlappedEqualsBlocking) {
+  MpiCommunicator comm;
+  ReduceConfig config;
+  config.algorithm = GetParam();
+  config.first_bucket_mb = 0.0005;
+  config.bucket_cap_mb = 0.002;
+  GradientReducer<float> reducer(comm, config);
+  const std::vector<size_t> layers{0, 2000, 2100, 5000};
+  reducer.set_tensor_begins(layers);
+  const size_t count = 6001;
+  auto blocking = rank_values<float>(comm.rank(), count);
+  reducer.reduce(blocking.data(), count);
+  // As backward does: the tail first, then layer by layer towards the start; the values
+  // of a layer are written only just before it is announced ready.
+  auto overlapped = std::vector<float>(count, -1.0f);
+  const auto source = rank_values<float>(comm.rank(), count);
+  reducer.begin(overlapped.data(), count);
+  size_t end = count;
+  for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
+    std::memcpy(overlapped.data() + *it, source.data() + *it, (end - *it) * sizeof(float));
+    reducer.ready_from(*it);
+    end = *it;
+  }
+  reducer.finish();
+  EXPECT_EQ(overlapped, blocking);
+  EXPECT_GT(reducer.buckets().size(), 3u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Algorithms, ReducerPaths, ::testing::Values("mpi", "shm", "auto"));
+
+TEST(Reducer, AutoChoosesSharedMemoryOnOneNode) {
+  MpiCommunicator comm;
+  GradientReducer<float> reducer(comm);
+  const ReduceAlgorithm expected =
+      comm.ranks_on_node() > 1 ? ReduceAlgorithm::kShm : ReduceAlgorithm::kMpi;
+  EXPECT_EQ(reducer.algorithm(), expected);
+  EXPECT_GE(comm.ranks_on_node(), 1);
+  EXPECT_LE(comm.ranks_on_node(), comm.size());
+}
+
+}  // namespace
+}  // namespace mpiddp::dist

@@ -1,0 +1,216 @@
+// mpiddp bench: trains a benchmark config (its last epoch timed) and prints one JSON line
+// of figures on rank 0. bench/run.sh drives it; bench/README.md explains every key.
+#include <chrono>
+#include <algorithm>
+#include <filesystem>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "mpiddp/core/error.hpp"
+#include "mpiddp/core/memory.hpp"
+#include "mpiddp/core/threads.hpp"
+#include "mpiddp/dist/gradient_reducer.hpp"
+#include "mpiddp/dist/mpi_communicator.hpp"
+#include "mpiddp/train/config.hpp"
+#include "mpiddp/train/trainer.hpp"
+
+namespace mpiddp::tools {
+
+namespace {
+
+struct BenchArgs {
+  std::string config_path;
+  std::vector<std::string> overrides;
+  int reduce_repeats = 20;
+  bool reduce_only = false;  // time the gradient reduction alone, without training
+};
+
+BenchArgs parse_bench_args(int argc, char** argv) {
+  BenchArgs args;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&](const char* flag) -> std::string {
+      if (i + 1 >= argc) throw ConfigError(flag, "needs a value");
+      return argv[++i];
+    };
+    if (arg == "--set") {
+      args.overrides.push_back(value("--set"));
+    } else if (arg == "--reduce-repeats") {
+      args.reduce_repeats = std::atoi(value("--reduce-repeats").c_str());
+      if (args.reduce_repeats < 1) throw ConfigError("--reduce-repeats", "expected an integer >= 1");
+    } else if (arg == "--reduce-only") {
+      args.reduce_only = true;
+    } else if (!arg.empty() && arg[0] == '-') {
+      throw ConfigError(arg, "unknown option; see mpiddp --help");
+    } else if (args.config_path.empty()) {
+      args.config_path = arg;
+    } else {
+      throw ConfigError(arg, "only one config file may be given");
+    }
+  }
+  if (args.config_path.empty()) throw ConfigError("bench", "needs a config file, e.g. bench/mlp.json");
+  return args;
+}
+
+// Mean seconds of one GradientReducer::reduce on a buffer shaped like the model's
+// gradients (plus the loss slot), with nothing else running; the slowest rank's figure.
+template <typename T>
+double time_reduce(const train::Config& config, dist::Communicator& comm,
+                   const nn::Sequential<T>& model, int repeats) {
+  dist::GradientReducer<T> reducer(comm, config.reduce);
+  std::vector<size_t> begins;
+  for (const auto& tensor : model.tensors()) begins.push_back(static_cast<size_t>(tensor.offset));
+  reducer.set_tensor_begins(begins);
+  const size_t count = static_cast<size_t>(model.parameter_count() + 1);
+  nn::AlignedVector<T> grads(count, T(1));  // (P + 1)
+  for (int i = 0; i < 3; ++i) reducer.reduce(grads.data(), count);  // warm-up: first touch, windows
+  comm.barrier();
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < repeats; ++i) reducer.reduce(grads.data(), count);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  comm.allreduce_max(&seconds, 1);
+  return seconds / repeats;
+}
+
+// --reduce-only: the model's gradient buffer shape, reduced repeatedly; nothing trained.
+template <typename T>
+void run_reduce_only(const train::Config& config, const BenchArgs& args, dist::Communicator& comm) {
+  if (config.model_inputs <= 0) throw ConfigError("model.inputs", "--reduce-only needs model.inputs");
+  const nn::Sequential<T> model(config.model_inputs, config.layers, 1);
+  const double reduce_s = time_reduce<T>(config, comm, model, args.reduce_repeats);
+  double rss = peak_rss_mb();
+  comm.allreduce_max(&rss, 1);
+  if (comm.rank() != 0) return;
+  const dist::GradientReducer<T> probe(comm, config.reduce);
+  const train::Json line = {
+      {"workload", std::filesystem::path(args.config_path).stem().string()},
+      {"np", comm.size()},
+      {"reduce_algorithm", dist::to_string(probe.algorithm())},
+      {"gradient_mb", static_cast<double>(model.parameter_count() + 1) * sizeof(T) / 1e6},
+      {"reduce_ms", reduce_s * 1e3},
+      {"repeats", args.reduce_repeats},
+      {"peak_rss_mb", rss},
+  };
+  std::printf("%s\n", line.dump().c_str());
+  std::fflush(stdout);
+}
+
+// What a rank must hold, in MB: parameters, gradients (+ the loss slot), optimizer state,
+// activations (each linear layer's output and its activation's, the two gradient
+// ping-pong buffers and the batch) and the training set, which every rank holds whole.
+// The peak RSS target is stated against this.
+template <typename T>
+double needed_memory_mb(const train::Config& config, const nn::Sequential<T>& model,
+                        const data::Dataset<T>& train_set, Index batch_per_rank) {
+  const double p = static_cast<double>(model.parameter_count());
+  const auto& o = config.optimizer;
+  const double state = o.type == "sgd" ? (o.momentum != 0.0 ? p : 0.0) : 2.0 * p;
+  double activations = static_cast<double>(model.inputs()), widest = activations;
+  for (const auto& tensor : model.tensors())
+    if (tensor.shape.size() == 2) {
+      activations += 2.0 * static_cast<double>(tensor.shape[0]);
+      widest = std::max(widest, static_cast<double>(tensor.shape[0]));
+    }
+  activations = (activations + 2.0 * widest) * static_cast<double>(batch_per_rank);
+  const double samples = static_cast<double>(train_set.samples);
+  const double data_bytes =
+      samples * static_cast<double>(train_set.features + train_set.outputs) * sizeof(T) +
+      (train_set.is_classification() ? samples * sizeof(int32_t) : 0.0);
+  return ((2.0 * p + 1.0 + state + activations) * sizeof(T) + data_bytes) / (1024.0 * 1024.0);
+}
+
+template <typename T>
+void run_bench(const train::Config& config, const BenchArgs& args, dist::Communicator& comm) {
+  if (args.reduce_only) return run_reduce_only<T>(config, args, comm);
+  train::StepProfile profile;
+  train::TrainOptions options;
+  options.quiet = true;
+  options.profile = &profile;
+  train::Trainer<T> trainer(config, comm, options);
+  const train::RunResult result = trainer.run();
+  // Peak RSS of training, before time_reduce below adds a buffer of its own.
+  double rss = peak_rss_mb();
+  comm.allreduce_max(&rss, 1);
+  // Throughput of the timed epochs: all but the first (warm-up) when there are several.
+  // Every epoch trains the same number of samples, so that is the harmonic mean of the
+  // epochs' rates: total samples over total training time.
+  double epochs = 0, seconds_per_sample = 0;
+  for (size_t e = result.epochs.size() > 1 ? 1 : 0; e < result.epochs.size(); ++e) {
+    seconds_per_sample += 1.0 / result.epochs[e].samples_per_s;
+    epochs += 1.0;
+  }
+  const double samples_per_s = epochs / seconds_per_sample;
+  const double reduce_s = time_reduce<T>(config, comm, trainer.model(), args.reduce_repeats);
+
+  // Per-step means of this rank, then averaged over ranks.
+  const double steps = static_cast<double>(std::max<int64_t>(1, profile.steps));
+  double phases[5] = {profile.forward_s / steps, profile.backward_s / steps,
+                      profile.sync_exposed_s / steps, profile.optimizer_s / steps,
+                      profile.data_s / steps};
+  comm.allreduce_sum(phases, 5);
+  for (double& p : phases) p /= comm.size();
+  // CPU seconds of one step, summed over ranks: the machine's cost of a global batch.
+  double cpu_per_step = profile.cpu_s / steps;
+  comm.allreduce_sum(&cpu_per_step, 1);
+  if (comm.rank() != 0) return;
+
+  const auto& model = trainer.model();
+  const double flops_per_sample = 6.0 * model.multiply_adds_per_sample();
+  const double needed = needed_memory_mb(config, model, trainer.train_set(),
+                                         config.per_rank_batch(comm.size()));
+  const dist::GradientReducer<T> probe(comm, config.reduce);
+  train::Json line = {
+      {"workload", std::filesystem::path(args.config_path).stem().string()},
+      {"np", comm.size()},
+      {"threads", threads_in_use()},
+      {"reduce_algorithm", dist::to_string(probe.algorithm())},
+      {"parameters", model.parameter_count()},
+      {"gradient_mb", static_cast<double>(model.parameter_count() + 1) * sizeof(T) / 1e6},
+      {"samples_per_s", samples_per_s},
+      {"forward_ms", phases[0] * 1e3},
+      {"backward_ms", phases[1] * 1e3},
+      {"sync_exposed_ms", phases[2] * 1e3},
+      {"optimizer_ms", phases[3] * 1e3},
+      {"data_ms", phases[4] * 1e3},
+      {"reduce_ms", reduce_s * 1e3},
+      {"gflops", flops_per_sample * samples_per_s / 1e9},
+      {"cpu_ms_per_step", cpu_per_step * 1e3},
+      {"samples_per_cpu_s", static_cast<double>(config.global_batch(comm.size())) / cpu_per_step},
+      {"peak_rss_mb", rss},
+      {"needed_mb", needed},
+      {"rss_ratio", rss / needed},
+      {"final_loss", result.epochs.back().eval_loss},
+  };
+  std::printf("%s\n", line.dump().c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int bench_command(int argc, char** argv) {
+  dist::MpiRuntime runtime(&argc, &argv);
+  dist::MpiCommunicator comm;
+  try {
+    const BenchArgs args = parse_bench_args(argc, argv);
+    train::Json user = train::read_config_file(args.config_path);
+    for (const auto& assignment : args.overrides) train::apply_override(user, assignment);
+    const train::Config config = train::parse_config(user);
+    if (config.dtype == "float64")
+      run_bench<double>(config, args, comm);
+    else
+      run_bench<float>(config, args, comm);
+  } catch (const ConfigError& e) {
+    if (comm.rank() == 0) std::fprintf(stderr, "mpiddp: %s\n", e.what());
+    return e.code();
+  } catch (const Error& e) {
+    comm.abort(e.code(), e.what());
+  } catch (const std::exception& e) {
+    comm.abort(kExitFailure, std::string("unexpected error: ") + e.what());
+  }
+  return kExitOk;
+}
+
+}  // namespace mpiddp::tools
