@@ -1,5 +1,6 @@
 #include "mpiddp/train/replica_check.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -8,7 +9,8 @@
 namespace mpiddp::train {
 
 template <typename T>
-ReplicaReport check_replicas(dist::Communicator& comm, const T* params, Index count, T* scratch) {
+ReplicaReport check_replicas(dist::Communicator& comm, const T* params, Index count, T* scratch,
+                             Index scratch_count) {
   ReplicaReport report;
   const auto bytes = static_cast<size_t>(count) * sizeof(T);
   const auto checksums = comm.allgather(fnv1a(params, bytes));
@@ -18,12 +20,18 @@ ReplicaReport check_replicas(dist::Communicator& comm, const T* params, Index co
       report.first_differing_rank = static_cast<int>(r);
 
   // The checksum says whether; the difference says how far: both are worth reporting.
-  if (comm.rank() == 0) std::memcpy(scratch, params, bytes);
-  comm.broadcast(scratch, bytes, 0);
+  const Index piece = scratch_count < 0 ? count : std::max<Index>(1, scratch_count);
   double max_diff = 0.0;
-  for (Index i = 0; i < count; ++i) {
-    const double d = std::fabs(static_cast<double>(params[i]) - static_cast<double>(scratch[i]));
-    if (!(d <= max_diff)) max_diff = d;  // also catches NaN
+  for (Index first = 0; first < count; first += piece) {
+    const Index n = std::min(piece, count - first);
+    const auto piece_bytes = static_cast<size_t>(n) * sizeof(T);
+    if (comm.rank() == 0) std::memcpy(scratch, params + first, piece_bytes);
+    comm.broadcast(scratch, piece_bytes, 0);
+    for (Index i = 0; i < n; ++i) {
+      const double d =
+          std::fabs(static_cast<double>(params[first + i]) - static_cast<double>(scratch[i]));
+      if (!(d <= max_diff)) max_diff = d;  // also catches NaN
+    }
   }
   comm.allreduce_max(&max_diff, 1);
   report.max_diff = max_diff;
@@ -31,7 +39,8 @@ ReplicaReport check_replicas(dist::Communicator& comm, const T* params, Index co
   return report;
 }
 
-template ReplicaReport check_replicas<float>(dist::Communicator&, const float*, Index, float*);
-template ReplicaReport check_replicas<double>(dist::Communicator&, const double*, Index, double*);
+template ReplicaReport check_replicas<float>(dist::Communicator&, const float*, Index, float*, Index);
+template ReplicaReport check_replicas<double>(dist::Communicator&, const double*, Index, double*,
+                                              Index);
 
 }  // namespace mpiddp::train

@@ -91,7 +91,9 @@ Trainer<T>::Trainer(const Config& config, dist::Communicator& comm, TrainOptions
   batch_x_.assign(inputs * batch_per_rank_, T(0));
   batch_y_.assign(std::max<Index>(train_.outputs, eval_ ? eval_->outputs : 0) * batch_per_rank_, T(0));
   batch_labels_.assign(batch_per_rank_, 0);
-  replica_scratch_.assign(model_->parameter_count(), T(0));
+  // Rank 0's parameters arrive for the replica check in pieces of at most 1 Mi values: a
+  // second copy of a big model would count against every rank's memory.
+  replica_scratch_.assign(std::min<Index>(model_->parameter_count(), Index{1} << 20), T(0));
   if (!config.sampler_order.empty())
     order_ = load_sample_order(comm, config.sampler_order, train_.samples, config.epochs);
 }
@@ -230,7 +232,8 @@ EpochResult Trainer<T>::finish_epoch(int64_t epoch, double train_seconds, Index 
 template <typename T>
 void Trainer<T>::verify_replicas(int64_t step, bool at_end, RunResult* result) {
   const ReplicaReport report = check_replicas<T>(comm_, model_->parameters(),
-                                                 model_->parameter_count(), replica_scratch_.data());
+                                                 model_->parameter_count(), replica_scratch_.data(),
+                                                 static_cast<Index>(replica_scratch_.size()));
   if (result) result->replicas = report;
   if (config_.sync && !report.identical) {
     char text[256];

@@ -79,5 +79,18 @@ TEST(ReplicaCheck, FindsTheDifferingRankAndTheDifference) {
   EXPECT_DOUBLE_EQ(differ.max_diff, 0.5);
 }
 
+TEST(ReplicaCheck, SmallScratchComparesPieceByPiece) {
+  // 100 parameters through a scratch of 7: 15 pieces, the last of 2 (98, 99).
+  MpiCommunicator comm;
+  std::vector<float> params(100, 0.25f), scratch(7);
+  EXPECT_TRUE(train::check_replicas<float>(comm, params.data(), 100, scratch.data(), 7).identical);
+  if (comm.size() == 1) return;
+  if (comm.rank() == comm.size() - 1) params[99] -= 0.125f;  // in the last, short piece
+  auto differ = train::check_replicas<float>(comm, params.data(), 100, scratch.data(), 7);
+  EXPECT_FALSE(differ.identical);
+  EXPECT_EQ(differ.first_differing_rank, comm.size() - 1);
+  EXPECT_DOUBLE_EQ(differ.max_diff, 0.125);
+}
+
 }  // namespace
 }  // namespace mpiddp::dist

@@ -62,7 +62,7 @@ TEST_P(ReducerPaths, DoubleAndOneBigBucket) {
   ReduceConfig config;
   config.algorithm = GetParam();
   GradientReducer<double> reducer(comm, config);
-  // 9 Mi doubles = 72 MiB: more than the shared-memory segment (64 MiB), so the
+  // 9 Mi doubles = 72 MiB: many times the shared-memory segment (4 MiB), so the
   // shared path goes in pieces; three 25 MiB buckets.
   const size_t count = size_t{9} << 20;
   auto v = rank_values<double>(comm.rank(), count);

@@ -14,9 +14,11 @@ struct ReplicaReport {
   int first_differing_rank = -1;
 };
 
-// A collective: every rank calls it with its parameters (P) and a scratch buffer of P
-// elements that receives rank 0's parameters. Every rank gets the same report.
+// A collective: every rank calls it with its parameters (P) and a scratch buffer of
+// scratch_count elements (P when -1) that receives rank 0's parameters piece by piece, so
+// the check needs no second copy of a big model. Every rank gets the same report.
 template <typename T>
-ReplicaReport check_replicas(dist::Communicator& comm, const T* params, Index count, T* scratch);
+ReplicaReport check_replicas(dist::Communicator& comm, const T* params, Index count, T* scratch,
+                             Index scratch_count = -1);
 
 }  // namespace mpiddp::train

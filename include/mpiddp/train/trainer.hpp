@@ -115,7 +115,7 @@ class Trainer {
   nn::AlignedVector<T> batch_x_;         // (features, b)
   nn::AlignedVector<T> batch_y_;         // (outputs, b), regression
   std::vector<int32_t> batch_labels_;    // (b), classification
-  nn::AlignedVector<T> replica_scratch_; // (P)
+  nn::AlignedVector<T> replica_scratch_; // (min(P, 1 Mi)) rank 0's parameters, piece by piece
   std::vector<Index> eval_chunk_;        // (b) sample indices of one evaluation chunk
 };
 
