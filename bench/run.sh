@@ -27,5 +27,8 @@ if "$mpiexec" --version 2>&1 | grep -q "Open MPI"; then
   # Open MPI binds each rank to one core when np <= 2; a rank that runs several threads
   # must be free to use the cores it was given.
   if [ "$np" -eq 1 ] || [ "${threads:-1}" -gt 1 ]; then launcher+=(--bind-to none); fi
+  # A rank waiting at a barrier yields its core instead of spinning: on a machine shared
+  # with other work, the rank it waits for may be the one that needs that core.
+  launcher+=(--mca mpi_yield_when_idle 1)
 fi
 exec "${launcher[@]}" "$mpiddp" bench "${args[@]}" "$@"
