@@ -173,6 +173,7 @@ Config parse_config(const Json& user) {
   c.epochs = root.integer("epochs", 4, 1, kMaxCount);
   c.sync = root.boolean("sync", true);
   c.check_every_steps = root.integer("check_every_steps", 0, 0, kMaxCount);
+  c.faults = parse_fault_config(root);
   {
     auto log = root.section("log");
     c.log_path = log.text("path", "");

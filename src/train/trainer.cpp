@@ -6,11 +6,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
 #include "mpiddp/core/error.hpp"
+#include "mpiddp/core/finite.hpp"
 #include "mpiddp/core/hash.hpp"
 #include "mpiddp/data/source.hpp"
 #include "mpiddp/optim/schedule.hpp"
+#include "mpiddp/train/fault_injection.hpp"
 #include "mpiddp/train/progress.hpp"
 
 namespace mpiddp::train {
@@ -75,8 +78,7 @@ Trainer<T>::Trainer(const Config& config, dist::Communicator& comm, TrainOptions
   batch_y_.assign(std::max<Index>(train_.outputs, eval_ ? eval_->outputs : 0) * batch_per_rank_, T(0));
   batch_labels_.assign(batch_per_rank_, 0);
   replica_scratch_.assign(model_->parameter_count(), T(0));
-  if (!config.sampler_order.empty())
-    order_ = load_sample_order(comm, config.sampler_order, train_.samples, config.epochs);
+  inject_setup_fault(config.faults.inject, comm.rank());
 }
 
 template <typename T>
@@ -116,8 +118,68 @@ double Trainer<T>::synchronize(double local_loss) {
   const Index p = model_->parameter_count();
   T* grads = model_->gradients();
   grads[p] = static_cast<T>(local_loss);
+  locally_finite_ = all_finite(grads, p + 1);  // the reduction overwrites them: look first
   reducer_.reduce(grads, static_cast<size_t>(p + 1));
   return static_cast<double>(grads[p]);
+}
+
+template <typename T>
+double Trainer<T>::unsynchronized_loss(double local_loss) {
+  // sync off: only the loss is reduced, to report the global mean. A rank whose gradients
+  // are not finite sends NaN, so the decision below is still the same on every rank.
+  locally_finite_ = std::isfinite(local_loss) &&
+                    all_finite(model_->gradients(), model_->parameter_count());
+  double loss = locally_finite_ ? local_loss : std::numeric_limits<double>::quiet_NaN();
+  comm_.allreduce_sum(&loss, 1);
+  return loss / comm_.size();
+}
+
+template <typename T>
+bool Trainer<T>::step_is_finite(double loss) const {
+  // Note [non-finite steps are decided together]: a NaN or Inf in any rank's loss or
+  // gradient makes the reduced sum non-finite in the same slot on every rank (NaN + x is NaN,
+  // Inf - Inf is NaN), and every rank holds the same reduced buffer. So each rank scans its
+  // own copy and all reach the same decision in the same step, with no extra message when
+  // all is well. Only when a step is non-finite does handle_nonfinite_step spend one small
+  // collective to learn which ranks saw it first.
+  if (!config_.sync) return std::isfinite(loss);
+  return all_finite(model_->gradients(), model_->parameter_count() + 1);
+}
+
+template <typename T>
+void Trainer<T>::handle_nonfinite_step(int64_t step, int64_t epoch) {
+  const auto saw = comm_.allgather(locally_finite_ ? 0 : 1);
+  Json ranks = Json::array();
+  std::string listed;
+  for (size_t r = 0; r < saw.size(); ++r)
+    if (saw[r]) {
+      ranks.push_back(r);
+      listed += (listed.empty() ? "" : ", ") + std::to_string(r);
+    }
+  ++skipped_in_a_row_;
+  const auto& policy = config_.faults;
+  const bool skip = policy.on_nonfinite == "skip" && skipped_in_a_row_ <= policy.max_skipped;
+  if (comm_.rank() == 0)
+    log_->write({{"kind", "nonfinite"}, {"epoch", epoch}, {"step", step}, {"ranks", ranks},
+                 {"action", skip ? "skip" : "abort"}, {"skipped_in_a_row", skipped_in_a_row_}});
+  const std::string origin =
+      listed.empty() ? "although every rank's own values were finite: their sum overflowed"
+                     : std::string("first seen on rank") +
+                           (listed.find(',') == std::string::npos ? " " : "s ") + listed;
+  const std::string what = "non-finite loss or gradient at step " + std::to_string(step) +
+                           " (epoch " + std::to_string(epoch) + "), " + origin;
+  if (!skip)
+    throw Error(kExitNonFinite,
+                what + (policy.on_nonfinite == "abort"
+                            ? " (on_nonfinite = abort)"
+                            : "; " + std::to_string(skipped_in_a_row_) +
+                                  " non-finite steps in a row, more than max_skipped = " +
+                                  std::to_string(policy.max_skipped)),
+                Scope::kEveryRank);  // every rank saw the same reduced sum
+  ++skipped_total_;
+  if (comm_.rank() == 0)
+    std::fprintf(stderr, "mpiddp: warning: skipped %s (on_nonfinite = skip, %lld in a row)\n",
+                 what.c_str(), static_cast<long long>(skipped_in_a_row_));
 }
 
 template <typename T>
@@ -177,12 +239,27 @@ void Trainer<T>::verify_replicas(int64_t step, bool at_end, RunResult* result) {
                                                  model_->parameter_count(), replica_scratch_.data());
   if (result) result->replicas = report;
   if (config_.sync && !report.identical) {
-    char text[256];
+    // The report is the same on every rank, so every rank takes the same branch here.
+    std::string ranks;
+    for (int r : report.differing_ranks) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    char text[320];
     std::snprintf(text, sizeof text,
-                  "replicas diverged at step %lld: rank %d's parameters differ from rank 0's "
-                  "(max |difference| %.9g) although gradients are synchronised",
-                  static_cast<long long>(step), report.first_differing_rank, report.max_diff);
-    throw Error(kExitDivergence, text, Scope::kEveryRank);  // every rank has the same report
+                  "replicas diverged at step %lld: the parameters of rank%s %s differ from rank "
+                  "0's (max |difference| %.9g) although gradients are synchronised",
+                  static_cast<long long>(step), report.differing_ranks.size() > 1 ? "s" : "",
+                  ranks.c_str(), report.max_diff);
+    if (config_.faults.divergence_action == "abort") throw Error(kExitDivergence, text, Scope::kEveryRank);
+    resynchronize();
+    ++resyncs_;
+    if (comm_.rank() == 0) {
+      log_->write({{"kind", "resync"}, {"step", step}, {"ranks", report.differing_ranks},
+                   {"max_diff", report.max_diff}});
+      std::fprintf(stderr, "mpiddp: warning: %s; every rank now holds rank 0's parameters and "
+                           "optimizer state (divergence.action = resync)\n", text);
+    }
+    if (result) result->replicas = check_replicas<T>(comm_, model_->parameters(),
+                                                     model_->parameter_count(),
+                                                     replica_scratch_.data());
   }
   if (at_end && !config_.sync && comm_.rank() == 0 && !options_.quiet) {
     std::printf("sync is off: replicas %s (max_replica_diff %.9g): each rank learned only "
@@ -192,7 +269,23 @@ void Trainer<T>::verify_replicas(int64_t step, bool at_end, RunResult* result) {
 }
 
 template <typename T>
+void Trainer<T>::resynchronize() {
+  // Rank 0's replica becomes everyone's: parameters and every optimizer state buffer.
+  comm_.broadcast(model_->parameters(),
+                  static_cast<size_t>(model_->parameter_count()) * sizeof(T), 0);
+  for (auto& state : optimizer_->state_buffers())
+    comm_.broadcast(state.values->data(), state.values->size() * sizeof(T), 0);
+}
+
+template <typename T>
 void Trainer<T>::start() {
+  // The command line arms it before setup already; library callers get it here.
+  comm_.start_watchdog(config_.faults.watchdog_timeout_s,
+                       config_.faults.watchdog_action == "abort");
+  // Rank 0 reads sampler.order and broadcasts it: a collective, so here rather than in the
+  // constructor, whose setup stays local (see TrainingRun).
+  if (!config_.sampler_order.empty())
+    order_ = load_sample_order(comm_, config_.sampler_order, train_.samples, config_.epochs);
   position_ = initial_state();
   // Rank 0's initial parameters are everyone's: replicas start identical even if a rank's
   // initialisation differed (another build, another libm), and init.weights is read there.
@@ -254,21 +347,23 @@ RunResult Trainer<T>::run() {
     const auto epoch_start = std::chrono::steady_clock::now();
     const Index first_batch = epoch == position_.epoch ? position_.batch : 0;
     for (Index k = first_batch; k < steps_per_epoch; ++k) {
+      ++step;
+      comm_.publish_step(step);
       const Index first = k * batch_per_rank_;
       const Index count = std::min(batch_per_rank_, per_rank - first);
       const double local_loss = compute_gradients(sampler_.indices().data() + first, count);
-      double loss = local_loss;
-      if (config_.sync) {
-        loss = synchronize(local_loss);
-      } else {
-        comm_.allreduce_sum(&loss, 1);  // only to report the global mean
-        loss /= comm_.size();
+      inject_step_fault(config_.faults.inject, comm_.rank(), step, model_->gradients());
+      const double loss = config_.sync ? synchronize(local_loss) : unsynchronized_loss(local_loss);
+      result.step_losses.push_back(loss);
+      if (!step_is_finite(loss)) {
+        handle_nonfinite_step(step, epoch);  // throws unless the step is skipped: no update
+        continue;
       }
-      ++step;
+      skipped_in_a_row_ = 0;
       const double lr = optim::scheduled_lr(config_.schedule, config_.optimizer.lr, step, epoch,
                                             total_steps, config_.epochs);
       optimizer_->step(model_->parameters(), model_->gradients(), lr);
-      result.step_losses.push_back(loss);
+      inject_update_fault(config_.faults.inject, comm_.rank(), step, model_->parameters());
       if (comm_.rank() == 0 && step % config_.log_every_steps == 0)
         log_->write({{"kind", "step"}, {"epoch", epoch}, {"step", step}, {"loss", loss}, {"lr", lr}});
       if (config_.check_every_steps > 0 && step % config_.check_every_steps == 0)
@@ -288,6 +383,8 @@ RunResult Trainer<T>::run() {
   result.steps = step;
   verify_replicas(step, true, &result);
   save_final_weights();
+  result.skipped_steps = skipped_total_;
+  result.resyncs = resyncs_;
   result.time_s = seconds_since(run_start);
   if (comm_.rank() == 0)
     log_->write({{"kind", "end"},
@@ -295,13 +392,20 @@ RunResult Trainer<T>::run() {
                 {"param_checksum", result.replicas.checksum},
                 {"replicas_identical", result.replicas.identical},
                 {"max_replica_diff", result.replicas.max_diff},
+                {"skipped_steps", result.skipped_steps},
+                {"resyncs", result.resyncs},
                 {"time_s", result.time_s}});
   return result;
 }
 
+std::unique_ptr<TrainingRun> prepare_training(const Config& config, dist::Communicator& comm,
+                                              TrainOptions options) {
+  if (config.dtype == "float64") return std::make_unique<Trainer<double>>(config, comm, options);
+  return std::make_unique<Trainer<float>>(config, comm, options);
+}
+
 RunResult run_training(const Config& config, dist::Communicator& comm, TrainOptions options) {
-  if (config.dtype == "float64") return Trainer<double>(config, comm, options).run();
-  return Trainer<float>(config, comm, options).run();
+  return prepare_training(config, comm, options)->run();
 }
 
 template class Trainer<float>;

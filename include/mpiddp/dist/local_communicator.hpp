@@ -15,6 +15,8 @@ class LocalCommunicator final : public Communicator {
   std::vector<uint64_t> allgather(uint64_t value) override { return {value}; }
   std::vector<std::string> allgather_string(const std::string& value) override { return {value}; }
   void barrier() override {}
+  void start_watchdog(double, bool) override {}  // nobody to wait for
+  void publish_step(int64_t) override {}
   [[noreturn]] void abort(int exit_code, const std::string& message) override;
   std::string library_version() const override { return "none"; }
   std::string host_name() const override;

@@ -1,13 +1,18 @@
 #pragma once
+#include <memory>
+
 #include "mpiddp/dist/communicator.hpp"
 
 namespace mpiddp::dist {
+
+class MpiWatchdog;
 
 // Communicator over MPI_COMM_WORLD (or a duplicate of it). Every MPI call is checked
 // through one helper that names the call and what to do next.
 class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator();
+  ~MpiCommunicator() override;  // stops the watchdog
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   void allreduce_sum(float* data, size_t count) override;
@@ -17,15 +22,19 @@ class MpiCommunicator final : public Communicator {
   std::vector<uint64_t> allgather(uint64_t value) override;
   std::vector<std::string> allgather_string(const std::string& value) override;
   void barrier() override;
+  void start_watchdog(double timeout_s, bool abort_job) override;
+  void publish_step(int64_t step) override;
   [[noreturn]] void abort(int exit_code, const std::string& message) override;
   std::string library_version() const override;
   std::string host_name() const override;
 
  private:
   int rank_ = 0, size_ = 1;
+  std::unique_ptr<MpiWatchdog> watchdog_;  // tracks every collective, see mpi_watchdog.hpp
 };
 
-// MPI_Init on construction, MPI_Finalize on destruction (unless MPI was aborted).
+// MPI_Init on construction (asking for MPI_THREAD_MULTIPLE, which the watchdog thread uses
+// to answer its peers; it works with less), MPI_Finalize on destruction (unless MPI was aborted).
 class MpiRuntime {
  public:
   MpiRuntime(int* argc, char*** argv);

@@ -11,6 +11,7 @@
 #include "mpiddp/nn/sequential.hpp"
 #include "mpiddp/optim/optimizer.hpp"
 #include "mpiddp/optim/schedule.hpp"
+#include "mpiddp/train/fault_config.hpp"
 
 namespace mpiddp::train {
 
@@ -43,6 +44,7 @@ struct Config {
   int64_t epochs = 4;
   bool sync = true;
   int64_t check_every_steps = 0;  // 0: check replicas at the end only
+  FaultConfig faults;             // on_nonfinite, divergence, watchdog, debug
   std::string log_path;           // "": no JSON Lines file
   int64_t log_every_steps = 1;
   std::string init_weights;   // init.weights: a safetensors file; "": seeded initialisation
