@@ -85,7 +85,6 @@ grep -q '"kind":"nonfinite","epoch":2,"step":5,"ranks":\[0\],"action":"skip"' "$
 grep -q '"step":5,' <(grep '"kind":"step"' "$WORK/skip.jsonl") && fail "skip: step 5 was logged as a step"
 grep -q '"kind":"end".*"replicas_identical":true.*"skipped_steps":1,' "$WORK/skip.jsonl" \
   || fail "skip: end record"
-# Both ranks NaN at once (fail_count on rank 0 and 1 is not possible: one rank) -> the same.
 # More than max_skipped in a row: abort at the step that exceeds it.
 fault 2 20 "${long[@]}" $(inject 1 5 nan) --set debug.fail_count=3 --set on_nonfinite=skip \
   --set max_skipped=2
