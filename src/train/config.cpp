@@ -218,14 +218,29 @@ void apply_override(Json& user, const std::string& assignment) {
   }
 }
 
-Json read_config_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw ConfigError(path, "cannot open the config file");
+Json parse_config_text(const std::string& text, const std::string& origin) {
   try {
-    return Json::parse(in, nullptr, true, /*ignore_comments=*/true);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw ConfigError(path, std::string("not valid JSON: ") + e.what());
+    return Json::parse(text, nullptr, true, /*ignore_comments=*/true);
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError(origin, std::string("not valid JSON: ") + e.what());
   }
+}
+
+Json read_config_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError(path, "cannot open the config file");
+  // A config is a few kilobytes; a bound keeps a wrong path (a dataset, /dev/zero) from
+  // being read into memory whole.
+  constexpr size_t kMaxBytes = 16 << 20;
+  std::string text;
+  char chunk[1 << 16];
+  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
+    text.append(chunk, static_cast<size_t>(in.gcount()));
+    if (text.size() > kMaxBytes)
+      throw ConfigError(path, "larger than 16 MiB: is this really a config file?");
+  }
+  if (in.bad()) throw ConfigError(path, "cannot read the config file");
+  return parse_config_text(text, path);
 }
 
 uint64_t config_hash(const Config& config) {

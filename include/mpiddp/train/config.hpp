@@ -73,7 +73,10 @@ Config parse_config(const Json& user);
 void apply_override(Json& user, const std::string& assignment);
 
 // Reads a JSON config file; a ConfigError names the file and the line of a syntax error.
+// At most 16 MiB are read.
 Json read_config_file(const std::string& path);
+// The same for text already in memory; origin names it in errors (the fuzz target's entry).
+Json parse_config_text(const std::string& text, const std::string& origin);
 
 // The hash every rank compares with rank 0's: the resolved config less the keys that
 // may legitimately differ between ranks or runs (log.path).
