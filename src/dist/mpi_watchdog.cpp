@@ -106,14 +106,16 @@ ProgressSnapshot MpiWatchdog::snapshot() {
 void MpiWatchdog::start(double timeout_s, bool abort_job) {
   timeout_s_ = timeout_s;
   abort_job_ = abort_job;
-  if (timeout_s <= 0.0 || size_ == 1 || thread_.joinable()) return;
+  if (size_ == 1 || side_ != MPI_COMM_NULL) return;
   int provided = MPI_THREAD_SINGLE;
   MPI_Query_thread(&provided);
   can_query_ = provided >= MPI_THREAD_MULTIPLE;
-  if (can_query_) {
-    MPI_Comm_dup(MPI_COMM_WORLD, &side_);
+  // The duplicate is made whatever the timeout, so the sequence of collectives never
+  // depends on the config: ranks that (wrongly) disagree on it still reach the config check.
+  if (can_query_) MPI_Comm_dup(MPI_COMM_WORLD, &side_);
+  if (timeout_s <= 0.0) return;
+  if (can_query_)
     MPI_Irecv(&request_buffer_, 1, MPI_INT64_T, MPI_ANY_SOURCE, kTagRequest, side_, &request_recv_);
-  }
   stopping_ = false;
   thread_ = std::thread(&MpiWatchdog::run, this);
 }
