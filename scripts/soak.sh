@@ -9,7 +9,7 @@ epochs=${1:-5000}
 mpiddp=${2:-$root/build/mpiddp}
 mpiexec=${MPIEXEC:-mpiexec}
 flags=()
-if "$mpiexec" --version 2>&1 | grep -q "Open MPI"; then
+if "$mpiexec" --version 2>&1 | grep -Eq "Open MPI|OpenRTE"; then
   flags+=(--oversubscribe)
   [ "$(id -u)" -ne 0 ] || flags+=(--allow-run-as-root)
 fi

@@ -19,7 +19,7 @@ namespace {
 struct TrainArgs {
   std::string config_path;  // "": the built-in default experiment
   std::vector<std::string> overrides;
-  train::TrainOptions options;
+  train::TrainOptions options{.keep_history = false};  // the log has it: memory stays flat
 };
 
 TrainArgs parse_train_args(int argc, char** argv) {

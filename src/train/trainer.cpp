@@ -337,7 +337,7 @@ RunResult Trainer<T>::run() {
   const Index per_rank = sampler_.per_rank();
   const Index steps_per_epoch = (per_rank + batch_per_rank_ - 1) / batch_per_rank_;
   const int64_t total_steps = steps_per_epoch * config_.epochs;
-  result.step_losses.reserve(static_cast<size_t>(total_steps));
+  if (options_.keep_history) result.step_losses.reserve(static_cast<size_t>(total_steps));
   ProgressLine progress(stderr, ProgressLine::mode_for(stderr, options_.quiet, comm_.rank() == 0,
                                                                std::getenv("MPIDDP_PROGRESS")),
                         config_.epochs, total_steps, batch_per_rank_ * comm_.size());
@@ -354,7 +354,7 @@ RunResult Trainer<T>::run() {
       const double local_loss = compute_gradients(sampler_.indices().data() + first, count);
       inject_step_fault(config_.faults.inject, comm_.rank(), step, model_->gradients());
       const double loss = config_.sync ? synchronize(local_loss) : unsynchronized_loss(local_loss);
-      result.step_losses.push_back(loss);
+      if (options_.keep_history) result.step_losses.push_back(loss);
       if (!step_is_finite(loss)) {
         handle_nonfinite_step(step, epoch);  // throws unless the step is skipped: no update
         continue;
@@ -374,8 +374,9 @@ RunResult Trainer<T>::run() {
     }
     progress.clear();  // the epoch's table line goes where the progress line was
     // A resumed epoch trains only the samples after its first batch.
-    result.epochs.push_back(finish_epoch(epoch, seconds_since(epoch_start),
-                                         (per_rank - first_batch * batch_per_rank_) * comm_.size()));
+    const EpochResult done = finish_epoch(epoch, seconds_since(epoch_start),
+                                          (per_rank - first_batch * batch_per_rank_) * comm_.size());
+    if (options_.keep_history) result.epochs.push_back(done);
     if (checkpoint_due_after_epoch(config_.checkpoint, epoch, step, epoch == config_.epochs))
       save_checkpoint({epoch + 1, 0, step});
   }

@@ -31,6 +31,9 @@ struct TrainOptions {
   bool quiet = false;            // no table on stdout, no progress line on stderr
   std::string launcher = "none";  // for the run record: dist::detect_launcher()
   std::string resume{};  // --resume: "" (start afresh), "latest", a checkpoint or a directory
+  // Keep every step's loss and every epoch's result in RunResult (for tests and library
+  // callers). The command line turns it off so that memory stays flat however long the run.
+  bool keep_history = true;
 };
 
 struct EpochResult {
@@ -43,8 +46,8 @@ struct EpochResult {
 };
 
 struct RunResult {
-  std::vector<EpochResult> epochs;
-  std::vector<double> step_losses;  // global mean loss of each optimizer step
+  std::vector<EpochResult> epochs;  // empty unless TrainOptions::keep_history
+  std::vector<double> step_losses;  // global mean loss of each step; empty unless keep_history
   int64_t steps = 0;
   int64_t skipped_steps = 0;  // non-finite steps skipped (on_nonfinite = skip)
   int64_t resyncs = 0;        // replica divergences repaired (divergence.action = resync)
