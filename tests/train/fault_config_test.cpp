@@ -76,5 +76,12 @@ TEST(FaultConfig, BadValuesNameTheKey) {
   }
 }
 
+// Found by fuzz_config: a --set value that is not UTF-8 made every later dump() (error
+// messages, the config hash, the log) throw nlohmann's type_error instead of a ConfigError.
+TEST(FaultConfig, OverrideThatIsNotUtf8IsAConfigError) {
+  EXPECT_EQ(error_key("optimizer.lr=\x91+1"), "optimizer.lr");
+  EXPECT_EQ(error_key("log.path=\"\xff\xfe\""), "log.path");
+}
+
 }  // namespace
 }  // namespace mpiddp::train
