@@ -10,9 +10,10 @@ seconds=${FUZZ_SECONDS:-45}
 clang=${CLANGXX:-clang++-14}
 command -v "$clang" > /dev/null || { echo "fuzz.sh: $clang not found (apt-get install clang-14 libclang-rt-14-dev)" >&2; exit 1; }
 
+mkdir -p "$build"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$clang" \
-  -DMPIDDP_FUZZ=ON -DMPIDDP_BUILD_TESTS=OFF > "$build.cmake.log" 2>&1 \
-  || { cat "$build.cmake.log" >&2; exit 1; }
+  -DMPIDDP_FUZZ=ON -DMPIDDP_BUILD_TESTS=OFF > "$build/cmake.log" 2>&1 \
+  || { cat "$build/cmake.log" >&2; exit 1; }
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   mapfile -t targets < <(sed -nE 's/^mpiddp_add_fuzz_target\((fuzz_[a-z0-9_]+).*/\1/p' \

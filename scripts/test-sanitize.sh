@@ -6,8 +6,9 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${MPIDDP_SANITIZE_BUILD_DIR:-$root/build-sanitize}
+mkdir -p "$build"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DMPIDDP_SANITIZE=ON \
-  > "$build.cmake.log" 2>&1 || { cat "$build.cmake.log" >&2; exit 1; }
+  > "$build/cmake.log" 2>&1 || { cat "$build/cmake.log" >&2; exit 1; }
 cmake --build "$build" -j "$(nproc)"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 cd "$build"
