@@ -48,4 +48,14 @@ if mount -t tmpfs -o size=16k tmpfs "$disk" 2> /dev/null; then
 else
   echo "SKIPPED: full disk and read-only cases (cannot mount a small tmpfs; needs root)"
 fi
+# The launch script passes user arguments through unchanged: a log path with spaces, brackets
+# and a star is one argument and names exactly that file (no word splitting, no globbing).
+odd="$WORK/a dir/run [1] *.jsonl"
+mkdir -p "$WORK/a dir"
+touch "$WORK/a dir/run 1 decoy.jsonl"  # what a glob of the star would find
+MPIRUN=$MPIEXEC "$SOURCE_DIR/launch/mpirun.sh" 2 default --quiet --log "$odd" 2> "$WORK/err" \
+  || { cat "$WORK/err"; fail "launch/mpirun.sh with an odd log path"; }
+grep -q '"kind":"end"' "$odd" || fail "launch/mpirun.sh: the log is not at '$odd'"
+[ ! -s "$WORK/a dir/run 1 decoy.jsonl" ] || fail "launch/mpirun.sh: the path was globbed"
+
 echo "cli outputs: unwritable directory and full disk are clear errors; previous logs intact"
