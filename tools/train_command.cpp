@@ -87,6 +87,11 @@ int train_command(int argc, char** argv) {
     code = kExitFailure;
     failure = std::string("unexpected error: ") + e.what();
   }
+  // The watchdog watches the agreement too: a rank stuck in setup (a hung file system)
+  // is reported by the ranks waiting for it. A rank whose config failed uses the defaults.
+  const train::FaultConfig defaults;
+  const train::FaultConfig& faults = code == kExitOk ? config.faults : defaults;
+  comm.start_watchdog(faults.watchdog_timeout_s, faults.watchdog_action == "abort");
   const auto codes = comm.allgather(static_cast<uint64_t>(code));
   int job_code = kExitOk;
   bool same_everywhere = true;

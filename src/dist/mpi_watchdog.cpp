@@ -27,7 +27,9 @@ namespace mpiddp::dist {
 //     (watchdog.action = abort) or repeats the warning every timeout (warn).
 // Nothing crosses the network while every rank makes progress: the side channel carries
 // messages only after a timeout. Talking to peers from a second thread needs
-// MPI_THREAD_MULTIPLE; without it the report names only this rank's own wait.
+// MPI_THREAD_MULTIPLE; without it the report names only this rank's own wait. The side
+// channel and the thread exist from MPI_Init on (MpiCommunicator's constructor), so even a
+// rank stuck in setup, before it has read its config, answers; the timeout is set later.
 
 namespace {
 
@@ -73,7 +75,21 @@ const char* collective_name(Collective c) {
   return "an unknown collective";
 }
 
-MpiWatchdog::MpiWatchdog(int rank, int size) : rank_(rank), size_(size) {}
+MpiWatchdog::MpiWatchdog(int rank, int size) : rank_(rank), size_(size) {
+  if (size_ == 1) return;  // nobody to wait for
+  // Here, right after MPI_Init, every rank is at the same point: the side channel's
+  // MPI_Comm_dup (a collective) cannot be held up by a rank stuck in setup. The thread runs
+  // from now on, so a rank stuck in setup still answers where it is; it reports nothing
+  // until start() sets a timeout.
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&provided);
+  can_query_ = provided >= MPI_THREAD_MULTIPLE;
+  if (can_query_) {
+    MPI_Comm_dup(MPI_COMM_WORLD, &side_);
+    MPI_Irecv(&request_buffer_, 1, MPI_INT64_T, MPI_ANY_SOURCE, kTagRequest, side_, &request_recv_);
+  }
+  thread_ = std::thread(&MpiWatchdog::run, this);
+}
 
 MpiWatchdog::~MpiWatchdog() { stop(); }
 
@@ -106,18 +122,6 @@ ProgressSnapshot MpiWatchdog::snapshot() {
 void MpiWatchdog::start(double timeout_s, bool abort_job) {
   timeout_s_ = timeout_s;
   abort_job_ = abort_job;
-  if (size_ == 1 || side_ != MPI_COMM_NULL) return;
-  int provided = MPI_THREAD_SINGLE;
-  MPI_Query_thread(&provided);
-  can_query_ = provided >= MPI_THREAD_MULTIPLE;
-  // The duplicate is made whatever the timeout, so the sequence of collectives never
-  // depends on the config: ranks that (wrongly) disagree on it still reach the config check.
-  if (can_query_) MPI_Comm_dup(MPI_COMM_WORLD, &side_);
-  if (timeout_s <= 0.0) return;
-  if (can_query_)
-    MPI_Irecv(&request_buffer_, 1, MPI_INT64_T, MPI_ANY_SOURCE, kTagRequest, side_, &request_recv_);
-  stopping_ = false;
-  thread_ = std::thread(&MpiWatchdog::run, this);
 }
 
 void MpiWatchdog::stop() {
@@ -162,8 +166,10 @@ void MpiWatchdog::serve_requests() {
 }
 
 void MpiWatchdog::check_own_wait() {
+  const double timeout_s = timeout_s_;
+  if (timeout_s <= 0.0) return;  // off, or not configured yet
   const ProgressSnapshot mine = snapshot();
-  if (!mine.waiting || mine.seconds_in_state < timeout_s_) return;
+  if (!mine.waiting || mine.seconds_in_state < timeout_s) return;
   if (mine.collectives == reported_collective_ && Clock::now() < next_report_) return;
   report(mine);
 }
@@ -172,6 +178,8 @@ void MpiWatchdog::report(const ProgressSnapshot& mine) {
   std::vector<ProgressSnapshot> peers(static_cast<size_t>(size_));
   std::vector<char> answered(static_cast<size_t>(size_), 0);
   const double answer_wait_s = 5.0;
+  const double timeout_s = timeout_s_;
+  const bool abort_job = abort_job_;
   if (can_query_) {
     static int64_t query = 0;
     query = (query + 1) % 30000;
@@ -220,7 +228,7 @@ void MpiWatchdog::report(const ProgressSnapshot& mine) {
   };
   reported_collective_ = mine.collectives;
   next_report_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                   std::chrono::duration<double>(timeout_s_));
+                                   std::chrono::duration<double>(timeout_s));
   // One report per stall: the lowest-numbered rank waiting in this collective speaks.
   for (int r = 0; r < rank_; ++r)
     if (with_me(r)) return;
@@ -231,7 +239,7 @@ void MpiWatchdog::report(const ProgressSnapshot& mine) {
                 "than watchdog.timeout_s = %g; ranks that have not arrived:\n",
                 rank_, mine.seconds_in_state, collective_name(mine.call),
                 static_cast<long long>(mine.collectives), static_cast<long long>(mine.step),
-                timeout_s_);
+                timeout_s);
   std::string text = head;
   std::string waiting = std::to_string(rank_);
   int lagging = 0;
@@ -257,11 +265,11 @@ void MpiWatchdog::report(const ProgressSnapshot& mine) {
   if (lagging == 0) text += "  none: every rank is waiting in this collective (the MPI library "
                             "or the network is stuck)\n";
   text += "  ranks waiting in this collective: " + waiting + "\n";
-  text += abort_job_ ? "  ending the job (watchdog.action = abort)\n"
+  text += abort_job ? "  ending the job (watchdog.action = abort)\n"
                      : "  still waiting (watchdog.action = warn)\n";
   std::fputs(text.c_str(), stderr);
   std::fflush(stderr);
-  if (abort_job_) MPI_Abort(MPI_COMM_WORLD, kExitWatchdog);
+  if (abort_job) MPI_Abort(MPI_COMM_WORLD, kExitWatchdog);
 }
 
 }  // namespace mpiddp::dist

@@ -3,6 +3,7 @@
 // Internal to src/dist/: only mpi_*.cpp include this header.
 #include <mpi.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -37,13 +38,14 @@ struct ProgressSnapshot {
 
 class MpiWatchdog {
  public:
+  // Collective (right after MPI_Init): duplicates MPI_COMM_WORLD as the side channel and
+  // starts the thread, which answers peers but reports nothing until start().
   MpiWatchdog(int rank, int size);
   ~MpiWatchdog();  // stops the thread
   MpiWatchdog(const MpiWatchdog&) = delete;
   MpiWatchdog& operator=(const MpiWatchdog&) = delete;
 
-  // Collective over MPI_COMM_WORLD: duplicates it as the watchdog's side channel and starts
-  // the thread. timeout_s = 0 leaves it off.
+  // Sets the timeout (0: report nothing) and the action; local, may be called again.
   void start(double timeout_s, bool abort_job);
   void stop();
 
@@ -61,8 +63,9 @@ class MpiWatchdog {
   void report(const ProgressSnapshot& mine);
 
   const int rank_, size_;
-  double timeout_s_ = 0.0;
-  bool abort_job_ = true;
+  // Set by start(), which may be called again to change them; read by the thread.
+  std::atomic<double> timeout_s_{0.0};
+  std::atomic<bool> abort_job_{true};
   bool can_query_ = false;  // MPI_THREAD_MULTIPLE: the thread may talk to peers
 
   std::mutex progress_mutex_;  // guards the four fields below

@@ -33,8 +33,10 @@ FaultConfig parse_fault_config(io::JsonSection& root) {
                                {"throw", "nan", "stall", "exit", "kill", "perturb"});
     inject.stall_s = debug.number("stall_s", 0.0, 0.0, 7 * 24 * 3600.0);
     debug.finish();
-    if (inject.enabled() && inject.step == 0 && inject.kind != "throw" && inject.kind != "exit")
-      throw ConfigError("debug.fail_step", "step 0 (setup) only supports fail_kind throw or exit");
+    if (inject.enabled() && inject.step == 0 && inject.kind != "throw" && inject.kind != "exit" &&
+        inject.kind != "stall")
+      throw ConfigError("debug.fail_step", "step 0 (setup) only supports fail_kind throw, exit "
+                                           "or stall");
   }
   return f;
 }

@@ -26,12 +26,21 @@ namespace {
   std::_Exit(kExitFailure);
 }
 
+// The main thread stops; the watchdog thread stays alive and answers its peers.
+void stall(const FaultInjection& f) {
+  const auto until = std::chrono::steady_clock::now() +
+                     std::chrono::duration<double>(f.stall_s > 0 ? f.stall_s : 1e9);
+  while (std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+}
+
 }  // namespace
 
 void inject_setup_fault(const FaultInjection& f, int rank) {
   if (f.rank != rank || f.step != 0) return;
   if (f.kind == "throw") throw_injected("during setup");
   if (f.kind == "exit") exit_injected(rank, "during setup");
+  if (f.kind == "stall") stall(f);
 }
 
 template <typename T>
@@ -41,13 +50,8 @@ void inject_step_fault(const FaultInjection& f, int rank, int64_t step, T* grads
   if (f.fires(rank, step, "exit")) exit_injected(rank, where);
   if (f.fires(rank, step, "kill")) std::raise(SIGKILL);  // exactly what kill -9 does
   if (f.fires(rank, step, "nan")) grads[0] = std::numeric_limits<T>::quiet_NaN();
-  if (f.fires(rank, step, "stall")) {
-    // The main thread stops; the watchdog thread stays alive and answers its peers.
-    const auto until = std::chrono::steady_clock::now() +
-                       std::chrono::duration<double>(f.stall_s > 0 ? f.stall_s : 1e9);
-    while (std::chrono::steady_clock::now() < until)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  if (f.fires(rank, step, "stall")) stall(f);
+
 }
 
 template <typename T>

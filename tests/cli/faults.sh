@@ -111,6 +111,13 @@ expect_err "watchdog: waited" "stall"
 expect_err "rank 1: at step 5, busy outside MPI" "stall"
 expect_err "ranks waiting in this collective: 0, 2" "stall"
 [ "$(grep -c 'watchdog: waited' "$WORK/err")" -eq 1 ] || fail "stall: more than one report"
+# A rank stalled in setup (a hung file system while loading): the others wait for it in the
+# setup agreement, and the watchdog names it at step 0.
+fault 2 20 $(inject 1 0 stall) --set watchdog.timeout_s=2
+expect_rc 7 "setup stall"
+expect_err "rank 0: watchdog: waited" "setup stall"
+expect_err "in MPI_Allgather (collective #1, step 0)" "setup stall"
+expect_err "rank 1: at step 0, busy outside MPI" "setup stall"
 # warn: the report, then the job finishes when the rank wakes up.
 fault 2 30 $(inject 0 5 stall) --set debug.stall_s=3 --set watchdog.timeout_s=1 \
   --set watchdog.action=warn

@@ -67,7 +67,7 @@ TEST(FaultConfig, BadValuesNameTheKey) {
   EXPECT_EQ(error_key("debug.fail_kind=segfault"), "debug.fail_kind");
   EXPECT_EQ(error_key("debug.fail_rank=-2"), "debug.fail_rank");
   EXPECT_EQ(error_key("debug.fail_count=0"), "debug.fail_count");
-  // Setup (step 0) has no gradients to poison and no collective to stall in.
+  // Setup (step 0) has no gradients to poison.
   try {
     with({"debug.fail_rank=0", "debug.fail_step=0", "debug.fail_kind=nan"});
     FAIL();

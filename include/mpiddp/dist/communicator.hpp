@@ -37,7 +37,8 @@ class Communicator {
   // The collective watchdog (Note [the watchdog] in src/dist/mpi_watchdog.cpp): when this
   // rank waits in one collective longer than timeout_s, it reports which ranks have not
   // arrived and the step each one is at, then ends the job (abort_job) or only warns.
-  // A collective call: every rank starts it at the same point. timeout_s = 0: off.
+  // Local (the side channel was set up with the communicator); may be called again to
+  // change the timeout and the action. timeout_s = 0: off.
   virtual void start_watchdog(double timeout_s, bool abort_job) = 0;
   // Makes this rank's current step known to the watchdog's reports. Cheap: call every step.
   virtual void publish_step(int64_t step) = 0;

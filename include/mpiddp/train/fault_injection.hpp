@@ -9,7 +9,7 @@
 
 namespace mpiddp::train {
 
-// During setup (debug.fail_step = 0), before any collective: throw | exit.
+// During setup (debug.fail_step = 0), before any collective: throw | exit | stall.
 void inject_setup_fault(const FaultInjection& f, int rank);
 
 // After backward, before the gradients are reduced: throw | nan | stall | exit | kill.
