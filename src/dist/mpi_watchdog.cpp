@@ -136,6 +136,9 @@ void MpiWatchdog::stop() {
     MPI_Cancel(&request_recv_);
     MPI_Wait(&request_recv_, MPI_STATUS_IGNORE);
   }
+  // Marks the side channel for release (implementations do not wait for the peers here), so
+  // a program that makes many communicators does not run out of communicator ids.
+  if (side_ != MPI_COMM_NULL) MPI_Comm_free(&side_);
 }
 
 void MpiWatchdog::run() {
