@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "mpiddp/core/error.hpp"
+#include "mpiddp/io/atomic_file.hpp"
 
 namespace mpiddp::io {
 
@@ -19,14 +20,7 @@ namespace {
 
 }  // namespace
 
-std::string log_temporary_name(const std::string& path) {
-  const auto slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
-  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
-  return dir + "." + base + ".tmp";
-}
-
-JsonlLog::JsonlLog(const std::string& path) : path_(path), temporary_(log_temporary_name(path)) {
+JsonlLog::JsonlLog(const std::string& path) : path_(path), temporary_(temporary_name(path)) {
   if (path.empty() || path.back() == '/') {
     errno = EISDIR;
     fail("create", path);

@@ -2,7 +2,8 @@
 // The JSON Lines run log: one record per line, written by rank 0 only.
 //
 // What "atomic" means for a file that grows during the run (docs/reliability.md):
-//   - the file is created under a temporary name next to the final one (".NAME.tmp") and
+//   - the file is created under a temporary name next to the final one (".NAME.tmp",
+//     io::temporary_name, the same as checkpoints) and
 //     renamed to NAME when the first record is written, i.e. once setup has succeeded on
 //     every rank: a run that fails in setup leaves a previous log at NAME intact;
 //   - each record is written and flushed as one complete line, so a run that dies leaves
@@ -36,8 +37,5 @@ class JsonlLog {
   std::FILE* file_ = nullptr;
   bool published_ = false;
 };
-
-// ".NAME.tmp" in NAME's directory: the same file system, so rename() is atomic.
-std::string log_temporary_name(const std::string& path);
 
 }  // namespace mpiddp::io
