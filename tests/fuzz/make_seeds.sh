@@ -86,4 +86,24 @@ printf '\x00\x00\x0c\x01\x00\x00\x00\x02\x00\x00\x00\x05\x00\x00\x00\x07' > "$d/
 gzip -c -n "$d/images.idx" > "$d/images.idx.gz"
 gzip -c -n "$d/labels.idx" > "$d/labels.idx.gz"
 
+# safetensors FILE HEADER DATA: an 8-byte little-endian header length, the JSON header
+# (padded with spaces to a multiple of 8, as the writer does), then DATA (printf escapes).
+safetensors() {
+  local header=$2 length
+  header="$header$(printf '%*s' $(( (8 - ${#header} % 8) % 8 )) '')"
+  length=${#header}
+  {
+    printf "\\x$(printf %02x $((length & 255)))\\x$(printf %02x $((length >> 8)))\\x00\\x00\\x00\\x00\\x00\\x00"
+    printf '%s' "$header"
+    printf "$3"
+  } > "$1"
+}
+d="$out/fuzz_safetensors"
+mkdir -p "$d"
+safetensors "$d/f32.safetensors" '{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}' \
+  "$(rep '\x00\x00\x80\x3f' 2)"
+safetensors "$d/two.safetensors" '{"__metadata__":{"format":"pt","step":"3"},"0.weight":{"dtype":"F64","shape":[1,2],"data_offsets":[0,16]},"0.bias":{"dtype":"F32","shape":[1],"data_offsets":[16,20]}}' \
+  "$(rep '\x00\x00\x00\x00\x00\x00\xf0\x3f' 2)\x00\x00\x00\x40"
+safetensors "$d/scalar.safetensors" '{"s":{"dtype":"F32","shape":[],"data_offsets":[0,4]}}' '\x00\x00\x80\x3f'
+
 echo "seeds: $(find "$out" -type f | wc -l) files in $out"
