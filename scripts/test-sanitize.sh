@@ -14,7 +14,7 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 cd "$build"
 # Unit tests (no MPI): ASan, UBSan and LeakSanitizer.
 ASAN_OPTIONS="abort_on_error=1:detect_leaks=1:check_initialization_order=1" \
-  ctest --output-on-failure -j "$(nproc)" -LE "cli|mpi" --timeout 900
+  ctest --output-on-failure -j "$(nproc)" -LE "cli|mpi|slurm" --timeout 900
 # MPI tests: ASan and UBSan. Leak checking is off here: Open MPI's components allocate for the
 # life of the process and are dlclose'd at MPI_Finalize, so their allocations show up as
 # leaks from "<unknown module>" that no suppression can name; our code is leak-checked above.
