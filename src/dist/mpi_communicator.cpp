@@ -3,7 +3,9 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <chrono>
 #include <cstdio>
+#include <thread>
 #include <string>
 
 #include "mpi_watchdog.hpp"
@@ -133,6 +135,10 @@ void MpiCommunicator::barrier() {
 void MpiCommunicator::abort(int exit_code, const std::string& message) {
   std::fprintf(stderr, "rank %d: %s\n", rank_, message.c_str());
   std::fflush(stderr);
+  // The launcher forwards each rank's stderr through a pipe; MPICH's Hydra can kill the job
+  // before it has passed on the line just written (seen in cli_outputs). A moment's wait, on
+  // this path only, lets the message arrive.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   MPI_Abort(MPI_COMM_WORLD, exit_code);
   std::_Exit(exit_code);  // MPI_Abort does not return; this satisfies [[noreturn]]
 }
