@@ -1,12 +1,23 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs the whole test suite through ctest.
+# Installs what is missing, builds, and runs the whole test suite through ctest; then the
+# sanitizer build of the unit and MPI tests and the fuzzers (docs/reliability.md), unless
+# MPIDDP_TEST_QUICK=1.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 # --with-data: Fashion-MNIST, so its smoke test runs instead of skipping (~30 MB package).
 # --with-slurm: the slurm_sbatch test (docs/launching.md); --with-mpich: the MPICH run below.
-"$root/scripts/install-deps.sh" --with-data --with-slurm --with-mpich
+# --with-fuzz: clang and libFuzzer for the fuzzers at the end.
+quick=${MPIDDP_TEST_QUICK:-0}
+if [ "$quick" = 1 ]; then
+  "$root/scripts/install-deps.sh" --with-data --with-slurm --with-mpich
+else
+  "$root/scripts/install-deps.sh" --with-data --with-slurm --with-mpich --with-fuzz
+fi
 "$root/scripts/build.sh"
-cd "${MPIDDP_BUILD_DIR:-$root/build}"
-ctest --output-on-failure -j "$(nproc)" --timeout 900
+(cd "${MPIDDP_BUILD_DIR:-$root/build}" && ctest --output-on-failure -j "$(nproc)" --timeout 900)
 # The tests that launch ranks again, built against MPICH in build-mpich/.
 "$root/scripts/test-mpich.sh"
+if [ "$quick" != 1 ]; then
+  "$root/scripts/test-sanitize.sh"
+  "$root/scripts/fuzz.sh"
+fi

@@ -1,4 +1,5 @@
 // mpiddp: data-parallel training over MPI. See README.md and docs/.
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -40,6 +41,9 @@ const char* kUsage =
 
 int main(int argc, char** argv) {
   mpiddp::configure_allocator();  // before MPI_Init allocates anything
+  // A write past the file size limit (ulimit -f) then fails with EFBIG and a clear message
+  // naming the file, like a full disk, instead of killing the process without a word.
+  std::signal(SIGXFSZ, SIG_IGN);
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
     return argc < 2 ? mpiddp::kExitConfig : mpiddp::kExitOk;

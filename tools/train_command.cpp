@@ -1,6 +1,7 @@
 // mpiddp train: parse the command line and config on every rank, then train.
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,7 +19,7 @@ namespace {
 struct TrainArgs {
   std::string config_path;  // "": the built-in default experiment
   std::vector<std::string> overrides;
-  train::TrainOptions options;
+  train::TrainOptions options{.keep_history = false};  // the log has it: memory stays flat
 };
 
 TrainArgs parse_train_args(int argc, char** argv) {
@@ -62,6 +63,14 @@ int train_command(int argc, char** argv) {
   dist::MpiRuntime runtime(&argc, &argv);
   dist::MpiCommunicator comm;
   train::Config config;
+  std::unique_ptr<train::TrainingRun> run;
+
+  // Phase 1, setup: parse the command line and config, load the data, build the model. It
+  // is local work on every rank, so a rank that fails here (a file only it cannot read)
+  // is not yet in any collective; one allgather of the outcome then lets every rank return
+  // together, with the job's exit code, instead of leaving the others waiting.
+  int code = kExitOk;
+  std::string failure;
   try {
     dist::check_world_size(launched, comm.size());
     TrainArgs args = parse_train_args(argc, argv);
@@ -70,9 +79,41 @@ int train_command(int argc, char** argv) {
                                                 : train::read_config_file(args.config_path);
     for (const auto& assignment : args.overrides) train::apply_override(user, assignment);
     config = train::parse_config(user);
-    train::run_training(config, comm, args.options);
+    run = train::prepare_training(config, comm, args.options);
   } catch (const Error& e) {
-    // An error every rank raised identically (a bad config, a failed collective check)
+    code = e.code();
+    failure = e.what();
+  } catch (const std::exception& e) {
+    code = kExitFailure;
+    failure = std::string("unexpected error: ") + e.what();
+  }
+  // The watchdog watches the agreement too: a rank stuck in setup (a hung file system)
+  // is reported by the ranks waiting for it. A rank whose config failed uses the defaults.
+  const train::FaultConfig defaults;
+  const train::FaultConfig& faults = code == kExitOk ? config.faults : defaults;
+  comm.start_watchdog(faults.watchdog_timeout_s, faults.watchdog_action == "abort");
+  const auto codes = comm.allgather(static_cast<uint64_t>(code));
+  int job_code = kExitOk;
+  bool same_everywhere = true;
+  for (const auto c : codes) {
+    if (job_code == kExitOk) job_code = static_cast<int>(c);
+    same_everywhere = same_everywhere && c == codes[0];
+  }
+  if (job_code != kExitOk) {
+    // The same failure on every rank (a bad config) is said once; a failure on some ranks
+    // only is said by each of them, with its rank.
+    if (same_everywhere && comm.rank() == 0) std::fprintf(stderr, "mpiddp: %s\n", failure.c_str());
+    if (!same_everywhere && code != kExitOk)
+      std::fprintf(stderr, "rank %d: %s\n", comm.rank(), failure.c_str());
+    return job_code;
+  }
+
+  // Phase 2, training: from here on, a failure seen by one rank only ends the whole job
+  // with MPI_Abort, since the other ranks are (or soon will be) waiting in a collective.
+  try {
+    run->run();
+  } catch (const Error& e) {
+    // An error every rank raised identically (a non-finite step, a failed replica check)
     // ends each rank cleanly, and only rank 0 prints it. Any other error may be this
     // rank's alone: abort the whole job so that no rank waits forever in a collective.
     if (!e.on_every_rank()) comm.abort(e.code(), e.what());

@@ -13,7 +13,12 @@ using io::RunLog;
 namespace {
 
 // Keys that change where output goes or how often things are checked, never the numbers.
-const char* const kIgnoredKeys[] = {"log", "check_every_steps"};
+// Keys that say where output goes, how the run is watched, or how the work is spread over
+// cores and ranks: they may differ between a baseline and a run without making them
+// incomparable (the world size itself is not part of the config).
+const char* const kIgnoredKeys[] = {"log",      "check_every_steps", "checkpoint", "save_weights",
+                                    "watchdog", "on_nonfinite",      "max_skipped", "divergence",
+                                    "threads",  "reduce"};
 
 bool ignored(const std::string& path) {
   for (const char* key : kIgnoredKeys) {

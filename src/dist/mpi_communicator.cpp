@@ -4,11 +4,14 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <chrono>
 #include <cstdio>
+#include <thread>
 #include <string>
 
 #include "mpi_check.hpp"
 #include "mpi_shared_memory_sum.hpp"
+#include "mpi_watchdog.hpp"
 #include "mpiddp/core/error.hpp"
 #include "sum_kernels.hpp"
 
@@ -40,13 +43,38 @@ void check_mpi(int code, const char* call) {
   MPI_Abort(MPI_COMM_WORLD, kExitFailure);
 }
 
+namespace {
+
+// Marks the time this rank spends inside one collective, for the watchdog.
+class InCollective {
+ public:
+  InCollective(MpiWatchdog& watchdog, Collective call) : watchdog_(watchdog) {
+    watchdog_.enter(call);
+  }
+  ~InCollective() { watchdog_.leave(); }
+  InCollective(const InCollective&) = delete;
+  InCollective& operator=(const InCollective&) = delete;
+
+ private:
+  MpiWatchdog& watchdog_;
+};
+
+}  // namespace
+
 MpiCommunicator::MpiCommunicator() {
   check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &rank_), "MPI_Comm_rank");
   check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &size_), "MPI_Comm_size");
   shared_ = std::make_unique<SharedMemorySum>(MPI_COMM_WORLD);
+  watchdog_ = std::make_unique<MpiWatchdog>(rank_, size_);
 }
 
 MpiCommunicator::~MpiCommunicator() = default;
+
+void MpiCommunicator::start_watchdog(double timeout_s, bool abort_job) {
+  watchdog_->start(timeout_s, abort_job);
+}
+
+void MpiCommunicator::publish_step(int64_t step) { watchdog_->publish_step(step); }
 
 int MpiCommunicator::ranks_on_node() const { return shared_->ranks_on_node(); }
 
@@ -95,6 +123,9 @@ void MpiCommunicator::progress() {
 
 void MpiCommunicator::wait_sum(int handle) {
   PendingSum& sum = pending_.at(static_cast<size_t>(handle));
+  // The gradient sum is where a stalled peer is most often noticed: the watchdog watches it.
+  InCollective scope(*watchdog_, sum.type == ElementType::kFloat32 ? Collective::kAllreduceSumFloat
+                                                                   : Collective::kAllreduceSumDouble);
   if (sum.shared) {
     shared_->sum(sum.data, sum.count, sum.type, sum.scale);
   } else {
@@ -110,18 +141,21 @@ void MpiCommunicator::wait_sum(int handle) {
 }
 
 void MpiCommunicator::allreduce_sum(float* data, size_t count) {
+  InCollective scope(*watchdog_, Collective::kAllreduceSumFloat);
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM,
                           MPI_COMM_WORLD),
             "MPI_Allreduce(float, sum)");
 }
 
 void MpiCommunicator::allreduce_sum(double* data, size_t count) {
+  InCollective scope(*watchdog_, Collective::kAllreduceSumDouble);
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_DOUBLE, MPI_SUM,
                           MPI_COMM_WORLD),
             "MPI_Allreduce(double, sum)");
 }
 
 void MpiCommunicator::allreduce_max(double* data, size_t count) {
+  InCollective scope(*watchdog_, Collective::kAllreduceMaxDouble);
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_DOUBLE, MPI_MAX,
                           MPI_COMM_WORLD),
             "MPI_Allreduce(double, max)");
@@ -131,6 +165,7 @@ void MpiCommunicator::broadcast(void* data, size_t bytes, int root) {
   // MPI counts are int: large buffers go in chunks of at most 1 GiB.
   constexpr size_t kChunk = size_t{1} << 30;
   auto* p = static_cast<char*>(data);
+  InCollective scope(*watchdog_, Collective::kBroadcast);
   for (size_t done = 0; done < bytes; done += kChunk) {
     const size_t n = bytes - done < kChunk ? bytes - done : kChunk;
     check_mpi(MPI_Bcast(p + done, static_cast<int>(n), MPI_BYTE, root, MPI_COMM_WORLD),
@@ -140,6 +175,7 @@ void MpiCommunicator::broadcast(void* data, size_t bytes, int root) {
 
 std::vector<uint64_t> MpiCommunicator::allgather(uint64_t value) {
   std::vector<uint64_t> values(size_);
+  InCollective scope(*watchdog_, Collective::kAllgather);
   check_mpi(MPI_Allgather(&value, 1, MPI_UINT64_T, values.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD),
             "MPI_Allgather");
   return values;
@@ -160,6 +196,7 @@ std::vector<std::string> MpiCommunicator::allgather_string(const std::string& va
     total += lengths[r];
   }
   std::string all(total, '\0');
+  InCollective scope(*watchdog_, Collective::kAllgatherStrings);
   check_mpi(MPI_Allgatherv(value.data(), static_cast<int>(value.size()), MPI_CHAR, all.data(),
                            counts.data(), offsets.data(), MPI_CHAR, MPI_COMM_WORLD),
             "MPI_Allgatherv(strings)");
@@ -168,11 +205,18 @@ std::vector<std::string> MpiCommunicator::allgather_string(const std::string& va
   return values;
 }
 
-void MpiCommunicator::barrier() { check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+void MpiCommunicator::barrier() {
+  InCollective scope(*watchdog_, Collective::kBarrier);
+  check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+}
 
 void MpiCommunicator::abort(int exit_code, const std::string& message) {
   std::fprintf(stderr, "rank %d: %s\n", rank_, message.c_str());
   std::fflush(stderr);
+  // The launcher forwards each rank's stderr through a pipe; MPICH's Hydra can kill the job
+  // before it has passed on the line just written (seen in cli_outputs). A moment's wait, on
+  // this path only, lets the message arrive.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   MPI_Abort(MPI_COMM_WORLD, exit_code);
   std::_Exit(exit_code);  // MPI_Abort does not return; this satisfies [[noreturn]]
 }

@@ -9,7 +9,7 @@ namespace mpiddp::dist {
 
 MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   int provided = 0;
-  if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+  if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
     std::fprintf(stderr, "mpiddp: MPI_Init_thread failed; is the MPI installation complete?\n");
     std::exit(1);
   }

@@ -20,6 +20,12 @@ std::string describe_range(double min, double max) {
 
 std::string type_name(const Json& value) { return value.type_name(); }
 
+// A value as JSON text for an error message. Strings from --set are not checked for UTF-8
+// by a parser, and the default dump() throws on invalid bytes: replace them instead.
+std::string shown(const Json& value) {
+  return value.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
 }  // namespace
 
 JsonSection::JsonSection(const Json* node, std::string path)
@@ -49,12 +55,12 @@ double JsonSection::number(const std::string& key, double fallback, double min, 
   if (value) {
     if (!value->is_number())
       throw ConfigError(key_path(key), "expected " + describe_range(min, max) + ", got " +
-                                           type_name(*value) + " " + value->dump());
+                                           type_name(*value) + " " + shown(*value));
     result = value->get<double>();
   }
   if (!std::isfinite(result) || result < min || result > max)
     throw ConfigError(key_path(key), "expected " + describe_range(min, max) + ", got " +
-                                         Json(result).dump());
+                                         shown(Json(result)));
   resolved_[key] = result;
   return result;
 }
@@ -68,9 +74,9 @@ int64_t JsonSection::integer(const std::string& key, int64_t fallback, int64_t m
                              std::fabs(value->get<double>()) < 9e15;
     if (!value->is_number_integer() && !whole_float)
       throw ConfigError(key_path(key), "expected an integer in [" + std::to_string(min) + ", " +
-                                           std::to_string(max) + "], got " + value->dump());
+                                           std::to_string(max) + "], got " + shown(*value));
     if (value->is_number_unsigned() && value->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
-      throw ConfigError(key_path(key), "integer too large: " + value->dump());
+      throw ConfigError(key_path(key), "integer too large: " + shown(*value));
     result = whole_float ? static_cast<int64_t>(value->get<double>()) : value->get<int64_t>();
   }
   if (result < min || result > max)
@@ -85,7 +91,7 @@ bool JsonSection::boolean(const std::string& key, bool fallback) {
   bool result = fallback;
   if (value) {
     if (!value->is_boolean())
-      throw ConfigError(key_path(key), "expected true or false, got " + value->dump());
+      throw ConfigError(key_path(key), "expected true or false, got " + shown(*value));
     result = value->get<bool>();
   }
   resolved_[key] = result;
@@ -96,7 +102,7 @@ std::string JsonSection::text(const std::string& key, const std::string& fallbac
   const Json* value = find(key);
   std::string result = fallback;
   if (value) {
-    if (!value->is_string()) throw ConfigError(key_path(key), "expected a string, got " + value->dump());
+    if (!value->is_string()) throw ConfigError(key_path(key), "expected a string, got " + shown(*value));
     result = value->get<std::string>();
   }
   resolved_[key] = result;

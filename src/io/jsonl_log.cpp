@@ -1,28 +1,55 @@
 #include "mpiddp/io/jsonl_log.hpp"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 
 #include "mpiddp/core/error.hpp"
+#include "mpiddp/io/atomic_file.hpp"
 
 namespace mpiddp::io {
 
-JsonlLog::JsonlLog(const std::string& path) : path_(path) {
-  file_ = std::fopen(path.c_str(), "w");
-  if (!file_)
-    throw Error(kExitOutput, "cannot create the log file '" + path + "': " + std::strerror(errno) +
-                                 " (does its directory exist and is it writable?)");
+namespace {
+
+[[noreturn]] void fail(const std::string& what, const std::string& path) {
+  throw Error(kExitOutput, "cannot " + what + " the log file '" + path + "': " +
+                               std::strerror(errno) +
+                               " (does its directory exist, is it writable, is the disk full?)");
+}
+
+}  // namespace
+
+JsonlLog::JsonlLog(const std::string& path) : path_(path), temporary_(temporary_name(path)) {
+  if (path.empty() || path.back() == '/') {
+    errno = EISDIR;
+    fail("create", path);
+  }
+  file_ = std::fopen(temporary_.c_str(), "w");
+  if (!file_) fail("create", temporary_);
 }
 
 JsonlLog::~JsonlLog() {
-  if (file_) std::fclose(file_);
+  if (!file_) return;
+  if (published_) {
+    std::fflush(file_);
+    ::fsync(fileno(file_));  // the end of a run is durable; failures were reported by write()
+    std::fclose(file_);
+  } else {
+    std::fclose(file_);
+    std::remove(temporary_.c_str());
+  }
 }
 
 void JsonlLog::write(const Json& record) {
   if (!file_) return;
+  if (!published_) {
+    if (std::rename(temporary_.c_str(), path_.c_str()) != 0) fail("create", path_);
+    published_ = true;
+  }
   const std::string line = record.dump() + "\n";
   if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0)
-    throw Error(kExitOutput, "cannot write the log file '" + path_ + "': " + std::strerror(errno));
+    fail("write", path_);
 }
 
 }  // namespace mpiddp::io

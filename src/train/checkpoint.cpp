@@ -75,7 +75,12 @@ Json resume_config(const Config& config) {
   // parameters now come from the checkpoint) and how often replicas are compared. Anything
   // else (model, data, sampler, batch, optimizer, schedule, seed, dtype, sync) must match.
   // A cosine schedule with t_max 0 spans the whole run, so there epochs shapes every lr.
-  for (const char* key : {"log", "checkpoint", "save_weights", "init", "check_every_steps"})
+  // Fault policies, the watchdog, fault injection, threads and the reduction path change
+  // how a run is watched or spread over cores, not its updates (beyond float rounding, as
+  // another world size does), so they may change too.
+  for (const char* key : {"log", "checkpoint", "save_weights", "init", "check_every_steps",
+                          "on_nonfinite", "max_skipped", "divergence", "watchdog", "debug",
+                          "threads", "reduce"})
     kept.erase(key);
   if (!cosine_spans_run(config)) kept.erase("epochs");
   return kept;

@@ -173,6 +173,7 @@ Config parse_config(const Json& user) {
   c.epochs = root.integer("epochs", 4, 1, kMaxCount);
   c.sync = root.boolean("sync", true);
   c.check_every_steps = root.integer("check_every_steps", 0, 0, kMaxCount);
+  c.faults = parse_fault_config(root);
   {
     auto log = root.section("log");
     c.log_path = log.text("path", "");
@@ -194,6 +195,13 @@ void apply_override(Json& user, const std::string& assignment) {
   const std::string text = assignment.substr(equals + 1);
   Json value = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (value.is_discarded()) value = text;  // a bare word: a string value
+  // The resolved config goes into the JSON log, which must be UTF-8. A parsed value is; a
+  // bare word is checked here, where the error can name the key (found by fuzz_config).
+  try {
+    (void)value.dump();
+  } catch (const nlohmann::json::type_error&) {
+    throw ConfigError(key, "the value is not valid UTF-8");
+  }
 
   Json* node = &user;
   const auto parts = io::split_key_path(key);
@@ -218,14 +226,29 @@ void apply_override(Json& user, const std::string& assignment) {
   }
 }
 
-Json read_config_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw ConfigError(path, "cannot open the config file");
+Json parse_config_text(const std::string& text, const std::string& origin) {
   try {
-    return Json::parse(in, nullptr, true, /*ignore_comments=*/true);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw ConfigError(path, std::string("not valid JSON: ") + e.what());
+    return Json::parse(text, nullptr, true, /*ignore_comments=*/true);
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError(origin, std::string("not valid JSON: ") + e.what());
   }
+}
+
+Json read_config_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError(path, "cannot open the config file");
+  // A config is a few kilobytes; a bound keeps a wrong path (a dataset, /dev/zero) from
+  // being read into memory whole.
+  constexpr size_t kMaxBytes = 16 << 20;
+  std::string text;
+  char chunk[1 << 16];
+  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
+    text.append(chunk, static_cast<size_t>(in.gcount()));
+    if (text.size() > kMaxBytes)
+      throw ConfigError(path, "larger than 16 MiB: is this really a config file?");
+  }
+  if (in.bad()) throw ConfigError(path, "cannot read the config file");
+  return parse_config_text(text, path);
 }
 
 uint64_t config_hash(const Config& config) {

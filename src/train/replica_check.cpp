@@ -16,8 +16,8 @@ ReplicaReport check_replicas(dist::Communicator& comm, const T* params, Index co
   const auto checksums = comm.allgather(fnv1a(params, bytes));
   report.checksum = hex64(checksums[0]);
   for (size_t r = 1; r < checksums.size(); ++r)
-    if (checksums[r] != checksums[0] && report.first_differing_rank < 0)
-      report.first_differing_rank = static_cast<int>(r);
+    if (checksums[r] != checksums[0]) report.differing_ranks.push_back(static_cast<int>(r));
+  if (!report.differing_ranks.empty()) report.first_differing_rank = report.differing_ranks[0];
 
   // The checksum says whether; the difference says how far: both are worth reporting.
   const Index piece = scratch_count < 0 ? count : std::max<Index>(1, scratch_count);

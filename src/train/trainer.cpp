@@ -6,12 +6,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
 #include "mpiddp/core/error.hpp"
+#include "mpiddp/core/finite.hpp"
 #include "mpiddp/core/hash.hpp"
 #include "mpiddp/core/threads.hpp"
 #include "mpiddp/data/source.hpp"
 #include "mpiddp/optim/schedule.hpp"
+#include "mpiddp/train/fault_injection.hpp"
 #include "mpiddp/train/progress.hpp"
 
 namespace mpiddp::train {
@@ -94,8 +97,7 @@ Trainer<T>::Trainer(const Config& config, dist::Communicator& comm, TrainOptions
   // Rank 0's parameters arrive for the replica check in pieces of at most 1 Mi values: a
   // second copy of a big model would count against every rank's memory.
   replica_scratch_.assign(std::min<Index>(model_->parameter_count(), Index{1} << 20), T(0));
-  if (!config.sampler_order.empty())
-    order_ = load_sample_order(comm, config.sampler_order, train_.samples, config.epochs);
+  inject_setup_fault(config.faults.inject, comm.rank());
 }
 
 template <typename T>
@@ -168,14 +170,83 @@ double Trainer<T>::synchronize(double local_loss) {
   const Index p = model_->parameter_count();
   T* grads = model_->gradients();
   if (sync_started_) {
+    // The overlapped reduction has been sending buckets since backward began, so this
+    // rank's own gradients can no longer be inspected: only its loss names it if a step
+    // turns out non-finite (handle_nonfinite_step says so).
+    locally_finite_ = std::isfinite(local_loss);
+    gradients_inspected_ = false;
     reducer_.finish();
     sync_started_ = false;
   } else {
     grads[p] = static_cast<T>(local_loss);
+    locally_finite_ = all_finite(grads, p + 1);  // the reduction overwrites them: look first
+    gradients_inspected_ = true;
     reducer_.reduce(grads, static_cast<size_t>(p + 1));
   }
   clock.lap(&StepProfile::sync_exposed_s);
   return static_cast<double>(grads[p]);
+}
+
+template <typename T>
+double Trainer<T>::unsynchronized_loss(double local_loss) {
+  // sync off: only the loss is reduced, to report the global mean. A rank whose gradients
+  // are not finite sends NaN, so the decision below is still the same on every rank.
+  locally_finite_ = std::isfinite(local_loss) &&
+                    all_finite(model_->gradients(), model_->parameter_count());
+  double loss = locally_finite_ ? local_loss : std::numeric_limits<double>::quiet_NaN();
+  comm_.allreduce_sum(&loss, 1);
+  return loss / comm_.size();
+}
+
+template <typename T>
+bool Trainer<T>::step_is_finite(double loss) const {
+  // Note [non-finite steps are decided together]: a NaN or Inf in any rank's loss or
+  // gradient makes the reduced sum non-finite in the same slot on every rank (NaN + x is NaN,
+  // Inf - Inf is NaN), and every rank holds the same reduced buffer. So each rank scans its
+  // own copy and all reach the same decision in the same step, with no extra message when
+  // all is well. Only when a step is non-finite does handle_nonfinite_step spend one small
+  // collective to learn which ranks saw it first.
+  if (!config_.sync) return std::isfinite(loss);
+  return all_finite(model_->gradients(), model_->parameter_count() + 1);
+}
+
+template <typename T>
+void Trainer<T>::handle_nonfinite_step(int64_t step, int64_t epoch) {
+  const auto saw = comm_.allgather(locally_finite_ ? 0 : 1);
+  Json ranks = Json::array();
+  std::string listed;
+  for (size_t r = 0; r < saw.size(); ++r)
+    if (saw[r]) {
+      ranks.push_back(r);
+      listed += (listed.empty() ? "" : ", ") + std::to_string(r);
+    }
+  ++skipped_in_a_row_;
+  const auto& policy = config_.faults;
+  const bool skip = policy.on_nonfinite == "skip" && skipped_in_a_row_ <= policy.max_skipped;
+  if (comm_.rank() == 0)
+    log_->write({{"kind", "nonfinite"}, {"epoch", epoch}, {"step", step}, {"ranks", ranks},
+                 {"action", skip ? "skip" : "abort"}, {"skipped_in_a_row", skipped_in_a_row_}});
+  const std::string origin =
+      !listed.empty() ? std::string("first seen on rank") +
+                            (listed.find(',') == std::string::npos ? " " : "s ") + listed
+      : gradients_inspected_
+          ? "although every rank's own values were finite: their sum overflowed"
+          : "on a rank not identified: the reduction overlapped backward (rerun with "
+            "--set reduce.overlap=false to name it)";
+  const std::string what = "non-finite loss or gradient at step " + std::to_string(step) +
+                           " (epoch " + std::to_string(epoch) + "), " + origin;
+  if (!skip)
+    throw Error(kExitNonFinite,
+                what + (policy.on_nonfinite == "abort"
+                            ? " (on_nonfinite = abort)"
+                            : "; " + std::to_string(skipped_in_a_row_) +
+                                  " non-finite steps in a row, more than max_skipped = " +
+                                  std::to_string(policy.max_skipped)),
+                Scope::kEveryRank);  // every rank saw the same reduced sum
+  ++skipped_total_;
+  if (comm_.rank() == 0)
+    std::fprintf(stderr, "mpiddp: warning: skipped %s (on_nonfinite = skip, %lld in a row)\n",
+                 what.c_str(), static_cast<long long>(skipped_in_a_row_));
 }
 
 template <typename T>
@@ -236,12 +307,27 @@ void Trainer<T>::verify_replicas(int64_t step, bool at_end, RunResult* result) {
                                                  static_cast<Index>(replica_scratch_.size()));
   if (result) result->replicas = report;
   if (config_.sync && !report.identical) {
-    char text[256];
+    // The report is the same on every rank, so every rank takes the same branch here.
+    std::string ranks;
+    for (int r : report.differing_ranks) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    char text[320];
     std::snprintf(text, sizeof text,
-                  "replicas diverged at step %lld: rank %d's parameters differ from rank 0's "
-                  "(max |difference| %.9g) although gradients are synchronised",
-                  static_cast<long long>(step), report.first_differing_rank, report.max_diff);
-    throw Error(kExitDivergence, text, Scope::kEveryRank);  // every rank has the same report
+                  "replicas diverged at step %lld: the parameters of rank%s %s differ from rank "
+                  "0's (max |difference| %.9g) although gradients are synchronised",
+                  static_cast<long long>(step), report.differing_ranks.size() > 1 ? "s" : "",
+                  ranks.c_str(), report.max_diff);
+    if (config_.faults.divergence_action == "abort") throw Error(kExitDivergence, text, Scope::kEveryRank);
+    resynchronize();
+    ++resyncs_;
+    if (comm_.rank() == 0) {
+      log_->write({{"kind", "resync"}, {"step", step}, {"ranks", report.differing_ranks},
+                   {"max_diff", report.max_diff}});
+      std::fprintf(stderr, "mpiddp: warning: %s; every rank now holds rank 0's parameters and "
+                           "optimizer state (divergence.action = resync)\n", text);
+    }
+    if (result) result->replicas = check_replicas<T>(comm_, model_->parameters(),
+                                                     model_->parameter_count(),
+                                                     replica_scratch_.data());
   }
   if (at_end && !config_.sync && comm_.rank() == 0 && !options_.quiet) {
     std::printf("sync is off: replicas %s (max_replica_diff %.9g): each rank learned only "
@@ -251,7 +337,23 @@ void Trainer<T>::verify_replicas(int64_t step, bool at_end, RunResult* result) {
 }
 
 template <typename T>
+void Trainer<T>::resynchronize() {
+  // Rank 0's replica becomes everyone's: parameters and every optimizer state buffer.
+  comm_.broadcast(model_->parameters(),
+                  static_cast<size_t>(model_->parameter_count()) * sizeof(T), 0);
+  for (auto& state : optimizer_->state_buffers())
+    comm_.broadcast(state.values->data(), state.values->size() * sizeof(T), 0);
+}
+
+template <typename T>
 void Trainer<T>::start() {
+  // The command line arms it before setup already; library callers get it here.
+  comm_.start_watchdog(config_.faults.watchdog_timeout_s,
+                       config_.faults.watchdog_action == "abort");
+  // Rank 0 reads sampler.order and broadcasts it: a collective, so here rather than in the
+  // constructor, whose setup stays local (see TrainingRun).
+  if (!config_.sampler_order.empty())
+    order_ = load_sample_order(comm_, config_.sampler_order, train_.samples, config_.epochs);
   position_ = initial_state();
   // Rank 0's initial parameters are everyone's: replicas start identical even if a rank's
   // initialisation differed (another build, another libm), and init.weights is read there.
@@ -305,7 +407,7 @@ RunResult Trainer<T>::run() {
   const Index per_rank = sampler_.per_rank();
   const Index steps_per_epoch = (per_rank + batch_per_rank_ - 1) / batch_per_rank_;
   const int64_t total_steps = steps_per_epoch * config_.epochs;
-  result.step_losses.reserve(static_cast<size_t>(total_steps));
+  if (options_.keep_history) result.step_losses.reserve(static_cast<size_t>(total_steps));
   ProgressLine progress(stderr, ProgressLine::mode_for(stderr, options_.quiet, comm_.rank() == 0,
                                                                std::getenv("MPIDDP_PROGRESS")),
                         config_.epochs, total_steps, batch_per_rank_ * comm_.size());
@@ -317,19 +419,25 @@ RunResult Trainer<T>::run() {
     const auto epoch_start = std::chrono::steady_clock::now();
     const Index first_batch = epoch == position_.epoch ? position_.batch : 0;
     for (Index k = first_batch; k < steps_per_epoch; ++k) {
+      ++step;
+      comm_.publish_step(step);
       const Index first = k * batch_per_rank_;
       const Index count = std::min(batch_per_rank_, per_rank - first);
       const double cpu_start = options_.profile ? process_cpu_seconds() : 0.0;
-      const double local_loss = compute_gradients(sampler_.indices().data() + first, count,
-                                                  config_.sync && config_.reduce.overlap);
-      double loss = local_loss;
-      if (config_.sync) {
-        loss = synchronize(local_loss);
-      } else {
-        comm_.allreduce_sum(&loss, 1);  // only to report the global mean
-        loss /= comm_.size();
+      // Fault injection writes into the gradient buffer after backward, which an overlapped
+      // reduction may already be sending: a run with injection reduces after backward.
+      const bool overlap =
+          config_.sync && config_.reduce.overlap && !config_.faults.inject.enabled();
+      const double local_loss =
+          compute_gradients(sampler_.indices().data() + first, count, overlap);
+      inject_step_fault(config_.faults.inject, comm_.rank(), step, model_->gradients());
+      const double loss = config_.sync ? synchronize(local_loss) : unsynchronized_loss(local_loss);
+      if (options_.keep_history) result.step_losses.push_back(loss);
+      if (!step_is_finite(loss)) {
+        handle_nonfinite_step(step, epoch);  // throws unless the step is skipped: no update
+        continue;
       }
-      ++step;
+      skipped_in_a_row_ = 0;
       const double lr = optim::scheduled_lr(config_.schedule, config_.optimizer.lr, step, epoch,
                                             total_steps, config_.epochs);
       PhaseClock clock(options_.profile);
@@ -339,7 +447,7 @@ RunResult Trainer<T>::run() {
         options_.profile->cpu_s += process_cpu_seconds() - cpu_start;
         ++options_.profile->steps;
       }
-      result.step_losses.push_back(loss);
+      inject_update_fault(config_.faults.inject, comm_.rank(), step, model_->parameters());
       if (comm_.rank() == 0 && step % config_.log_every_steps == 0)
         log_->write({{"kind", "step"}, {"epoch", epoch}, {"step", step}, {"loss", loss}, {"lr", lr}});
       if (config_.check_every_steps > 0 && step % config_.check_every_steps == 0)
@@ -350,8 +458,9 @@ RunResult Trainer<T>::run() {
     }
     progress.clear();  // the epoch's table line goes where the progress line was
     // A resumed epoch trains only the samples after its first batch.
-    result.epochs.push_back(finish_epoch(epoch, seconds_since(epoch_start),
-                                         (per_rank - first_batch * batch_per_rank_) * comm_.size()));
+    const EpochResult done = finish_epoch(epoch, seconds_since(epoch_start),
+                                          (per_rank - first_batch * batch_per_rank_) * comm_.size());
+    if (options_.keep_history) result.epochs.push_back(done);
     if (checkpoint_due_after_epoch(config_.checkpoint, epoch, step, epoch == config_.epochs))
       save_checkpoint({epoch + 1, 0, step});
   }
@@ -359,6 +468,8 @@ RunResult Trainer<T>::run() {
   result.steps = step;
   verify_replicas(step, true, &result);
   save_final_weights();
+  result.skipped_steps = skipped_total_;
+  result.resyncs = resyncs_;
   result.time_s = seconds_since(run_start);
   if (comm_.rank() == 0)
     log_->write({{"kind", "end"},
@@ -366,13 +477,20 @@ RunResult Trainer<T>::run() {
                 {"param_checksum", result.replicas.checksum},
                 {"replicas_identical", result.replicas.identical},
                 {"max_replica_diff", result.replicas.max_diff},
+                {"skipped_steps", result.skipped_steps},
+                {"resyncs", result.resyncs},
                 {"time_s", result.time_s}});
   return result;
 }
 
+std::unique_ptr<TrainingRun> prepare_training(const Config& config, dist::Communicator& comm,
+                                              TrainOptions options) {
+  if (config.dtype == "float64") return std::make_unique<Trainer<double>>(config, comm, options);
+  return std::make_unique<Trainer<float>>(config, comm, options);
+}
+
 RunResult run_training(const Config& config, dist::Communicator& comm, TrainOptions options) {
-  if (config.dtype == "float64") return Trainer<double>(config, comm, options).run();
-  return Trainer<float>(config, comm, options).run();
+  return prepare_training(config, comm, options)->run();
 }
 
 template class Trainer<float>;

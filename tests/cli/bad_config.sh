@@ -27,6 +27,7 @@ expect_config_error 1 "--frobnicate" --frobnicate
 printf '{"epochs": 3,\n "optimizer": {"lr": 0.1,}}\n' > "$WORK/broken.json"
 expect_config_error 2 "broken.json" "$WORK/broken.json"
 expect_config_error 1 "cannot open" "$WORK/missing.json"
+expect_config_error 1 "larger than 16 MiB" /dev/zero
 echo '{"model": {"layers": [{"type": "linear", "out": 1}]}}' > "$WORK/nodata.json"
 expect_config_error 1 "data.train: required" "$WORK/nodata.json"
 echo "cli bad config: all errors exit 2 and name their key"

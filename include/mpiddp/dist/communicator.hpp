@@ -62,6 +62,15 @@ class Communicator {
   // Ends every rank of the job: prints "rank R: message" and never returns.
   [[noreturn]] virtual void abort(int exit_code, const std::string& message) = 0;
 
+  // The collective watchdog (Note [the watchdog] in src/dist/mpi_watchdog.cpp): when this
+  // rank waits in one collective longer than timeout_s, it reports which ranks have not
+  // arrived and the step each one is at, then ends the job (abort_job) or only warns.
+  // Local (the side channel was set up with the communicator); may be called again to
+  // change the timeout and the action. timeout_s = 0: off.
+  virtual void start_watchdog(double timeout_s, bool abort_job) = 0;
+  // Makes this rank's current step known to the watchdog's reports. Cheap: call every step.
+  virtual void publish_step(int64_t step) = 0;
+
   // The MPI library's version line ("Open MPI v4.1.4, ..."), or "none" for one process.
   virtual std::string library_version() const = 0;
   // The host this rank runs on.

@@ -22,6 +22,8 @@ class LocalCommunicator final : public Communicator {
                 ReduceAlgorithm algorithm) override;
   void progress() override {}
   void wait_sum(int) override {}
+  void start_watchdog(double, bool) override {}  // nobody to wait for
+  void publish_step(int64_t) override {}
   [[noreturn]] void abort(int exit_code, const std::string& message) override;
   std::string library_version() const override { return "none"; }
   std::string host_name() const override;

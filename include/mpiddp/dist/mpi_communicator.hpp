@@ -6,13 +6,14 @@
 namespace mpiddp::dist {
 
 class SharedMemorySum;  // src/dist/mpi_shared_memory_sum.hpp: keeps <mpi.h> out of this header
+class MpiWatchdog;
 
 // Communicator over MPI_COMM_WORLD (or a duplicate of it). Every MPI call is checked
 // through one helper that names the call and what to do next.
 class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator();
-  ~MpiCommunicator() override;
+  ~MpiCommunicator() override;  // stops the watchdog
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   void allreduce_sum(float* data, size_t count) override;
@@ -28,6 +29,8 @@ class MpiCommunicator final : public Communicator {
                 ReduceAlgorithm algorithm) override;
   void progress() override;
   void wait_sum(int handle) override;
+  void start_watchdog(double timeout_s, bool abort_job) override;
+  void publish_step(int64_t step) override;
   [[noreturn]] void abort(int exit_code, const std::string& message) override;
   std::string library_version() const override;
   std::string host_name() const override;
@@ -38,9 +41,11 @@ class MpiCommunicator final : public Communicator {
   // Started sums, by handle (defined in the .cpp: it holds an MPI_Request).
   struct PendingSum;
   std::vector<PendingSum> pending_;
+  std::unique_ptr<MpiWatchdog> watchdog_;  // tracks every collective, see mpi_watchdog.hpp
 };
 
-// MPI_Init on construction, MPI_Finalize on destruction (unless MPI was aborted).
+// MPI_Init on construction (asking for MPI_THREAD_MULTIPLE, which the watchdog thread uses
+// to answer its peers; it works with less), MPI_Finalize on destruction (unless MPI was aborted).
 class MpiRuntime {
  public:
   MpiRuntime(int* argc, char*** argv);

@@ -12,6 +12,7 @@
 #include "mpiddp/nn/sequential.hpp"
 #include "mpiddp/optim/optimizer.hpp"
 #include "mpiddp/optim/schedule.hpp"
+#include "mpiddp/train/fault_config.hpp"
 
 namespace mpiddp::train {
 
@@ -44,6 +45,7 @@ struct Config {
   int64_t epochs = 4;
   bool sync = true;
   int64_t check_every_steps = 0;  // 0: check replicas at the end only
+  FaultConfig faults;             // on_nonfinite, divergence, watchdog, debug
   std::string log_path;           // "": no JSON Lines file
   int64_t log_every_steps = 1;
   std::string init_weights;   // init.weights: a safetensors file; "": seeded initialisation
@@ -79,7 +81,10 @@ void parse_performance(io::JsonSection& root, Config& config);
 void apply_override(Json& user, const std::string& assignment);
 
 // Reads a JSON config file; a ConfigError names the file and the line of a syntax error.
+// At most 16 MiB are read.
 Json read_config_file(const std::string& path);
+// The same for text already in memory; origin names it in errors (the fuzz target's entry).
+Json parse_config_text(const std::string& text, const std::string& origin);
 
 // The hash every rank compares with rank 0's: the resolved config less the keys that
 // may legitimately differ between ranks or runs (log.path).

@@ -1,6 +1,7 @@
 #pragma once
 // Verifies that every rank holds bit-identical parameters.
 #include <string>
+#include <vector>
 
 #include "mpiddp/core/types.hpp"
 #include "mpiddp/dist/communicator.hpp"
@@ -12,6 +13,7 @@ struct ReplicaReport {
   bool identical = true;     // every rank's checksum equals rank 0's and the max difference is 0
   double max_diff = 0.0;     // largest |p - p_rank0| over all ranks and parameters
   int first_differing_rank = -1;
+  std::vector<int> differing_ranks;  // every rank whose checksum differs from rank 0's
 };
 
 // A collective: every rank calls it with its parameters (P) and a scratch buffer of

@@ -33,6 +33,9 @@ struct TrainOptions {
   std::string launcher = "none";  // for the run record: dist::detect_launcher()
   std::string resume{};  // --resume: "" (start afresh), "latest", a checkpoint or a directory
   StepProfile* profile = nullptr;  // when set, filled with step timings of epochs 2..last
+  // Keep every step's loss and every epoch's result in RunResult (for tests and library
+  // callers). The command line turns it off so that memory stays flat however long the run.
+  bool keep_history = true;
 };
 
 struct EpochResult {
@@ -45,19 +48,31 @@ struct EpochResult {
 };
 
 struct RunResult {
-  std::vector<EpochResult> epochs;
-  std::vector<double> step_losses;  // global mean loss of each optimizer step
+  std::vector<EpochResult> epochs;  // empty unless TrainOptions::keep_history
+  std::vector<double> step_losses;  // global mean loss of each step; empty unless keep_history
   int64_t steps = 0;
+  int64_t skipped_steps = 0;  // non-finite steps skipped (on_nonfinite = skip)
+  int64_t resyncs = 0;        // replica divergences repaired (divergence.action = resync)
   ReplicaReport replicas;
   double time_s = 0.0;
 };
 
-template <typename T>
-class Trainer {
+// A run whose setup is done (data loaded, model built) and which has not yet called any
+// collective. Setup is local on purpose: a rank that fails there can tell the others in
+// one agreed collective (see tools/train_command.cpp) instead of leaving them waiting.
+class TrainingRun {
  public:
+  virtual ~TrainingRun() = default;
+  virtual RunResult run() = 0;
+};
+
+template <typename T>
+class Trainer final : public TrainingRun {
+ public:
+  // Local work only, no collective (see TrainingRun).
   Trainer(const Config& config, dist::Communicator& comm, TrainOptions options = {});
 
-  RunResult run();
+  RunResult run() override;
 
   // The pieces of one step, public so tests can check them in isolation.
   // Forward and backward on the given samples of the training set: zeroes the gradients,
@@ -68,6 +83,9 @@ class Trainer {
   double compute_gradients(const Index* samples, Index count, bool start_sync = false);
   // Averages the gradients over ranks (and, riding along, the loss). Returns the global loss.
   double synchronize(double local_loss);
+  // True when the step's reduced loss and gradients are finite: the same answer on every
+  // rank, without communication (Note [non-finite steps are decided together]).
+  bool step_is_finite(double loss) const;
 
   nn::Sequential<T>& model() { return *model_; }
   const data::Dataset<T>& train_set() const { return train_; }
@@ -77,6 +95,9 @@ class Trainer {
   nn::EvalSums evaluate(const data::Dataset<T>& set);
   EpochResult finish_epoch(int64_t epoch, double seconds, Index samples_seen);
   void verify_replicas(int64_t step, bool at_end, RunResult* result);
+  void resynchronize();
+  double unsynchronized_loss(double local_loss);
+  void handle_nonfinite_step(int64_t step, int64_t epoch);
   void start();
   // Defined in trainer_checkpointing.cpp: where the parameters and optimizer state come
   // from (a checkpoint, init.weights or the seed), and what is written at the end.
@@ -110,6 +131,9 @@ class Trainer {
   std::optional<SampleOrder> order_;  // sampler.order, when set
   TrainingPosition position_;         // where run() starts (set by start())
   std::string resumed_from_;          // the checkpoint's path, when resuming
+  bool locally_finite_ = true;   // this rank's own loss and gradients, before the reduction
+  bool gradients_inspected_ = true;  // false when an overlapped reduction hid them (see synchronize)
+  int64_t skipped_in_a_row_ = 0, skipped_total_ = 0, resyncs_ = 0;
 
   // Step buffers, allocated once.
   nn::AlignedVector<T> batch_x_;         // (features, b)
@@ -119,7 +143,10 @@ class Trainer {
   std::vector<Index> eval_chunk_;        // (b) sample indices of one evaluation chunk
 };
 
-// Builds the trainer for config.dtype and runs it.
+// Builds the trainer for config.dtype (local setup only, see TrainingRun).
+std::unique_ptr<TrainingRun> prepare_training(const Config& config, dist::Communicator& comm,
+                                              TrainOptions options = {});
+// prepare_training, then run.
 RunResult run_training(const Config& config, dist::Communicator& comm, TrainOptions options = {});
 
 }  // namespace mpiddp::train

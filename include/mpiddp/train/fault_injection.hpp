@@ -1,0 +1,25 @@
+#pragma once
+// Fault injection (debug.* in the config): a testing aid, never used in production runs.
+// The trainer calls these at fixed points; each does nothing unless debug.fail_rank is this
+// rank and the step is one of the failing steps. docs/reliability.md lists what each kind
+// simulates and the test that uses it.
+#include <cstdint>
+
+#include "mpiddp/train/fault_config.hpp"
+
+namespace mpiddp::train {
+
+// During setup (debug.fail_step = 0), before any collective: throw | exit | stall.
+void inject_setup_fault(const FaultInjection& f, int rank);
+
+// After backward, before the gradients are reduced: throw | nan | stall | exit | kill.
+// grads: (P) this rank's gradients; nan poisons the first one.
+template <typename T>
+void inject_step_fault(const FaultInjection& f, int rank, int64_t step, T* grads);
+
+// After the optimizer step: perturb moves this rank's first parameter by one ulp, the
+// smallest possible replica divergence.
+template <typename T>
+void inject_update_fault(const FaultInjection& f, int rank, int64_t step, T* params);
+
+}  // namespace mpiddp::train

@@ -1,0 +1,68 @@
+#include "mpiddp/train/fault_injection.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <string>
+#include <thread>
+
+#include "mpiddp/core/error.hpp"
+
+namespace mpiddp::train {
+
+namespace {
+
+[[noreturn]] void throw_injected(const std::string& where) {
+  throw Error(kExitFailure, "injected failure (debug.fail_kind = throw) " + where);
+}
+
+// A process that vanishes without MPI_Finalize, as after a crash or exit() in a library.
+[[noreturn]] void exit_injected(int rank, const std::string& where) {
+  std::fprintf(stderr, "rank %d: injected exit (debug.fail_kind = exit) %s\n", rank, where.c_str());
+  std::fflush(stderr);
+  std::_Exit(kExitFailure);
+}
+
+// The main thread stops; the watchdog thread stays alive and answers its peers.
+void stall(const FaultInjection& f) {
+  const auto until = std::chrono::steady_clock::now() +
+                     std::chrono::duration<double>(f.stall_s > 0 ? f.stall_s : 1e9);
+  while (std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+}
+
+}  // namespace
+
+void inject_setup_fault(const FaultInjection& f, int rank) {
+  if (f.rank != rank || f.step != 0) return;
+  if (f.kind == "throw") throw_injected("during setup");
+  if (f.kind == "exit") exit_injected(rank, "during setup");
+  if (f.kind == "stall") stall(f);
+}
+
+template <typename T>
+void inject_step_fault(const FaultInjection& f, int rank, int64_t step, T* grads) {
+  const std::string where = "at step " + std::to_string(step);
+  if (f.fires(rank, step, "throw")) throw_injected(where);
+  if (f.fires(rank, step, "exit")) exit_injected(rank, where);
+  if (f.fires(rank, step, "kill")) std::raise(SIGKILL);  // exactly what kill -9 does
+  if (f.fires(rank, step, "nan")) grads[0] = std::numeric_limits<T>::quiet_NaN();
+  if (f.fires(rank, step, "stall")) stall(f);
+
+}
+
+template <typename T>
+void inject_update_fault(const FaultInjection& f, int rank, int64_t step, T* params) {
+  if (f.fires(rank, step, "perturb"))
+    params[0] = std::nextafter(params[0], std::numeric_limits<T>::infinity());
+}
+
+template void inject_step_fault<float>(const FaultInjection&, int, int64_t, float*);
+template void inject_step_fault<double>(const FaultInjection&, int, int64_t, double*);
+template void inject_update_fault<float>(const FaultInjection&, int, int64_t, float*);
+template void inject_update_fault<double>(const FaultInjection&, int, int64_t, double*);
+
+}  // namespace mpiddp::train
