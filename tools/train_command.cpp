@@ -22,6 +22,9 @@ struct TrainArgs {
   train::TrainOptions options{.keep_history = false};  // the log has it: memory stays flat
 };
 
+// A path as a JSON string literal, so that quotes and backslashes in it survive --set parsing.
+std::string as_json_string(const std::string& path) { return train::Json(path).dump(); }
+
 TrainArgs parse_train_args(int argc, char** argv) {
   TrainArgs args;
   for (int i = 1; i < argc; ++i) {
@@ -35,13 +38,13 @@ TrainArgs parse_train_args(int argc, char** argv) {
     } else if (arg.rfind("--set=", 0) == 0) {
       args.overrides.push_back(arg.substr(6));
     } else if (arg == "--log") {
-      args.overrides.push_back("log.path=\"" + value("--log") + "\"");
+      args.overrides.push_back("log.path=" + as_json_string(value("--log")));
     } else if (arg == "--no-sync") {
       args.overrides.push_back("sync=false");
     } else if (arg == "--resume") {
       args.options.resume = value("--resume");
     } else if (arg == "--save-weights") {
-      args.overrides.push_back("save_weights=\"" + value("--save-weights") + "\"");
+      args.overrides.push_back("save_weights=" + as_json_string(value("--save-weights")));
     } else if (arg == "--quiet") {
       args.options.quiet = true;
     } else if (!arg.empty() && arg[0] == '-') {

@@ -41,3 +41,9 @@ run_np 1 train "$SOURCE_DIR/configs/default.json" --quiet --log "$WORK/file.json
 epoch_field eval_loss "$WORK/file.jsonl" > "$WORK/file.loss"
 cmp -s "$WORK/file.loss" "$WORK/np1.loss" || fail "configs/default.json differs from the built-in default"
 echo "cli equivalence (reduce.algorithm ${REDUCE_ALGORITHM:-default}): np=1,2,4 agree; no-sync drift $diff; configs/default.json matches"
+
+# A log path with a quote and a backslash in it is taken as it is.
+odd_dir="$WORK/dir with \"quote\" and \\ backslash"
+mkdir -p "$odd_dir"
+run_np 1 train --quiet --log "$odd_dir/run.jsonl"
+[ -s "$odd_dir/run.jsonl" ] || fail "log path with a quote was not used as given"
