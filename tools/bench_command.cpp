@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "config_args.hpp"
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/core/memory.hpp"
 #include "mpiddp/core/threads.hpp"
@@ -22,8 +23,7 @@ namespace mpiddp::tools {
 namespace {
 
 struct BenchArgs {
-  std::string config_path;
-  std::vector<std::string> overrides;
+  ConfigArgs config;
   int reduce_repeats = 20;
   bool reduce_only = false;  // time the gradient reduction alone, without training
 };
@@ -31,27 +31,19 @@ struct BenchArgs {
 BenchArgs parse_bench_args(int argc, char** argv) {
   BenchArgs args;
   for (int i = 1; i < argc; ++i) {
+    if (take_config_argument(args.config, argc, argv, i)) continue;
     const std::string arg = argv[i];
-    auto value = [&](const char* flag) -> std::string {
-      if (i + 1 >= argc) throw ConfigError(flag, "needs a value");
-      return argv[++i];
-    };
-    if (arg == "--set") {
-      args.overrides.push_back(value("--set"));
-    } else if (arg == "--reduce-repeats") {
-      args.reduce_repeats = std::atoi(value("--reduce-repeats").c_str());
+    if (arg == "--reduce-repeats") {
+      args.reduce_repeats = std::atoi(option_value(argc, argv, i, "--reduce-repeats").c_str());
       if (args.reduce_repeats < 1) throw ConfigError("--reduce-repeats", "expected an integer >= 1");
     } else if (arg == "--reduce-only") {
       args.reduce_only = true;
-    } else if (!arg.empty() && arg[0] == '-') {
-      throw ConfigError(arg, "unknown option; see mpiddp --help");
-    } else if (args.config_path.empty()) {
-      args.config_path = arg;
     } else {
-      throw ConfigError(arg, "only one config file may be given");
+      reject_argument(arg);
     }
   }
-  if (args.config_path.empty()) throw ConfigError("bench", "needs a config file, e.g. bench/mlp.json");
+  if (args.config.config_path.empty())
+    throw ConfigError("bench", "needs a config file, e.g. bench/mlp.json");
   return args;
 }
 
@@ -86,7 +78,7 @@ void run_reduce_only(const train::Config& config, const BenchArgs& args, dist::C
   if (comm.rank() != 0) return;
   const dist::GradientReducer<T> probe(comm, config.reduce);
   const train::Json line = {
-      {"workload", std::filesystem::path(args.config_path).stem().string()},
+      {"workload", std::filesystem::path(args.config.config_path).stem().string()},
       {"np", comm.size()},
       {"reduce_algorithm", dist::to_string(probe.algorithm())},
       {"gradient_mb", static_cast<double>(model.parameter_count() + 1) * sizeof(T) / 1e6},
@@ -163,7 +155,7 @@ void run_bench(const train::Config& config, const BenchArgs& args, dist::Communi
                                          config.per_rank_batch(comm.size()));
   const dist::GradientReducer<T> probe(comm, config.reduce);
   train::Json line = {
-      {"workload", std::filesystem::path(args.config_path).stem().string()},
+      {"workload", std::filesystem::path(args.config.config_path).stem().string()},
       {"np", comm.size()},
       {"threads", threads_in_use()},
       {"reduce_algorithm", dist::to_string(probe.algorithm())},
@@ -195,9 +187,7 @@ int bench_command(int argc, char** argv) {
   dist::MpiCommunicator comm;
   try {
     const BenchArgs args = parse_bench_args(argc, argv);
-    train::Json user = train::read_config_file(args.config_path);
-    for (const auto& assignment : args.overrides) train::apply_override(user, assignment);
-    const train::Config config = train::parse_config(user);
+    const train::Config config = load_config(args.config, train::Json());
     if (config.dtype == "float64")
       run_bench<double>(config, args, comm);
     else

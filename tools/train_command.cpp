@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "config_args.hpp"
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/dist/launcher.hpp"
 #include "mpiddp/dist/mpi_communicator.hpp"
@@ -17,8 +18,7 @@ namespace mpiddp::tools {
 namespace {
 
 struct TrainArgs {
-  std::string config_path;  // "": the built-in default experiment
-  std::vector<std::string> overrides;
+  ConfigArgs config;  // no config path: the built-in default experiment
   train::TrainOptions options{.keep_history = false};  // the log has it: memory stays flat
 };
 
@@ -28,31 +28,21 @@ std::string as_json_string(const std::string& path) { return train::Json(path).d
 TrainArgs parse_train_args(int argc, char** argv) {
   TrainArgs args;
   for (int i = 1; i < argc; ++i) {
+    if (take_config_argument(args.config, argc, argv, i)) continue;
     const std::string arg = argv[i];
-    auto value = [&](const char* flag) -> std::string {
-      if (i + 1 >= argc) throw ConfigError(flag, "needs a value");
-      return argv[++i];
-    };
-    if (arg == "--set") {
-      args.overrides.push_back(value("--set"));
-    } else if (arg.rfind("--set=", 0) == 0) {
-      args.overrides.push_back(arg.substr(6));
-    } else if (arg == "--log") {
-      args.overrides.push_back("log.path=" + as_json_string(value("--log")));
+    if (arg == "--log") {
+      args.config.overrides.push_back("log.path=" + as_json_string(option_value(argc, argv, i, "--log")));
     } else if (arg == "--no-sync") {
-      args.overrides.push_back("sync=false");
+      args.config.overrides.push_back("sync=false");
     } else if (arg == "--resume") {
-      args.options.resume = value("--resume");
+      args.options.resume = option_value(argc, argv, i, "--resume");
     } else if (arg == "--save-weights") {
-      args.overrides.push_back("save_weights=" + as_json_string(value("--save-weights")));
+      args.config.overrides.push_back(
+          "save_weights=" + as_json_string(option_value(argc, argv, i, "--save-weights")));
     } else if (arg == "--quiet") {
       args.options.quiet = true;
-    } else if (!arg.empty() && arg[0] == '-') {
-      throw ConfigError(arg, "unknown option; see mpiddp --help");
-    } else if (args.config_path.empty()) {
-      args.config_path = arg;
     } else {
-      throw ConfigError(arg, "only one config file may be given");
+      reject_argument(arg);
     }
   }
   return args;
@@ -78,10 +68,7 @@ int train_command(int argc, char** argv) {
     dist::check_world_size(launched, comm.size());
     TrainArgs args = parse_train_args(argc, argv);
     args.options.launcher = launcher;
-    train::Json user = args.config_path.empty() ? train::default_experiment()
-                                                : train::read_config_file(args.config_path);
-    for (const auto& assignment : args.overrides) train::apply_override(user, assignment);
-    config = train::parse_config(user);
+    config = load_config(args.config, train::default_experiment());
     run = train::prepare_training(config, comm, args.options);
   } catch (const Error& e) {
     code = e.code();

@@ -1,0 +1,37 @@
+#include "config_args.hpp"
+
+#include "mpiddp/core/error.hpp"
+
+namespace mpiddp::tools {
+
+std::string option_value(int argc, char** argv, int& i, const char* flag) {
+  if (i + 1 >= argc) throw ConfigError(flag, "needs a value");
+  return argv[++i];
+}
+
+bool take_config_argument(ConfigArgs& args, int argc, char** argv, int& i) {
+  const std::string arg = argv[i];
+  if (arg == "--set") {
+    args.overrides.push_back(option_value(argc, argv, i, "--set"));
+  } else if (arg.rfind("--set=", 0) == 0) {
+    args.overrides.push_back(arg.substr(6));
+  } else if ((arg.empty() || arg[0] != '-') && args.config_path.empty()) {
+    args.config_path = arg;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+void reject_argument(const std::string& arg) {
+  if (!arg.empty() && arg[0] == '-') throw ConfigError(arg, "unknown option; see mpiddp --help");
+  throw ConfigError(arg, "only one config file may be given");
+}
+
+train::Config load_config(const ConfigArgs& args, const train::Json& fallback) {
+  train::Json user = args.config_path.empty() ? fallback : train::read_config_file(args.config_path);
+  for (const auto& assignment : args.overrides) train::apply_override(user, assignment);
+  return train::parse_config(user);
+}
+
+}  // namespace mpiddp::tools
