@@ -30,7 +30,8 @@ grep -q '"kind":"end"' "$WORK/run.jsonl" || fail "the new log is incomplete"
 disk="$WORK/small"
 mkdir -p "$disk"
 if mount -t tmpfs -o size=16k tmpfs "$disk" 2> /dev/null; then
-  trap 'umount "$disk"; rm -rf "$WORK"' EXIT
+  # Lazy: a rank that is still exiting may hold a file open; the mount must not outlive us.
+  trap 'umount -l "$disk"; rm -rf "$WORK"' EXIT
   rc=0
   run_np 2 train --quiet --set epochs=200 --log "$disk/full.jsonl" 2> "$WORK/err" || rc=$?
   [ "$rc" -eq 8 ] || { cat "$WORK/err"; fail "full disk: exit code $rc, expected 8"; }
@@ -40,7 +41,10 @@ if mount -t tmpfs -o size=16k tmpfs "$disk" 2> /dev/null; then
     [[ "$line" == "{"*"}" ]] || fail "full disk: a torn record before the last line: $line"
   done < <(head -n -1 "$disk/full.jsonl")
   # A read-only file system: the log cannot even be created, before training starts.
-  mount -o remount,ro "$disk"
+  # Under MPICH an aborted job's ranks can still be closing the log when mpiexec returns,
+  # and a file open for writing makes the remount "busy": wait for them (at most 10 s).
+  for _ in $(seq 100); do mount -o remount,ro "$disk" 2> /dev/null && break; sleep 0.1; done
+  findmnt -no OPTIONS "$disk" | grep -q '^ro' || fail "read-only: cannot remount $disk read-only"
   rc=0
   run_np 2 train --quiet --log "$disk/ro.jsonl" 2> "$WORK/err" || rc=$?
   [ "$rc" -eq 8 ] || { cat "$WORK/err"; fail "read-only: exit code $rc, expected 8"; }
