@@ -1,9 +1,14 @@
 #pragma once
-// The one helper every MPI call of dist/ goes through (defined in mpi_communicator.cpp).
+// The helpers every MPI call and every abort of dist/ go through (defined in
+// mpi_communicator.cpp).
 namespace mpiddp::dist {
 
 // Returns when code is MPI_SUCCESS; otherwise says which call failed on which rank and
 // what to check, then ends the job.
 void check_mpi(int code, const char* call);
+
+// Ends the whole job with exit_code after this rank has printed why on stderr. Every path
+// that calls MPI_Abort goes through here, so that the message reaches the user first.
+[[noreturn]] void abort_job(int exit_code);
 
 }  // namespace mpiddp::dist

@@ -40,7 +40,16 @@ void check_mpi(int code, const char* call) {
                "  (a peer rank may have died; check the other ranks' messages above)\n",
                rank, call, text);
   std::fflush(stderr);
-  MPI_Abort(MPI_COMM_WORLD, kExitFailure);
+  abort_job(kExitFailure);
+}
+
+void abort_job(int exit_code) {
+  // The launcher forwards each rank's stderr through a pipe; MPICH's Hydra can kill the job
+  // before it has passed on the line just written (seen in cli_outputs and in the watchdog's
+  // report in cli_faults). A moment's wait, on this path only, lets the message arrive.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::_Exit(exit_code);  // MPI_Abort does not return; this satisfies [[noreturn]]
 }
 
 namespace {
@@ -213,12 +222,7 @@ void MpiCommunicator::barrier() {
 void MpiCommunicator::abort(int exit_code, const std::string& message) {
   std::fprintf(stderr, "rank %d: %s\n", rank_, message.c_str());
   std::fflush(stderr);
-  // The launcher forwards each rank's stderr through a pipe; MPICH's Hydra can kill the job
-  // before it has passed on the line just written (seen in cli_outputs). A moment's wait, on
-  // this path only, lets the message arrive.
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  MPI_Abort(MPI_COMM_WORLD, exit_code);
-  std::_Exit(exit_code);  // MPI_Abort does not return; this satisfies [[noreturn]]
+  abort_job(exit_code);
 }
 
 std::string MpiCommunicator::library_version() const {

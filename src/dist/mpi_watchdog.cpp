@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "mpi_check.hpp"
 #include "mpiddp/core/error.hpp"
 
 namespace mpiddp::dist {
@@ -272,7 +273,7 @@ void MpiWatchdog::report(const ProgressSnapshot& mine) {
                      : "  still waiting (watchdog.action = warn)\n";
   std::fputs(text.c_str(), stderr);
   std::fflush(stderr);
-  if (abort_job) MPI_Abort(MPI_COMM_WORLD, kExitWatchdog);
+  if (abort_job) dist::abort_job(kExitWatchdog);
 }
 
 }  // namespace mpiddp::dist
