@@ -57,11 +57,18 @@ double time_reduce(const train::Config& config, dist::Communicator& comm,
   for (const auto& tensor : model.tensors()) begins.push_back(static_cast<size_t>(tensor.offset));
   reducer.set_tensor_begins(begins);
   const size_t count = static_cast<size_t>(model.parameter_count() + 1);
-  nn::AlignedVector<T> grads(count, T(1));  // (P + 1)
-  for (int i = 0; i < 3; ++i) reducer.reduce(grads.data(), count);  // warm-up: first touch, windows
+  // Where the trainer keeps them: in the reducer's shared memory when it has some.
+  nn::AlignedVector<T> own;
+  T* grads = reducer.allocate_shared_buffer(count);
+  if (!grads) {
+    own.assign(count, T(0));
+    grads = own.data();
+  }
+  std::fill_n(grads, count, T(1));  // (P + 1)
+  for (int i = 0; i < 3; ++i) reducer.reduce(grads, count);  // warm-up: first touch, windows
   comm.barrier();
   const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < repeats; ++i) reducer.reduce(grads.data(), count);
+  for (int i = 0; i < repeats; ++i) reducer.reduce(grads, count);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   comm.allreduce_max(&seconds, 1);
   return seconds / repeats;

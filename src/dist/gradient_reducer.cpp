@@ -40,6 +40,12 @@ void GradientReducer<T>::set_tensor_begins(std::vector<size_t> begins) {
 }
 
 template <typename T>
+T* GradientReducer<T>::allocate_shared_buffer(size_t count) {
+  if (algorithm_ != ReduceAlgorithm::kShm || comm_.size() == 1) return nullptr;
+  return static_cast<T*>(comm_.allocate_shared_buffer(count * sizeof(T)));
+}
+
+template <typename T>
 void GradientReducer<T>::reduce(T* grads, size_t count) {
   begin(grads, count);
   finish();

@@ -121,6 +121,12 @@ int MpiCommunicator::start_sum(void* data, size_t count, ElementType type, doubl
   return static_cast<int>(pending_.size()) - 1;
 }
 
+void* MpiCommunicator::allocate_shared_buffer(size_t bytes) {
+  if (shared_->ranks_on_node() < 2 || !shared_->usable()) return nullptr;
+  InCollective scope(*watchdog_, Collective::kBarrier);  // the window's creation synchronises the node
+  return shared_->allocate_resident(bytes);
+}
+
 void MpiCommunicator::progress() {
   for (PendingSum& sum : pending_) {
     if (sum.request == MPI_REQUEST_NULL) continue;

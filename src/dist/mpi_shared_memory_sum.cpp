@@ -1,6 +1,7 @@
 #include "mpi_shared_memory_sum.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -17,6 +18,31 @@ namespace {
 constexpr size_t kMaxSegmentBytes = size_t{4} << 20;
 // Slices start on cache-line multiples so two ranks never write the same line.
 constexpr size_t kSliceAlignBytes = 64;
+
+// Where a segment's usable part starts (see allocate_window).
+constexpr size_t kBufferAlignBytes = 64;
+char* align_up(char* p) {
+  const auto address = reinterpret_cast<uintptr_t>(p);
+  return p + (kBufferAlignBytes - address % kBufferAlignBytes) % kBufferAlignBytes;
+}
+
+// n elements cut into one slice per rank: slice s is [begin(s), begin(s + 1)).
+class Slices {
+ public:
+  Slices(size_t n, int ranks, size_t element_bytes) : n_(n) {
+    const size_t align = kSliceAlignBytes / element_bytes;
+    const size_t r = static_cast<size_t>(ranks);
+    per_ = ((n + r - 1) / r + align - 1) / align * align;
+  }
+  size_t begin(int s) const { return std::min(n_, per_ * static_cast<size_t>(s)); }
+
+ private:
+  size_t n_, per_;
+};
+
+MPI_Datatype mpi_type_of(ElementType type) {
+  return type == ElementType::kFloat32 ? MPI_FLOAT : MPI_DOUBLE;
+}
 }  // namespace
 
 SharedMemorySum::SharedMemorySum(MPI_Comm world) {
@@ -45,81 +71,150 @@ SharedMemorySum::~SharedMemorySum() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
-  if (window_ != MPI_WIN_NULL) {
-    MPI_Win_unlock_all(window_);
-    MPI_Win_free(&window_);
-  }
+  free_window(staging_);
+  for (Window& window : resident_) free_window(window);
   if (cross_ != MPI_COMM_NULL) MPI_Comm_free(&cross_);
   if (node_ != MPI_COMM_NULL) MPI_Comm_free(&node_);
 }
 
-void SharedMemorySum::reserve(size_t bytes) {
-  // Collective over the node: every rank asks for the same sizes in the same order.
-  if (bytes <= segment_bytes_) return;
-  if (window_ != MPI_WIN_NULL) {
-    check_mpi(MPI_Win_unlock_all(window_), "MPI_Win_unlock_all");
-    check_mpi(MPI_Win_free(&window_), "MPI_Win_free");
-  }
+SharedMemorySum::Window SharedMemorySum::allocate_window(size_t bytes) {
+  // Open MPI starts a segment a few words into a page (264 bytes in, seen with 4.1), but the
+  // gradients need the 64-byte alignment the model's own buffers have: Eigen's vectorised
+  // reductions handle an unaligned head element by element, in another rounding order, so
+  // a misaligned buffer gives other bits than an aligned one. Each segment is therefore
+  // used from its first 64-byte boundary on.
+  bytes = std::max<size_t>(bytes, 1);
+  MPI_Info info = MPI_INFO_NULL;
+  check_mpi(MPI_Info_create(&info), "MPI_Info_create");
+  check_mpi(MPI_Info_set(info, "alloc_shared_noncontig", "true"), "MPI_Info_set");
+  Window window;
   char* mine = nullptr;
-  check_mpi(MPI_Win_allocate_shared(static_cast<MPI_Aint>(bytes), 1, MPI_INFO_NULL, node_, &mine,
-                                    &window_),
+  check_mpi(MPI_Win_allocate_shared(static_cast<MPI_Aint>(bytes + kBufferAlignBytes), 1, info,
+                                    node_, &mine,
+                                    &window.handle),
             "MPI_Win_allocate_shared");
-  segments_.assign(local_size_, nullptr);
+  MPI_Info_free(&info);
+  window.segments.assign(local_size_, nullptr);
   for (int r = 0; r < local_size_; ++r) {
     MPI_Aint size = 0;
     int unit = 0;
-    check_mpi(MPI_Win_shared_query(window_, r, &size, &unit, &segments_[r]),
-              "MPI_Win_shared_query");
+    char* base = nullptr;
+    check_mpi(MPI_Win_shared_query(window.handle, r, &size, &unit, &base), "MPI_Win_shared_query");
+    window.segments[r] = align_up(base);
   }
+  mine = window.segments[local_rank_];
   // One passive epoch for the window's lifetime; MPI_Win_sync + barrier order the accesses.
-  check_mpi(MPI_Win_lock_all(MPI_MODE_NOCHECK, window_), "MPI_Win_lock_all");
+  check_mpi(MPI_Win_lock_all(MPI_MODE_NOCHECK, window.handle), "MPI_Win_lock_all");
   // Touch our segment now so its page faults happen here, not in the first step.
   std::memset(mine, 0, bytes);
-  segment_bytes_ = bytes;
+  window.bytes = bytes;
+  return window;
 }
 
-void SharedMemorySum::node_barrier() {
-  check_mpi(MPI_Win_sync(window_), "MPI_Win_sync");
+void SharedMemorySum::free_window(Window& window) {
+  if (window.handle == MPI_WIN_NULL) return;
+  MPI_Win_unlock_all(window.handle);
+  MPI_Win_free(&window.handle);
+  window = Window{};
+}
+
+void SharedMemorySum::reserve(size_t bytes) {
+  // Collective over the node: every rank asks for the same sizes in the same order.
+  if (bytes <= staging_.bytes) return;
+  free_window(staging_);
+  staging_ = allocate_window(bytes);
+}
+
+void* SharedMemorySum::allocate_resident(size_t bytes) {
+  resident_.push_back(allocate_window(bytes));
+  return resident_.back().segments[local_rank_];
+}
+
+const SharedMemorySum::Window* SharedMemorySum::resident_window_of(const void* data,
+                                                                   size_t bytes) const {
+  const auto* p = static_cast<const char*>(data);
+  for (const Window& window : resident_) {
+    const char* mine = window.segments[local_rank_];
+    if (p >= mine && p + bytes <= mine + window.bytes) return &window;
+  }
+  return nullptr;
+}
+
+void SharedMemorySum::node_barrier(MPI_Win window) {
+  check_mpi(MPI_Win_sync(window), "MPI_Win_sync");
   check_mpi(MPI_Barrier(node_), "MPI_Barrier(node)");
-  check_mpi(MPI_Win_sync(window_), "MPI_Win_sync");
+  check_mpi(MPI_Win_sync(window), "MPI_Win_sync");
 }
 
 void SharedMemorySum::sum(void* data, size_t count, ElementType type, double scale) {
   const size_t elem = element_bytes(type);
+  if (const Window* window = resident_window_of(data, count * elem)) {
+    sum_resident(*window, data, count, type, scale);
+    return;
+  }
   reserve(std::min(count * elem, kMaxSegmentBytes));
-  const size_t piece = segment_bytes_ / elem;
-  const size_t align = kSliceAlignBytes / elem;
-  const MPI_Datatype mpi_type = type == ElementType::kFloat32 ? MPI_FLOAT : MPI_DOUBLE;
-  std::vector<const void*> inputs(segments_.begin(), segments_.end());
+  const size_t piece = staging_.bytes / elem;
+  std::vector<const void*> inputs(staging_.segments.begin(), staging_.segments.end());
+  char* const mine = staging_.segments[local_rank_];
   auto* bytes = static_cast<char*>(data);
   for (size_t done = 0; done < count; done += piece) {
     const size_t n = std::min(piece, count - done);
-    // Slice s: [slice_begin(s), slice_begin(s + 1)), cache-line aligned.
-    const size_t ranks = static_cast<size_t>(local_size_);
-    const size_t per = ((n + ranks - 1) / ranks + align - 1) / align * align;
-    auto slice_begin = [&](int s) { return std::min(n, per * static_cast<size_t>(s)); };
-    std::memcpy(segments_[local_rank_], bytes + done * elem, n * elem);
-    node_barrier();
-    const size_t first = slice_begin(local_rank_), last = slice_begin(local_rank_ + 1);
-    char* slice = segments_[local_rank_] + first * elem;
+    const Slices slices(n, local_size_, elem);
+    std::memcpy(mine, bytes + done * elem, n * elem);
+    node_barrier(staging_.handle);
+    const size_t first = slices.begin(local_rank_), last = slices.begin(local_rank_ + 1);
     if (nodes_ == 1) {
-      sum_slice(segments_[local_rank_], inputs.data(), local_size_, first, last, type, scale);
+      sum_slice(mine, inputs.data(), local_size_, first, last, type, scale);
     } else {
-      sum_slice(segments_[local_rank_], inputs.data(), local_size_, first, last, type, 1.0);
-      if (last > first)
-        check_mpi(MPI_Allreduce(MPI_IN_PLACE, slice, static_cast<int>(last - first), mpi_type,
-                                MPI_SUM, cross_),
-                  "MPI_Allreduce(slice across nodes)");
-      scale_in_place(slice, last - first, type, scale);
+      sum_slice(mine, inputs.data(), local_size_, first, last, type, 1.0);
+      sum_across_nodes(mine + first * elem, last - first, type, scale);
     }
-    node_barrier();
+    node_barrier(staging_.handle);
     for (int s = 0; s < local_size_; ++s) {
-      const size_t b = slice_begin(s), e = slice_begin(s + 1);
-      std::memcpy(bytes + (done + b) * elem, segments_[s] + b * elem, (e - b) * elem);
+      const size_t b = slices.begin(s), e = slices.begin(s + 1);
+      std::memcpy(bytes + (done + b) * elem, staging_.segments[s] + b * elem, (e - b) * elem);
     }
     // Nobody may overwrite a segment while another rank still reads from it.
-    node_barrier();
+    node_barrier(staging_.handle);
   }
+}
+
+void SharedMemorySum::sum_resident(const Window& window, void* data, size_t count,
+                                   ElementType type, double scale) {
+  // Note [gradients in the shared window]: the trainer's gradient buffer is this rank's
+  // segment of a shared window, so every rank can read and write every rank's gradients
+  // where backward left them. Rank s computes slice s once and stores it into every rank's
+  // buffer: each element has one rounding, on every rank, and no byte is copied in or out.
+  const size_t elem = element_bytes(type);
+  const size_t offset = static_cast<size_t>(static_cast<char*>(data) - window.segments[local_rank_]);
+  std::vector<void*> buffers(local_size_);
+  for (int r = 0; r < local_size_; ++r) buffers[r] = window.segments[r] + offset;
+  const std::vector<const void*> inputs(buffers.begin(), buffers.end());
+  const Slices slices(count, local_size_, elem);
+  const size_t first = slices.begin(local_rank_), last = slices.begin(local_rank_ + 1);
+  node_barrier(window.handle);  // every rank's buffer is final
+  if (nodes_ == 1) {
+    sum_slice_into_every(buffers.data(), local_size_, inputs.data(), local_size_, first, last,
+                         type, scale);
+  } else {
+    char* mine = static_cast<char*>(data);
+    sum_slice(mine, inputs.data(), local_size_, first, last, type, 1.0);
+    sum_across_nodes(mine + first * elem, last - first, type, scale);
+    for (int r = 0; r < local_size_; ++r)
+      if (r != local_rank_)
+        std::memcpy(static_cast<char*>(buffers[r]) + first * elem, mine + first * elem,
+                    (last - first) * elem);
+  }
+  node_barrier(window.handle);  // every slice is in every buffer
+}
+
+void SharedMemorySum::sum_across_nodes(void* slice, size_t count, ElementType type,
+                                       double scale) {
+  if (count > 0)
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, slice, static_cast<int>(count), mpi_type_of(type),
+                            MPI_SUM, cross_),
+              "MPI_Allreduce(slice across nodes)");
+  scale_in_place(slice, count, type, scale);
 }
 
 }  // namespace mpiddp::dist

@@ -10,6 +10,12 @@
 // Each element is computed once, by one rank, so every rank ends with the same bits; each
 // byte crosses the memory bus about four times (copy in, sum, copy out), against MPI's
 // pipelined send/receive copies and temporaries.
+//
+// A buffer that already lies in the shared memory (allocate_resident) is summed where it
+// lies, with no copies (Note [gradients in the shared window]):               barrier
+//   rank s sums slice s of every rank's buffer and writes the result into slice s of
+//   every rank's buffer (across nodes: after the allreduce of the slice);    barrier
+// so each byte crosses the memory bus about twice: read once, written once.
 #include <mpi.h>
 
 #include <cstddef>
@@ -36,17 +42,34 @@ class SharedMemorySum {
   // Blocking, collective over world: data: (count) of type, in place.
   void sum(void* data, size_t count, ElementType type, double scale);
 
+  // `bytes` of memory in a new window shared by the node, at the same offset in every
+  // rank's segment, zeroed and faulted in. Collective over the node (every rank asks for
+  // the same size, in the same order). It lives as long as this object.
+  void* allocate_resident(size_t bytes);
+
  private:
+  struct Window {
+    MPI_Win handle = MPI_WIN_NULL;
+    size_t bytes = 0;              // of each segment
+    std::vector<char*> segments;   // (local_size_) base of each rank's segment
+  };
+  Window allocate_window(size_t bytes);
+  static void free_window(Window& window);
   void reserve(size_t bytes);
-  void node_barrier();
+  void node_barrier(MPI_Win window);
+  // The window whose segment of this rank holds [data, data + bytes), or null.
+  const Window* resident_window_of(const void* data, size_t bytes) const;
+  void sum_resident(const Window& window, void* data, size_t count, ElementType type,
+                    double scale);
+  // The node's partial sum of one slice, summed among the nodes, then scaled.
+  void sum_across_nodes(void* slice, size_t count, ElementType type, double scale);
 
   MPI_Comm node_ = MPI_COMM_NULL;   // the ranks of this node
   MPI_Comm cross_ = MPI_COMM_NULL;  // the ranks with this node-local rank, one per node
   int local_rank_ = 0, local_size_ = 1, nodes_ = 1;
   bool uniform_ = true;
-  MPI_Win window_ = MPI_WIN_NULL;
-  size_t segment_bytes_ = 0;
-  std::vector<char*> segments_;     // (local_size_) base of each rank's segment
+  Window staging_;                  // for buffers outside the shared memory, in pieces
+  std::vector<Window> resident_;    // from allocate_resident
 };
 
 }  // namespace mpiddp::dist

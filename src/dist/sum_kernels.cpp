@@ -12,9 +12,10 @@ void scale_typed(T* p, size_t count, T scale) {
 }
 
 template <typename T>
-void sum_typed(T* out, const void* const* in, int n, size_t first, size_t last, T scale) {
-  // A block of partial sums on the stack: out may alias an input, so nothing is written
-  // to out before every input of the block has been read. 2048 floats stay in L1.
+void sum_typed(void* const* outs, int n_outs, const void* const* in, int n, size_t first,
+               size_t last, T scale) {
+  // A block of partial sums on the stack: an output may alias an input, so nothing is
+  // written before every input of the block has been read. 2048 floats stay in L1.
   constexpr size_t kBlock = 2048;
   alignas(64) T acc[kBlock];
   for (size_t begin = first; begin < last; begin += kBlock) {
@@ -25,8 +26,8 @@ void sum_typed(T* out, const void* const* in, int n, size_t first, size_t last, 
       const T* b = static_cast<const T*>(in[r]) + begin;
       for (size_t i = 0; i < m; ++i) acc[i] += b[i];
     }
-    T* o = out + begin;
-    for (size_t i = 0; i < m; ++i) o[i] = acc[i] * scale;
+    for (size_t i = 0; i < m; ++i) acc[i] *= scale;
+    for (int k = 0; k < n_outs; ++k) std::copy_n(acc, m, static_cast<T*>(outs[k]) + begin);
   }
 }
 
@@ -44,10 +45,15 @@ void scale_in_place(void* data, size_t count, ElementType type, double scale) {
 
 void sum_slice(void* out, const void* const* in, int n, size_t first, size_t last,
                ElementType type, double scale) {
+  sum_slice_into_every(&out, 1, in, n, first, last, type, scale);
+}
+
+void sum_slice_into_every(void* const* outs, int n_outs, const void* const* in, int n,
+                          size_t first, size_t last, ElementType type, double scale) {
   if (type == ElementType::kFloat32)
-    sum_typed(static_cast<float*>(out), in, n, first, last, static_cast<float>(scale));
+    sum_typed(outs, n_outs, in, n, first, last, static_cast<float>(scale));
   else
-    sum_typed(static_cast<double*>(out), in, n, first, last, scale);
+    sum_typed(outs, n_outs, in, n, first, last, scale);
 }
 
 }  // namespace mpiddp::dist

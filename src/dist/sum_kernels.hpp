@@ -15,6 +15,11 @@ void scale_in_place(void* data, size_t count, ElementType type, double scale);
 void sum_slice(void* out, const void* const* in, int n, size_t first, size_t last,
                ElementType type, double scale);
 
+// The same sum, written to every one of outs[0..n_outs) (which may be the inputs): each
+// output ends with the same bits, computed once.
+void sum_slice_into_every(void* const* outs, int n_outs, const void* const* in, int n,
+                          size_t first, size_t last, ElementType type, double scale);
+
 size_t element_bytes(ElementType type);
 
 }  // namespace mpiddp::dist

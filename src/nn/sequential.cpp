@@ -56,18 +56,34 @@ Sequential<T>::Sequential(Index inputs, const std::vector<LayerSpec>& specs, Ind
   outputs_ = width;
 
   parameters_.assign(parameter_count_, T(0));
-  gradients_.assign(parameter_count_ + reserved_gradient_slots, T(0));
+  gradient_count_ = parameter_count_ + reserved_gradient_slots;
+  own_gradients_.assign(gradient_count_, T(0));
+  gradients_ = own_gradients_.data();
   Index offset = 0;
   for (auto& layer : layers_) {
     parameter_offsets_.push_back(offset);
-    layer->bind(parameters_.data() + offset, gradients_.data() + offset);
     offset += layer->parameter_count();
   }
   assert(offset == parameter_count_);
+  bind_layers();
 
   for (Index w : widths_) activations_.emplace_back(w * max_batch_, T(0));
   delta_a_.assign(widest * max_batch_, T(0));
   delta_b_.assign(widest * max_batch_, T(0));
+}
+
+template <typename T>
+void Sequential<T>::bind_layers() {
+  for (size_t l = 0; l < layers_.size(); ++l)
+    layers_[l]->bind(parameters_.data() + parameter_offsets_[l], gradients_ + parameter_offsets_[l]);
+}
+
+template <typename T>
+void Sequential<T>::place_gradients(T* memory) {
+  std::copy_n(gradients_, gradient_count_, memory);
+  gradients_ = memory;
+  bind_layers();
+  own_gradients_ = AlignedVector<T>();  // give its memory back
 }
 
 template <typename T>
@@ -96,7 +112,7 @@ void Sequential<T>::initialize(uint64_t seed) {
 
 template <typename T>
 void Sequential<T>::zero_gradients() {
-  std::fill(gradients_.begin(), gradients_.end(), T(0));
+  std::fill_n(gradients_, gradient_count_, T(0));
 }
 
 template <typename T>

@@ -350,6 +350,10 @@ void Trainer<T>::start() {
   // The command line arms it before setup already; library callers get it here.
   comm_.start_watchdog(config_.faults.watchdog_timeout_s,
                        config_.faults.watchdog_action == "abort");
+  // On the shared-memory path the ranks sum the gradients where backward writes them
+  // (Note [gradients in the shared window]). Creating that memory is a collective, so here.
+  if (T* shared = reducer_.allocate_shared_buffer(static_cast<size_t>(model_->gradient_count())))
+    model_->place_gradients(shared);
   // Rank 0 reads sampler.order and broadcasts it: a collective, so here rather than in the
   // constructor, whose setup stays local (see TrainingRun).
   if (!config_.sampler_order.empty())

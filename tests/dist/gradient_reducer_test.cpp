@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -97,6 +99,33 @@ TEST_P(ReducerPaths, OverlappedEqualsBlocking) {
   reducer.finish();
   EXPECT_EQ(overlapped, blocking);
   EXPECT_GT(reducer.buckets().size(), 3u);
+}
+
+TEST_P(ReducerPaths, BufferInSharedMemoryIsSummedWhereItLies) {
+  // The trainer keeps its gradients in allocate_shared_buffer's memory on the shm path
+  // (Note [gradients in the shared window]); buckets are pieces of it at offsets.
+  MpiCommunicator comm;
+  ReduceConfig config;
+  config.algorithm = GetParam();
+  config.first_bucket_mb = 0.001;
+  config.bucket_cap_mb = 0.01;
+  GradientReducer<float> reducer(comm, config);
+  reducer.set_tensor_begins({0, 1000, 1003, 4000});
+  const size_t count = 100003;
+  float* shared = reducer.allocate_shared_buffer(count);
+  const bool expect_shared = reducer.algorithm() == ReduceAlgorithm::kShm && comm.size() > 1;
+  ASSERT_EQ(shared != nullptr, expect_shared);
+  if (!shared) GTEST_SKIP() << "this path keeps the caller's memory";
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(shared) % 64, 0u) << "as aligned as the model's own buffers";
+  for (int round = 0; round < 2; ++round) {  // the buffer is reused, as in every step
+    const auto values = rank_values<float>(comm.rank(), count);
+    std::copy(values.begin(), values.end(), shared);
+    reducer.reduce(shared, count);
+    const std::vector<float> result(shared, shared + count);
+    expect_mean(result, comm.size());
+    expect_identical_on_every_rank(comm, result);
+    EXPECT_GT(reducer.buckets().size(), 3u);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Algorithms, ReducerPaths, ::testing::Values("mpi", "shm", "auto"));

@@ -109,6 +109,21 @@ INSTANTIATE_TEST_SUITE_P(ReductionPaths, Equivalence,
                                            Path{"auto", true, 4}),
                          path_name);
 
+// With two ranks every path adds the same two numbers per element (a + b = b + a exactly),
+// so every path must give the same bits. This also catches a gradient buffer that moved
+// to memory with another alignment: Eigen's reductions round an unaligned head otherwise.
+TEST(EquivalenceAcrossPaths, TwoRanksGiveTheSameBitsOnEveryPath) {
+  dist::MpiCommunicator comm;
+  if (comm.size() != 2) GTEST_SKIP() << "sum orders differ beyond two ranks";
+  const RunResult mpi = run_training(experiment("float32", Path{"mpi", false, 1}), comm,
+                                     {.quiet = true});
+  const RunResult shm = run_training(experiment("float32", Path{"shm", true, 1}), comm,
+                                     {.quiet = true});
+  EXPECT_EQ(shm.step_losses, mpi.step_losses);
+  EXPECT_EQ(shm.replicas.checksum, mpi.replicas.checksum);
+  EXPECT_FALSE(mpi.step_losses.empty());
+}
+
 TEST(EquivalenceNoSync, WithoutSyncReplicasDrift) {
   dist::MpiCommunicator comm;
   if (comm.size() == 1) GTEST_SKIP() << "one replica cannot drift";

@@ -53,6 +53,12 @@ class Communicator {
   // start the same sums, with the same counts, in the same order. Returns a handle for wait_sum.
   virtual int start_sum(void* data, size_t count, ElementType type, double scale,
                         ReduceAlgorithm algorithm) = 0;
+  // Memory for a buffer that start_sum(kShm) then sums where it lies, with no copy in or
+  // out: this rank's part of memory the node's ranks share (Note [gradients in the shared
+  // window] in src/dist/mpi_shared_memory_sum.cpp). Collective: every rank asks for the same
+  // size, in the same order. Null when nothing is shared (one rank per node, or kShm
+  // unusable): the caller then keeps its own memory. It lives as long as the communicator.
+  virtual void* allocate_shared_buffer(size_t bytes) = 0;
   // Lets started sums advance without blocking: MPI progresses non-blocking collectives
   // only inside MPI calls, so the trainer calls this between layers of the backward pass.
   virtual void progress() = 0;

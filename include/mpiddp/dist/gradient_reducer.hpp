@@ -36,6 +36,10 @@ class GradientReducer {
   // whole. Without them a buffer is one tensor, cut only at the caps.
   void set_tensor_begins(std::vector<size_t> begins);
 
+  // Memory for a gradient buffer of count elements that this reducer sums where it lies
+  // (the shared-memory path), or null when its path gains nothing from that. Collective.
+  T* allocate_shared_buffer(size_t count);
+
   // grads: (count) flat, in place. Afterwards every rank holds the mean over ranks.
   void reduce(T* grads, size_t count);
 

@@ -27,6 +27,7 @@ class MpiCommunicator final : public Communicator {
   ReduceAlgorithm resolve(ReduceAlgorithm algorithm) const override;
   int start_sum(void* data, size_t count, ElementType type, double scale,
                 ReduceAlgorithm algorithm) override;
+  void* allocate_shared_buffer(size_t bytes) override;
   void progress() override;
   void wait_sum(int handle) override;
   void start_watchdog(double timeout_s, bool abort_job) override;

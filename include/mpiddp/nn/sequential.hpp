@@ -62,8 +62,15 @@ class Sequential {
   T* parameters() { return parameters_.data(); }
   const T* parameters() const { return parameters_.data(); }
   // P gradients followed by the reserved slots.
-  T* gradients() { return gradients_.data(); }
-  const T* gradients() const { return gradients_.data(); }
+  T* gradients() { return gradients_; }
+  const T* gradients() const { return gradients_; }
+
+  // P + reserved slots: the length of gradients().
+  Index gradient_count() const { return gradient_count_; }
+  // Moves the gradient buffer, contents and all, into gradient_count() elements of memory
+  // the caller owns and keeps alive as long as the model: the gradient reducer's shared
+  // memory, where the ranks sum it without copying it (see GradientReducer).
+  void place_gradients(T* memory);
 
   // Seeded initialisation, PyTorch's default scheme layer by layer.
   void initialize(uint64_t seed);
@@ -79,14 +86,17 @@ class Sequential {
   void backward(ConstMatrixView<T> x, GradientListener* listener = nullptr);
 
  private:
-  Index inputs_, outputs_ = 0, max_batch_, parameter_count_ = 0;
+  void bind_layers();
+
+  Index inputs_, outputs_ = 0, max_batch_, parameter_count_ = 0, gradient_count_ = 0;
   Index batch_ = 0;  // batch size of the last forward
   std::vector<std::unique_ptr<Layer<T>>> layers_;
   std::vector<Index> widths_;  // output features of each layer
   std::vector<Index> parameter_offsets_;  // where each layer's parameters start
   std::vector<ParameterTensor> tensors_;
   AlignedVector<T> parameters_;                // (P)
-  AlignedVector<T> gradients_;                 // (P + reserved slots)
+  AlignedVector<T> own_gradients_;             // (P + reserved slots), unless placed elsewhere
+  T* gradients_ = nullptr;                     // (P + reserved slots): own_gradients_ or placed
   std::vector<AlignedVector<T>> activations_;  // layer l: (widths_[l], max_batch)
   AlignedVector<T> delta_a_, delta_b_;         // ping-pong dLoss/d(activation)
 };
