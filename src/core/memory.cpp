@@ -4,7 +4,10 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 
 namespace mpiddp {
 
@@ -24,18 +27,42 @@ void configure_allocator() {
   mallopt(M_TOP_PAD, 64 << 20);   // grow the heap in 64 MiB steps: fewer brk calls
 }
 
+size_t round_up(size_t bytes, size_t align) { return (bytes + align - 1) / align * align; }
+
 void* allocate_buffer(size_t bytes) {
-  const bool huge = bytes >= kHugePage;
-  const size_t align = huge ? kHugePage : kCacheAlign;
-  const size_t rounded = (bytes + align - 1) / align * align;
-  void* p = std::aligned_alloc(align, rounded == 0 ? align : rounded);
-  if (!p) throw std::bad_alloc();
+  if (bytes < kHugePage) {
+    void* p = std::aligned_alloc(kCacheAlign, round_up(std::max<size_t>(bytes, 1), kCacheAlign));
+    if (!p) throw std::bad_alloc();
+    return p;
+  }
+  // Map one huge page more than needed, then unmap the ends outside the 2 MiB-aligned part.
+  const size_t rounded = round_up(bytes, kHugePage);
+  void* mapped = mmap(nullptr, rounded + kHugePage, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mapped == MAP_FAILED) throw std::bad_alloc();
+  auto* start = static_cast<char*>(mapped);
+  char* aligned = start + (kHugePage - reinterpret_cast<uintptr_t>(start) % kHugePage) % kHugePage;
+  if (aligned > start) munmap(start, static_cast<size_t>(aligned - start));
+  const size_t tail = static_cast<size_t>(start + rounded + kHugePage - (aligned + rounded));
+  if (tail > 0) munmap(aligned + rounded, tail);
   // Advisory only: where transparent huge pages are off, this fails and nothing changes.
-  if (huge) madvise(p, rounded, MADV_HUGEPAGE);
+  madvise(aligned, rounded, MADV_HUGEPAGE);
+  return aligned;
+}
+
+void* allocate_zeroed_buffer(size_t bytes) {
+  void* p = allocate_buffer(bytes);
+  if (bytes < kHugePage) std::memset(p, 0, bytes);  // a fresh mapping is zero already
   return p;
 }
 
-void free_buffer(void* p) noexcept { std::free(p); }
+void free_buffer(void* p, size_t bytes) noexcept {
+  if (!p) return;
+  if (bytes < kHugePage)
+    std::free(p);
+  else
+    munmap(p, round_up(bytes, kHugePage));
+}
 
 double peak_rss_mb() {
   rusage usage{};

@@ -57,7 +57,7 @@ Sequential<T>::Sequential(Index inputs, const std::vector<LayerSpec>& specs, Ind
 
   parameters_.assign(parameter_count_, T(0));
   gradient_count_ = parameter_count_ + reserved_gradient_slots;
-  own_gradients_.assign(gradient_count_, T(0));
+  own_gradients_ = UntouchedZeros<T>(static_cast<size_t>(gradient_count_));
   gradients_ = own_gradients_.data();
   Index offset = 0;
   for (auto& layer : layers_) {
@@ -83,7 +83,7 @@ void Sequential<T>::place_gradients(T* memory) {
   std::copy_n(gradients_, gradient_count_, memory);
   gradients_ = memory;
   bind_layers();
-  own_gradients_ = AlignedVector<T>();  // give its memory back
+  own_gradients_ = UntouchedZeros<T>();  // give its memory back
 }
 
 template <typename T>

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <vector>
 
 namespace mpiddp {
@@ -13,7 +14,7 @@ TEST(Memory, SmallBuffersAreCacheLineAligned) {
   void* p = allocate_buffer(100);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
   std::memset(p, 1, 100);
-  free_buffer(p);
+  free_buffer(p, 100);
 }
 
 TEST(Memory, BigBuffersStartOnAHugePage) {
@@ -21,13 +22,45 @@ TEST(Memory, BigBuffersStartOnAHugePage) {
   void* p = allocate_buffer(bytes);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % (size_t{2} << 20), 0u);
   std::memset(p, 1, bytes);
-  free_buffer(p);
+  free_buffer(p, bytes);
 }
 
 TEST(Memory, AllocatorWorksInAVector) {
   std::vector<float, HugePageAllocator<float>> v(1 << 20, 2.0f);  // 4 MiB
   EXPECT_EQ(reinterpret_cast<uintptr_t>(v.data()) % (size_t{2} << 20), 0u);
   EXPECT_EQ(v[12345], 2.0f);
+}
+
+// The resident set now, in MiB (the second field of /proc/self/statm, in pages).
+double resident_mb() {
+  std::ifstream statm("/proc/self/statm");
+  long pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return static_cast<double>(resident) * 4096.0 / (1024.0 * 1024.0);
+}
+
+TEST(Memory, AFreedBigBufferLeavesTheResidentSet) {
+  // The gradients give up their own buffer when they move to shared memory; under
+  // configure_allocator's never-trimmed heap that memory would stay resident.
+  configure_allocator();
+  const size_t bytes = size_t{32} << 20;
+  void* p = allocate_buffer(bytes);
+  std::memset(p, 1, bytes);
+  const double touched = resident_mb();
+  free_buffer(p, bytes);
+  EXPECT_LT(resident_mb(), touched - 30.0);
+}
+
+TEST(Memory, UntouchedZerosAreZeroAndCostNothingUntilWritten) {
+  const size_t count = size_t{8} << 20;  // 32 MiB of floats
+  const double before = resident_mb();
+  UntouchedZeros<float> big(count);
+  EXPECT_LT(resident_mb(), before + 4.0);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(big.data()) % 64, 0u);
+  big.data()[count - 1] = 1.0f;
+  EXPECT_EQ(big.data()[0], 0.0f);
+  UntouchedZeros<double> small(10);  // from the heap: zeroed explicitly
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(small.data()[i], 0.0);
 }
 
 TEST(Memory, PeakRssCoversWhatWasTouched) {

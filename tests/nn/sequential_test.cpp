@@ -70,5 +70,31 @@ TEST(Sequential, NetworkGradientMatchesFiniteDifferences) {
                           analytic.data(), "dparams");
 }
 
+TEST(Sequential, PlacedGradientsMoveWithTheirContentsAndReceiveBackward) {
+  const Index batch = 4;
+  Sequential<float> own(3, kSpecs, batch, 1), placed(3, kSpecs, batch, 1);
+  own.initialize(5);
+  placed.initialize(5);
+  EXPECT_EQ(placed.gradient_count(), placed.parameter_count() + 1);
+  placed.gradients()[placed.parameter_count()] = 7.0f;  // the reserved slot's contents move too
+  std::vector<float> memory(static_cast<size_t>(placed.gradient_count()) + 2, -1.0f);
+  placed.place_gradients(memory.data() + 1);
+  EXPECT_EQ(placed.gradients(), memory.data() + 1);
+  EXPECT_EQ(memory[static_cast<size_t>(placed.parameter_count()) + 1], 7.0f);
+  const std::vector<double> xd = test_values(3 * batch, 1), td = test_values(2 * batch, 2);
+  std::vector<float> x(xd.begin(), xd.end()), t(td.begin(), td.end());
+  MseLoss<float> mse;
+  for (Sequential<float>* model : {&own, &placed}) {
+    model->zero_gradients();
+    const auto out = model->forward(ConstMatrixView<float>(x.data(), 3, batch));
+    mse.forward_backward(out, {t.data(), nullptr}, model->output_gradient());
+    model->backward(ConstMatrixView<float>(x.data(), 3, batch));
+  }
+  EXPECT_TRUE(std::equal(own.gradients(), own.gradients() + own.parameter_count(), memory.data() + 1));
+  EXPECT_EQ(memory.front(), -1.0f);  // nothing written outside the placed buffer
+  EXPECT_EQ(memory.back(), -1.0f);
+  EXPECT_NE(own.gradients()[0], 0.0f);
+}
+
 }  // namespace
 }  // namespace mpiddp::nn

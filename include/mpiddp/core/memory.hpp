@@ -7,9 +7,12 @@
 // MPI_Allreduce spends most of its time in page faults. configure_allocator() makes glibc
 // serve everything from the heap and never give it back, so freed memory is reused still
 // mapped; HugePageAllocator puts our own big buffers on 2 MiB transparent huge pages,
-// which cuts both their faults and their TLB misses by 512x.
+// which cuts both their faults and their TLB misses by 512x. Those big buffers live for the
+// whole run, so they are mapped for themselves and unmapped when freed: a buffer given up
+// (the gradients, once they move to shared memory) leaves the resident set.
 #include <cstddef>
 #include <new>
+#include <utility>
 
 namespace mpiddp {
 
@@ -17,10 +20,13 @@ namespace mpiddp {
 // MPIDDP_DEFAULT_MALLOC=1 in the environment leaves glibc's defaults (for comparisons).
 void configure_allocator();
 
-// Allocates `bytes` aligned for AVX-512; buffers of 2 MiB and more are aligned to 2 MiB and
-// advised as huge pages (madvise MADV_HUGEPAGE). Throws std::bad_alloc.
+// Allocates `bytes` aligned for AVX-512; buffers of 2 MiB and more are a mapping of their
+// own, aligned to 2 MiB and advised as huge pages (madvise MADV_HUGEPAGE). Throws
+// std::bad_alloc. free_buffer takes the same `bytes`.
 void* allocate_buffer(size_t bytes);
-void free_buffer(void* p) noexcept;
+void free_buffer(void* p, size_t bytes) noexcept;
+// allocate_buffer's memory, all zeros; from 2 MiB on, untouched (see UntouchedZeros).
+void* allocate_zeroed_buffer(size_t bytes);
 
 // A std::allocator for the model's and trainer's flat buffers (see allocate_buffer).
 template <typename T>
@@ -30,9 +36,34 @@ struct HugePageAllocator {
   template <typename U>
   HugePageAllocator(const HugePageAllocator<U>&) {}
   T* allocate(size_t n) { return static_cast<T*>(allocate_buffer(n * sizeof(T))); }
-  void deallocate(T* p, size_t) noexcept { free_buffer(p); }
+  void deallocate(T* p, size_t n) noexcept { free_buffer(p, n * sizeof(T)); }
   template <typename U>
   bool operator==(const HugePageAllocator<U>&) const { return true; }
+};
+
+// `count` zeros of T that occupy no memory until written: from 2 MiB on they are a fresh
+// mapping, which the kernel fills with zeros page by page when first touched. For a buffer
+// that may be given up before it is ever used (the model's own gradients, once they move to
+// shared memory: Sequential::place_gradients), so that it never adds to the peak RSS.
+template <typename T>
+class UntouchedZeros {
+ public:
+  UntouchedZeros() = default;
+  explicit UntouchedZeros(size_t count)
+      : data_(static_cast<T*>(allocate_zeroed_buffer(count * sizeof(T)))), count_(count) {}
+  ~UntouchedZeros() { free_buffer(data_, count_ * sizeof(T)); }
+  UntouchedZeros(UntouchedZeros&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), count_(std::exchange(other.count_, 0)) {}
+  UntouchedZeros& operator=(UntouchedZeros&& other) noexcept {
+    std::swap(data_, other.data_);
+    std::swap(count_, other.count_);
+    return *this;
+  }
+  T* data() { return data_; }
+
+ private:
+  T* data_ = nullptr;
+  size_t count_ = 0;
 };
 
 // The resident set high-water mark of this process in MiB (getrusage ru_maxrss).

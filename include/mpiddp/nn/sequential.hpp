@@ -95,7 +95,7 @@ class Sequential {
   std::vector<Index> parameter_offsets_;  // where each layer's parameters start
   std::vector<ParameterTensor> tensors_;
   AlignedVector<T> parameters_;                // (P)
-  AlignedVector<T> own_gradients_;             // (P + reserved slots), unless placed elsewhere
+  UntouchedZeros<T> own_gradients_;            // (P + reserved slots), unless placed elsewhere
   T* gradients_ = nullptr;                     // (P + reserved slots): own_gradients_ or placed
   std::vector<AlignedVector<T>> activations_;  // layer l: (widths_[l], max_batch)
   AlignedVector<T> delta_a_, delta_b_;         // ping-pong dLoss/d(activation)
