@@ -16,14 +16,17 @@ loads = []
 with open(sys.argv[1]) as f:
     for line in f:
         r = json.loads(line)
+        r.setdefault("rss_ratio", None)
+        r.setdefault("needed_mb", None)
         runs[r["workload"]][r["label"]].append(r["samples_per_s"])
         if "samples_per_cpu_s" in r:
             cpu[r["workload"]][r["label"]].append(r["samples_per_cpu_s"])
         loads.append(r["load1"])
         if r["label"] == "mpiddp_np2x1":
             for k in ("forward_ms", "backward_ms", "sync_exposed_ms", "optimizer_ms", "data_ms",
-                      "reduce_ms", "gflops", "peak_rss_mb", "gradient_mb"):
-                extra[r["workload"]][k].append(r[k])
+                      "reduce_ms", "gflops", "peak_rss_mb", "gradient_mb", "rss_ratio", "needed_mb"):
+                if r[k] is not None:
+                    extra[r["workload"]][k].append(r[k])
 
 med = lambda xs: statistics.median(xs) if xs else float("nan")
 print(f"load average (1 min) during the runs: min {min(loads):.2f}, median {med(loads):.2f}, max {max(loads):.2f}\n")
@@ -50,4 +53,30 @@ print("| workload | " + " | ".join(keys) + " |")
 print("|---" * (len(keys) + 1) + "|")
 for w, by in extra.items():
     print(f"| {w} | " + " | ".join(f"{med(by[k]):.3f}" for k in keys) + " |")
+# The targets, each judged on the medians of this one run.
+SYNC_TARGET_MS = {7.45: 1.0, 84.08: 12.0}  # gradient MB -> largest reduce_ms
+print("\nTargets, judged on this run:\n")
+print("| target | measured | met |")
+print("|---|---|---|")
+for w, by in runs.items():
+    m = {label: med(by[label]) for label in LABELS}
+    best_torch = max(m["torch_1x2"], m["torch_1x1"], m["torch_ddp_2x1"])
+    ratio = m["mpiddp_np2x1"] / best_torch
+    print(f"| {w}: np=2 x 1 >= {TARGET.get(w, 1.3)} x best PyTorch | {ratio:.2f} x | {'yes' if ratio >= TARGET.get(w, 1.3) else 'no'} |")
+for w, by in runs.items():
+    m = {label: med(by[label]) for label in LABELS}
+    scaling = m["mpiddp_np2x1"] / (2 * m["mpiddp_np1x1"])
+    print(f"| {w}: np=2 >= 0.95 x 2 x np=1 (1 thread) | {scaling:.3f} | {'yes' if scaling >= 0.95 else 'no'} |")
+for w, by in extra.items():
+    mb = med(by["gradient_mb"])
+    for size, limit in SYNC_TARGET_MS.items():
+        if abs(mb - size) < 0.05:
+            ms = med(by["reduce_ms"])
+            print(f"| {w}: gradient sync of {size} MB (2 ranks) <= {limit:g} ms | {ms:.2f} ms | {'yes' if ms <= limit else 'no'} |")
+for w, by in extra.items():
+    if by["rss_ratio"]:
+        r = med(by["rss_ratio"])
+        # A model of a few kB: the process's own libraries and MPI (~13-20 MB) are all there is.
+        met = "n/a (a few kB of model)" if med(by["needed_mb"]) < 1 else ("yes" if r <= 1.3 else "no")
+        print(f"| {w}: peak RSS <= 1.3 x what a rank holds | {r:.2f} x ({med(by['peak_rss_mb']):.1f} of {med(by['needed_mb']):.1f} MB) | {met} |")
 print(f"\nsamples per configuration: {min(len(v) for by in runs.values() for v in by.values())}")
