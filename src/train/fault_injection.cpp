@@ -51,7 +51,9 @@ void inject_step_fault(const FaultInjection& f, int rank, int64_t step, T* grads
   if (f.fires(rank, step, "kill")) std::raise(SIGKILL);  // exactly what kill -9 does
   if (f.fires(rank, step, "nan")) grads[0] = std::numeric_limits<T>::quiet_NaN();
   if (f.fires(rank, step, "stall")) stall(f);
-
+  // "huge" acts on every rank, not only fail_rank: its point is values that are finite on
+  // each rank but whose sum overflows (two largest finite values add up to Inf).
+  if (f.kind == "huge" && f.in_window(step)) grads[0] = std::numeric_limits<T>::max();
 }
 
 template <typename T>

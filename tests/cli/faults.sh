@@ -103,6 +103,16 @@ fault 2 20 "${long[@]}" $(inject 1 5 nan) --set debug.fail_count=3 --set on_nonf
 expect_rc 5 "max_skipped"
 expect_err "at step 7 (epoch 2), first seen on rank 1; 3 non-finite steps in a row, more than max_skipped = 2" "max_skipped"
 
+# Finite values on every rank whose sum overflows: each rank's first gradient is the largest
+# finite float (huge), so every rank's own buffer passes the scan but FLT_MAX + FLT_MAX is Inf
+# in the reduced sum. Every rank stops at that step and no rank is blamed.
+fault 2 20 "${long[@]}" $(inject 0 5 huge) --log "$WORK/huge.jsonl"
+expect_rc 5 "huge"
+expect_err "non-finite loss or gradient at step 5 (epoch 2), although every rank's own values were finite: their sum overflowed (on_nonfinite = abort)" "huge"
+grep -q '"kind":"nonfinite","epoch":2,"step":5,"ranks":\[\],"action":"abort"' "$WORK/huge.jsonl" \
+  || fail "huge: no nonfinite record naming no rank in the log"
+grep -q "MPI_ABORT" "$WORK/err" && fail "huge: used MPI_Abort although every rank agreed"
+
 # Replica divergence (one ulp on one rank): reported with step, rank and difference...
 fault 2 20 "${long[@]}" $(inject 1 5 perturb) --set check_every_steps=2
 expect_rc 4 "divergence"

@@ -14,14 +14,18 @@ namespace mpiddp::train {
 struct FaultInjection {
   int64_t rank = -1;          // debug.fail_rank: -1 = no injection
   int64_t step = 1;           // debug.fail_step: 1-based optimizer step; 0 = during setup
-  int64_t count = 1;          // debug.fail_count: consecutive steps that fail (nan, perturb)
-  std::string kind = "throw"; // debug.fail_kind: throw | nan | stall | exit | kill | perturb
+  int64_t count = 1;          // debug.fail_count: consecutive steps that fail (nan, huge, perturb)
+  std::string kind = "throw"; // debug.fail_kind: throw | nan | huge | stall | exit | kill | perturb
   double stall_s = 0.0;       // debug.stall_s: how long "stall" sleeps; 0 = forever
 
   bool enabled() const { return rank >= 0; }
+  // True when injection is on and this step is one of the failing ones.
+  bool in_window(int64_t at_step) const {
+    return enabled() && at_step >= step && at_step < step + count;
+  }
   // True when this rank injects a fault of this kind at this step.
   bool fires(int my_rank, int64_t at_step, const char* of_kind) const {
-    return rank == my_rank && kind == of_kind && at_step >= step && at_step < step + count;
+    return rank == my_rank && kind == of_kind && in_window(at_step);
   }
 };
 
