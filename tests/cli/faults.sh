@@ -49,18 +49,6 @@ fault 2 30 "${long[@]}" $(inject 1 5 kill)
 "$MPIEXEC" -n 2 $MPIEXEC_FLAGS "$MPIDDP" train --quiet --set epochs=1000000 \
   > /dev/null 2> "$WORK/err" &
 launcher=$!
-# rank_pids PID: the mpiddp processes below PID (Open MPI's mpirun starts them directly,
-# MPICH's Hydra through a proxy process).
-rank_pids() {
-  local child
-  for child in $(pgrep -P "$1" || true); do
-    if [ "$(readlink "/proc/$child/exe" 2> /dev/null)" = "$(readlink -f "$MPIDDP")" ]; then
-      echo "$child"
-    else
-      rank_pids "$child"
-    fi
-  done
-}
 ranks=""
 for _ in $(seq 100); do
   ranks=$(rank_pids "$launcher")

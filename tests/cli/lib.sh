@@ -25,3 +25,15 @@ expect_close() {
       if (d > rtol * s) { printf "line %d: %s vs %s (rel %g > %g)\n", NR, $1, $2, d / s, rtol; bad = 1 } }
     END { if (NR == 0) { print "no values"; exit 1 } exit bad }'
 }
+
+# is_mpiddp PID: whether process PID runs the $MPIDDP binary.
+is_mpiddp() { [ "$(readlink "/proc/$1/exe" 2> /dev/null)" = "$(readlink -f "$MPIDDP")" ]; }
+
+# rank_pids PID: the mpiddp processes below PID (Open MPI's mpirun starts them directly,
+# MPICH's Hydra through a proxy process).
+rank_pids() {
+  local child
+  for child in $(pgrep -P "$1" || true); do
+    if is_mpiddp "$child"; then echo "$child"; else rank_pids "$child"; fi
+  done
+}

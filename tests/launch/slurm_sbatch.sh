@@ -6,44 +6,14 @@
 # Skips (exit 77) when Slurm and munge are not installed: scripts/install-deps.sh --with-slurm.
 source "$(dirname "$0")/../cli/lib.sh"
 
-sbatch_script="$SOURCE_DIR/launch/slurm.sbatch"
-local_slurm="$SOURCE_DIR/launch/local-slurm"
-
 # Outside an allocation: exit 2 and say how to submit, before touching anything.
 rc=0
-env -u SLURM_JOB_ID bash "$sbatch_script" --quiet > "$WORK/outside.txt" 2>&1 || rc=$?
+env -u SLURM_JOB_ID bash "$SOURCE_DIR/launch/slurm.sbatch" --quiet > "$WORK/outside.txt" 2>&1 || rc=$?
 [ "$rc" -eq 2 ] || fail "outside an allocation: exit code $rc, expected 2"
 grep -q "not inside a Slurm allocation" "$WORK/outside.txt" || fail "outside: no clear message"
 grep -q "sbatch launch/slurm.sbatch" "$WORK/outside.txt" || fail "outside: does not say how to submit"
 
-PATH="$PATH:/usr/sbin:/sbin"
-for tool in munged slurmctld slurmd sbatch; do
-  command -v "$tool" >/dev/null || { echo "SKIP: $tool not installed (scripts/install-deps.sh --with-slurm)"; exit 77; }
-done
-
-# The cluster: torn down on every exit, and its logs shown when something failed.
-# Not under $WORK: munge wants every directory above its socket searchable by all.
-state="$(mktemp -d "${TMPDIR:-/tmp}/mpiddp-slurm-test.XXXXXX")"
-cluster_up=0
-teardown() {
-  local rc=$?
-  if [ "$cluster_up" -eq 1 ]; then
-    [ "$rc" -eq 0 ] || tail -n 30 "$state"/log/slurm*.log >&2 || true
-    "$local_slurm/stop.sh" "$state" || true
-  fi
-  rm -rf "$WORK" "$state"
-  exit "$rc"
-}
-trap teardown EXIT
-trap 'exit 143' TERM INT  # so that a ctest timeout or Ctrl-C still tears the cluster down
-start_args=()
-# 2 tasks need 2 CPUs on the node; on a smaller machine, declare them.
-[ "$(slurmd -C | sed -nE 's/.* CPUs=([0-9]+).*/\1/p')" -ge 2 ] || start_args=(--cpus 2)
-t0=$(date +%s.%N)
-"$local_slurm/start.sh" "${start_args[@]}" "$state" > /dev/null
-cluster_up=1
-export SLURM_CONF="$state/slurm.conf"
-echo "cluster up in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
+source "$(dirname "$0")/slurm_cluster.sh"
 
 # The np=1 baseline, run by the launcher the tests are configured with.
 run_np 1 train --quiet --log "$WORK/baseline.jsonl"
@@ -54,14 +24,6 @@ host=$(grep '"kind":"run"' "$WORK/baseline.jsonl" | sed -nE 's/.*"hosts":\["([^"
 # A config path with a space, passed after the script, reaches mpiddp unchanged.
 cp "$SOURCE_DIR/configs/default.json" "$WORK/default config.json"
 
-# submit LAUNCHER [SRUN_MPI]: runs one 2-task job with MPIDDP_LAUNCHER=LAUNCHER and srun's
-# plugin SRUN_MPI (empty: the script's choice), prints its job id.
-submit() {
-  (cd "$WORK" && MPIDDP="$MPIDDP" MPIDDP_LAUNCHER="$1" MPIDDP_SRUN_MPI="${2:-}" timeout 240 \
-     sbatch --wait --parsable --nodes=1 --ntasks-per-node=2 --cpus-per-task=1 --time=5 \
-            --output="$WORK/job-%j.out" "$sbatch_script" "$WORK/default config.json" --quiet)
-}
-
 # Whole outputs are matched: `cmd | grep -q` fails under pipefail when grep exits early.
 flavour=openmpi expected_srun_mpi=pmix
 [[ "$(ldd "$MPIDDP")" != *libmpich* ]] || { flavour=mpich; expected_srun_mpi=pmi2; }
@@ -71,7 +33,7 @@ grep -qw "$expected_srun_mpi" <<< "$plugins" ||
 
 for launcher in auto mpirun; do
   rc=0
-  job=$(submit "$launcher") || rc=$?
+  job=$(submit "$launcher" "" "$WORK/default config.json" --quiet) || rc=$?
   out="$WORK/job-$job.out"
   [ "$rc" -eq 0 ] || { cat "$out" >&2 || true; fail "$launcher: job '$job' exit code $rc"; }
   run_dir="$WORK/runs/slurm-$job"
@@ -98,7 +60,7 @@ done
 # smaller than the launch and stops with exit code 2. Open MPI refuses --mpi=none by itself.
 if [ "$expected_srun_mpi" = pmi2 ]; then wrong_mpi=pmix want_rc=2; else wrong_mpi=none want_rc=1; fi
 rc=0
-job=$(submit srun "$wrong_mpi") || rc=$?
+job=$(submit srun "$wrong_mpi" "$WORK/default config.json" --quiet) || rc=$?
 [ "$rc" -eq "$want_rc" ] ||
   { cat "$WORK/job-$job.out"; fail "srun --mpi=$wrong_mpi: job exit code $rc, expected $want_rc"; }
 if [ "$want_rc" -eq 2 ]; then
