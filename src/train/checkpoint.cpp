@@ -61,6 +61,16 @@ std::string config_differences(const Json& saved, const Json& now) {
   return text;
 }
 
+// A text field of the metadata; refuses the checkpoint when it is absent or not text (found
+// by fuzz_checkpoint: nlohmann's value() threw its type_error for a number).
+std::string text_field(const Json& state, const char* key, const std::string& path) {
+  const auto it = state.find(key);
+  if (it == state.end() || !it->is_string())
+    refuse(path, std::string("corrupt: its mpiddp_checkpoint metadata has no text field '") + key +
+                     "'");
+  return it->get<std::string>();
+}
+
 bool cosine_spans_run(const Config& config) {
   return config.schedule.type == "cosine" && config.schedule.t_max == 0;
 }
@@ -249,8 +259,9 @@ size_t export_checkpoint_weights(const std::string& checkpoint, const std::strin
   if (meta == file.metadata().end())
     refuse(checkpoint, "it has no mpiddp_checkpoint metadata (not an mpiddp checkpoint)");
   const Json state = Json::parse(meta->second, nullptr, /*allow_exceptions=*/false);
-  if (!state.is_object() ||
-      hex64(fnv1a(file.data(), file.data_bytes())) != state.value("data_checksum", std::string()))
+  if (!state.is_object())
+    refuse(checkpoint, "corrupt: its mpiddp_checkpoint metadata is not a JSON object");
+  if (hex64(fnv1a(file.data(), file.data_bytes())) != text_field(state, "data_checksum", checkpoint))
     refuse(checkpoint, "corrupt: the data checksum does not match");
   std::vector<io::TensorToWrite> parameters;
   for (const auto& t : file.tensors())
@@ -258,7 +269,7 @@ size_t export_checkpoint_weights(const std::string& checkpoint, const std::strin
       parameters.push_back({t.name, t.dtype, t.shape, file.data() + t.begin});
   io::write_safetensors(weights, parameters,
                         {{"producer", std::string("mpiddp ") + MPIDDP_VERSION},
-                         {"model", state.value("model", std::string())},
+                         {"model", text_field(state, "model", checkpoint)},
                          {"exported_from", checkpoint}});
   return parameters.size();
 }

@@ -64,7 +64,10 @@ SampleOrder load_sample_order(dist::Communicator& comm, const std::string& path,
   int64_t shape[2];
   std::memcpy(shape, bytes.data(), sizeof shape);
   std::vector<int64_t> values((bytes.size() - sizeof shape) / sizeof(int64_t));
-  std::memcpy(values.data(), bytes.data() + sizeof shape, values.size() * sizeof(int64_t));
+  // An empty array (shape [0, N]) has no data: memcpy must not see its null pointer (found by
+  // fuzz_order, UBSan); the validation below refuses it for having no rows.
+  if (!values.empty())
+    std::memcpy(values.data(), bytes.data() + sizeof shape, values.size() * sizeof(int64_t));
   return collectively([&] { return SampleOrder(values, shape[0], shape[1], path, samples, epochs); });
 }
 

@@ -106,4 +106,39 @@ safetensors "$d/two.safetensors" '{"__metadata__":{"format":"pt","step":"3"},"0.
   "$(rep '\x00\x00\x00\x00\x00\x00\xf0\x3f' 2)\x00\x00\x00\x40"
 safetensors "$d/scalar.safetensors" '{"s":{"dtype":"F32","shape":[],"data_offsets":[0,4]}}' '\x00\x00\x80\x3f'
 
+# fuzz_checkpoint: a first byte, then (odd) the metadata alone or (even) a whole file. The
+# metadata matches the run checkpoint_fuzz.cpp resumes into (a 2-linear2-tanh-linear1 model
+# with Adam: 9 parameters and two state buffers of 9).
+d="$out/fuzz_checkpoint"
+mkdir -p "$d"
+meta='{"format":1,"epoch":1,"batch":2,"step":2,"optimizer_steps":2,"optimizer_buffers":["exp_avg","exp_avg_sq"],"model":"2-linear2-tanh-linear1","dtype":"float32","global_batch":2,"train_samples":8,"steps_per_epoch":4,"world_size":1,"rng":{"kind":"derived from config seed and epoch"},"config_hash":"0000000000000000","config":{"seed":1},"data_checksum":"cbf29ce484222325"}'
+{ printf '\x03'; printf '%s' "$meta"; } > "$d/metadata_checksum_fixed"
+{ printf '\x01'; printf '%s' "$meta"; } > "$d/metadata_as_is"
+{ printf '\x03'; printf '%s' "${meta/\"epoch\":1,/\"epoch\":0,}"; } > "$d/metadata_bad_position"
+{ printf '\x03'; printf '%s' "${meta/\"config\":\{\"seed\":1\}/\"config\":\{\"seed\":2,\"epochs\":3\}}"; } \
+  > "$d/metadata_other_config"
+# Whole files: the model's tensors then Adam's, 9 float32 values each, in one data section.
+tensors='' offset=0
+for prefix in '' optimizer.exp_avg. optimizer.exp_avg_sq.; do
+  for t in '0.weight:[2,2]:4' '0.bias:[2]:2' '2.weight:[1,2]:2' '2.bias:[1]:1'; do
+    IFS=: read -r name shape count <<< "$t"
+    tensors="$tensors,\"$prefix$name\":{\"dtype\":\"F32\",\"shape\":$shape,\"data_offsets\":[$offset,$((offset + 4 * count))]}"
+    offset=$((offset + 4 * count))
+  done
+done
+safetensors "$d/whole" "{\"__metadata__\":{\"mpiddp_checkpoint\":\"${meta//\"/\\\"}\"}$tensors}" \
+  "$(rep '\x00\x00\x80\x3f' 27)"
+safetensors "$d/weights_only" "{${tensors#,}}" "$(rep '\x00\x00\x80\x3f' 27)"
+for f in whole weights_only; do { printf '\x00'; cat "$d/$f"; } > "$d/$f.seed"; rm "$d/$f"; done
+
+# fuzz_order: sampler.order files, int64 [epochs, samples], for 4 samples over 2 epochs.
+d="$out/fuzz_order"
+mkdir -p "$d"
+i8() { local v; for v in "$@"; do printf '\\x%02x\\x00\\x00\\x00\\x00\\x00\\x00\\x00' "$v"; done; }
+npy "$d/two_epochs.npy" 1 '<i8' '(2, 4)' "$(i8 3 1 0 2 0 1 2 3)"
+npy "$d/three_samples.npy" 1 '<i8' '(1, 3)' "$(i8 2 2 0)"
+npy "$d/out_of_range.npy" 1 '<i8' '(2, 4)' "$(i8 3 1 0 2 0 1 2 4)"
+npy "$d/float.npy" 1 '<f4' '(2, 4)' "$(rep '\x00\x00\x80\x3f' 8)"
+npy "$d/one_dim.npy" 2 '<i8' '(4,)' "$(i8 0 1 2 3)"
+
 echo "seeds: $(find "$out" -type f | wc -l) files in $out"

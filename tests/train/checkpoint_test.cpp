@@ -173,6 +173,39 @@ TEST(Checkpoint, RefusesDamagedForeignAndIncompatibleFiles) {
   EXPECT_EQ(train(cosine_fixed, "latest").epochs.size(), 1u);
 }
 
+// Found by fuzz_checkpoint: export read the metadata's text fields with nlohmann's value(),
+// which threw its type_error (not an mpiddp Error) for a number. Intact data, odd metadata.
+TEST(Checkpoint, ExportRefusesMetadataFieldsOfTheWrongType) {
+  const std::string dir = test::scratch_dir("ckpt_export_types");
+  Json user = adam_experiment(dir);
+  apply_override(user, "epochs=1");
+  train(user);
+  const io::SafetensorsFile good = io::read_safetensors(checkpoint_path(dir, 4), kExitCheckpoint);
+  std::vector<io::TensorToWrite> tensors;
+  for (const auto& t : good.tensors())
+    tensors.push_back({t.name, t.dtype, t.shape, good.data() + t.begin});
+  const Json state = Json::parse(good.metadata().at("mpiddp_checkpoint"));
+  auto export_error = [&](const char* key, const Json& value) -> std::string {
+    Json odd = state;
+    odd[key] = value;
+    const std::string path = dir + "/odd.safetensors";
+    io::write_safetensors(path, tensors, {{"mpiddp_checkpoint", odd.dump()}});
+    try {
+      export_checkpoint_weights(path, dir + "/weights.safetensors");
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), kExitCheckpoint);
+      return e.what();
+    }
+    return "(no error)";
+  };
+  EXPECT_NE(export_error("model", 5).find("corrupt: its mpiddp_checkpoint metadata has no text "
+                                          "field 'model'"),
+            std::string::npos);
+  EXPECT_NE(export_error("data_checksum", 1).find("no text field 'data_checksum'"),
+            std::string::npos);
+  EXPECT_EQ(export_error("model", "6-linear48-tanh-linear48-tanh-linear1"), "(no error)");
+}
+
 TEST(Checkpoint, ResumeConfigDropsOnlyTheKeysThatMayChange) {
   Json user = adam_experiment("/tmp/somewhere");
   apply_override(user, "log.path=\"x.jsonl\"");

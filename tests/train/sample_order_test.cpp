@@ -101,6 +101,9 @@ TEST(SampleOrder, ValidationNamesTheProblem) {
   EXPECT_NE(order_error({1024}, ok).find("expected a 2-D array"), std::string::npos);
   EXPECT_NE(order_error({4, 256}, std::vector<int64_t>(ok.begin(), ok.begin() + 1000)).find("sampler.order"),
             std::string::npos);  // truncated: the npy reader's message, with the key
+  // No rows at all (shape [0, 256]): refused, and no memcpy from the empty array's null data
+  // (found by fuzz_order; the sanitizer build's UBSan checks it).
+  EXPECT_NE(order_error({0, 256}, {}).find("has 0 rows but epochs=4"), std::string::npos);
   // Rows need not be permutations: indices in range may repeat.
   std::vector<int64_t> repeats(4 * 256, 7);
   EXPECT_EQ(order_error({4, 256}, repeats), "(no error)");
