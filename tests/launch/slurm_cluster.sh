@@ -33,14 +33,16 @@ cluster_up=1
 export SLURM_CONF="$state/slurm.conf"
 echo "cluster up in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
 
-# submit LAUNCHER SRUN_MPI ARGS...: runs one 2-task job of launch/slurm.sbatch from $WORK with
-# MPIDDP_LAUNCHER=LAUNCHER and srun's plugin SRUN_MPI (empty: the script's choice), ARGS after
-# the script; waits for it, prints its job id and returns the job's exit code. Output in
-# $WORK/job-JOBID.out, the run directory is $WORK/runs/slurm-JOBID.
+# submit [--no-wait] LAUNCHER SRUN_MPI ARGS...: submits one 2-task job of launch/slurm.sbatch
+# from $WORK with MPIDDP_LAUNCHER=LAUNCHER and srun's plugin SRUN_MPI (empty: the script's
+# choice), ARGS after the script, and prints its job id; waits for it and returns the job's exit
+# code unless --no-wait. Output in $WORK/job-JOBID.out, the run directory is $WORK/runs/slurm-JOBID.
 submit() {
+  local wait=(--wait)
+  if [ "$1" = --no-wait ]; then wait=(); shift; fi
   local launcher=$1 srun_mpi=$2; shift 2
   (cd "$WORK" && MPIDDP="$MPIDDP" MPIDDP_LAUNCHER="$launcher" MPIDDP_SRUN_MPI="$srun_mpi" timeout 240 \
-     sbatch --wait --parsable --nodes=1 --ntasks-per-node=2 --cpus-per-task=1 --time=5 \
+     sbatch "${wait[@]}" --parsable --nodes=1 --ntasks-per-node=2 --cpus-per-task=1 --time=5 \
             --output="$WORK/job-%j.out" "$sbatch_script" "$@")
 }
 
