@@ -15,7 +15,7 @@ using namespace mpiddp;
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = fuzz::write_temp_input(data, size, ".npy");
   dist::LocalCommunicator comm;
-  for (const auto [samples, epochs] : {std::pair<Index, int64_t>{4, 2}, {3, 1}}) {
+  for (const auto& [samples, epochs] : {std::pair<Index, int64_t>{4, 2}, {3, 1}}) {
     try {
       const train::SampleOrder order = train::load_sample_order(comm, path, samples, epochs);
       // Every replayed index must be a valid sample: the validation's whole point.
