@@ -20,10 +20,25 @@ import os
 import sys
 import time
 
-import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
-import torch.nn as nn
+
+def _threads_from_argv(argv):
+    for i, arg in enumerate(argv):
+        if arg == "--threads" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--threads="):
+            return arg.split("=", 1)[1]
+    return "1"
+
+
+# torch.set_num_threads does not reach OpenBLAS's own pthread pool (Debian's torch uses
+# libopenblas0-pthread): without this a "1 thread" run multiplies on both cores, which
+# samples per CPU-second gives away. The pool reads the variable once, when it loads.
+os.environ["OPENBLAS_NUM_THREADS"] = _threads_from_argv(sys.argv)
+
+import torch  # noqa: E402  (after the thread count is in the environment)
+import torch.distributed as dist  # noqa: E402
+import torch.multiprocessing as mp  # noqa: E402
+import torch.nn as nn  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
