@@ -16,8 +16,13 @@ fi
 mkdir -p "$here/results"
 out="${OUT:-$here/results/compare-$(date -u +%Y%m%dT%H%M%SZ).jsonl}"
 python="${TORCH_PYTHON:-/usr/bin/python3}"
-# The peer's best settings (the issue's table was measured with them); harmless for mpiddp.
-export OMP_WAIT_POLICY=passive GLIBC_TUNABLES=glibc.malloc.hugetlb=1
+# The peer's best settings (the issue's table was measured with them), for the peer only:
+# glibc's heap on huge pages would round mpiddp's small allocations up to 2 MiB pages of
+# resident memory, and mpiddp sets its allocator up itself (Note [allocate once, keep it mapped]).
+torch_peer() {
+  OMP_WAIT_POLICY=passive GLIBC_TUNABLES=glibc.malloc.hugetlb=1 \
+    "$python" "$here/torch_peer.py" "$@"
+}
 
 record() {  # record LABEL JSON: appends the line with its label and the 1-minute load
   local load; load=$(cut -d' ' -f1 /proc/loadavg)
@@ -28,11 +33,11 @@ for round in $(seq "$rounds"); do
   for w in "${workloads[@]}"; do
     echo "round $round/$rounds: $w" >&2
     record mpiddp_np2x1 "$("$here/run.sh" "$w" 2 1)"
-    record torch_1x2 "$("$python" "$here/torch_peer.py" "$w" --procs 1 --threads 2)"
+    record torch_1x2 "$(torch_peer "$w" --procs 1 --threads 2)"
     record mpiddp_np1x1 "$("$here/run.sh" "$w" 1 1)"
-    record torch_1x1 "$("$python" "$here/torch_peer.py" "$w" --procs 1 --threads 1)"
+    record torch_1x1 "$(torch_peer "$w" --procs 1 --threads 1)"
     record mpiddp_np1_auto "$("$here/run.sh" "$w" 1)"
-    record torch_ddp_2x1 "$("$python" "$here/torch_peer.py" "$w" --procs 2 --threads 1)"
+    record torch_ddp_2x1 "$(torch_peer "$w" --procs 2 --threads 1)"
   done
 done
 echo "raw results: $out" >&2
