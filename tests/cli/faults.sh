@@ -140,4 +140,14 @@ fault 2 30 "${long[@]}" --set watchdog.timeout_s=1
 expect_rc 0 "no stall"
 grep -q watchdog "$WORK/err" && fail "watchdog fired in a healthy run"
 
+# Ranks started with different configs (an MPMD launch, one --set per program): the start-up
+# hash check names the rank that differs; every rank ends normally with exit 2.
+rc=0
+# shellcheck disable=SC2086  # MPIEXEC_FLAGS is a list of flags
+timeout 120 "$MPIEXEC" $MPIEXEC_FLAGS -n 1 "$MPIDDP" train --quiet --set optimizer.lr=0.05 \
+  : -n 1 "$MPIDDP" train --quiet --set optimizer.lr=0.07 > "$WORK/out" 2> "$WORK/err" || rc=$?
+expect_rc 2 "configs differ"
+expect_err "mpiddp: rank 1's config or model differs from rank 0's (hash" "configs differ"
+grep -q "MPI_ABORT" "$WORK/err" && fail "configs differ: used MPI_Abort although every rank knew"
+
 echo "cli faults: every injected fault ends the job with its exit code and message, in time"
