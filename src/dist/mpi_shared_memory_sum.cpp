@@ -102,7 +102,7 @@ SharedMemorySum::Window SharedMemorySum::allocate_window(size_t bytes) {
     check_mpi(MPI_Win_shared_query(window.handle, r, &size, &unit, &base), "MPI_Win_shared_query");
     window.segments[r] = align_up(base);
   }
-  mine = window.segments[local_rank_];
+  mine = static_cast<char*>(window.segments[local_rank_]);
   // One passive epoch for the window's lifetime; MPI_Win_sync + barrier order the accesses.
   check_mpi(MPI_Win_lock_all(MPI_MODE_NOCHECK, window.handle), "MPI_Win_lock_all");
   // Touch our segment now so its page faults happen here, not in the first step.
@@ -134,7 +134,7 @@ const SharedMemorySum::Window* SharedMemorySum::resident_window_of(const void* d
                                                                    size_t bytes) const {
   const auto* p = static_cast<const char*>(data);
   for (const Window& window : resident_) {
-    const char* mine = window.segments[local_rank_];
+    const auto* mine = static_cast<const char*>(window.segments[local_rank_]);
     if (p >= mine && p + bytes <= mine + window.bytes) return &window;
   }
   return nullptr;
@@ -154,8 +154,8 @@ void SharedMemorySum::sum(void* data, size_t count, ElementType type, double sca
   }
   reserve(std::min(count * elem, kMaxSegmentBytes));
   const size_t piece = staging_.bytes / elem;
-  std::vector<const void*> inputs(staging_.segments.begin(), staging_.segments.end());
-  char* const mine = staging_.segments[local_rank_];
+  void* const* segments = staging_.segments.data();
+  char* const mine = static_cast<char*>(segments[local_rank_]);
   auto* bytes = static_cast<char*>(data);
   for (size_t done = 0; done < count; done += piece) {
     const size_t n = std::min(piece, count - done);
@@ -164,15 +164,16 @@ void SharedMemorySum::sum(void* data, size_t count, ElementType type, double sca
     node_barrier(staging_.handle);
     const size_t first = slices.begin(local_rank_), last = slices.begin(local_rank_ + 1);
     if (nodes_ == 1) {
-      sum_slice(mine, inputs.data(), local_size_, first, last, type, scale);
+      sum_slice(mine, segments, local_size_, first, last, type, scale);
     } else {
-      sum_slice(mine, inputs.data(), local_size_, first, last, type, 1.0);
+      sum_slice(mine, segments, local_size_, first, last, type, 1.0);
       sum_across_nodes(mine + first * elem, last - first, type, scale);
     }
     node_barrier(staging_.handle);
     for (int s = 0; s < local_size_; ++s) {
       const size_t b = slices.begin(s), e = slices.begin(s + 1);
-      std::memcpy(bytes + (done + b) * elem, staging_.segments[s] + b * elem, (e - b) * elem);
+      std::memcpy(bytes + (done + b) * elem, static_cast<const char*>(segments[s]) + b * elem,
+                  (e - b) * elem);
     }
     // Nobody may overwrite a segment while another rank still reads from it.
     node_barrier(staging_.handle);
@@ -185,25 +186,24 @@ void SharedMemorySum::sum_resident(const Window& window, void* data, size_t coun
   // segment of a shared window, so every rank can read and write every rank's gradients
   // where backward left them. Rank s computes slice s once and stores it into every rank's
   // buffer: each element has one rounding, on every rank, and no byte is copied in or out.
+  // The buffer starts at the same element of every rank's segment, so the segments serve
+  // as the kernels' inputs and outputs with the slice's indices shifted by that element.
   const size_t elem = element_bytes(type);
-  const size_t offset = static_cast<size_t>(static_cast<char*>(data) - window.segments[local_rank_]);
-  std::vector<void*> buffers(local_size_);
-  for (int r = 0; r < local_size_; ++r) buffers[r] = window.segments[r] + offset;
-  const std::vector<const void*> inputs(buffers.begin(), buffers.end());
+  void* const* segments = window.segments.data();
+  const size_t base =
+      static_cast<size_t>(static_cast<char*>(data) - static_cast<char*>(segments[local_rank_])) / elem;
   const Slices slices(count, local_size_, elem);
-  const size_t first = slices.begin(local_rank_), last = slices.begin(local_rank_ + 1);
+  const size_t first = base + slices.begin(local_rank_), last = base + slices.begin(local_rank_ + 1);
   node_barrier(window.handle);  // every rank's buffer is final
   if (nodes_ == 1) {
-    sum_slice_into_every(buffers.data(), local_size_, inputs.data(), local_size_, first, last,
-                         type, scale);
+    sum_slice_into_every(segments, local_size_, segments, local_size_, first, last, type, scale);
   } else {
-    char* mine = static_cast<char*>(data);
-    sum_slice(mine, inputs.data(), local_size_, first, last, type, 1.0);
-    sum_across_nodes(mine + first * elem, last - first, type, scale);
+    sum_slice(segments[local_rank_], segments, local_size_, first, last, type, 1.0);
+    char* slice = static_cast<char*>(segments[local_rank_]) + first * elem;
+    sum_across_nodes(slice, last - first, type, scale);
     for (int r = 0; r < local_size_; ++r)
       if (r != local_rank_)
-        std::memcpy(static_cast<char*>(buffers[r]) + first * elem, mine + first * elem,
-                    (last - first) * elem);
+        std::memcpy(static_cast<char*>(segments[r]) + first * elem, slice, (last - first) * elem);
   }
   node_barrier(window.handle);  // every slice is in every buffer
 }

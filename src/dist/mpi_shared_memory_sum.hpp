@@ -51,7 +51,9 @@ class SharedMemorySum {
   struct Window {
     MPI_Win handle = MPI_WIN_NULL;
     size_t bytes = 0;              // of each segment
-    std::vector<char*> segments;   // (local_size_) base of each rank's segment
+    // (local_size_) where each rank's segment starts, 64-byte aligned: the kernels' inputs
+    // and outputs, as they are.
+    std::vector<void*> segments;
   };
   Window allocate_window(size_t bytes);
   static void free_window(Window& window);
