@@ -41,7 +41,7 @@ void GradientReducer<T>::set_tensor_begins(std::vector<size_t> begins) {
 
 template <typename T>
 T* GradientReducer<T>::allocate_shared_buffer(size_t count) {
-  if (algorithm_ != ReduceAlgorithm::kShm || comm_.size() == 1) return nullptr;
+  if (algorithm_ != ReduceAlgorithm::kShm) return nullptr;
   return static_cast<T*>(comm_.allocate_shared_buffer(count * sizeof(T)));
 }
 

@@ -123,7 +123,7 @@ int MpiCommunicator::start_sum(void* data, size_t count, ElementType type, doubl
 
 void* MpiCommunicator::allocate_shared_buffer(size_t bytes) {
   if (shared_->ranks_on_node() < 2 || !shared_->usable()) return nullptr;
-  InCollective scope(*watchdog_, Collective::kBarrier);  // the window's creation synchronises the node
+  InCollective scope(*watchdog_, Collective::kSharedWindow);
   return shared_->allocate_resident(bytes);
 }
 

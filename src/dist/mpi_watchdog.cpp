@@ -72,6 +72,7 @@ const char* collective_name(Collective c) {
     case Collective::kAllgather: return "MPI_Allgather";
     case Collective::kAllgatherStrings: return "MPI_Allgatherv(strings)";
     case Collective::kBarrier: return "MPI_Barrier";
+    case Collective::kSharedWindow: return "MPI_Win_allocate_shared";
   }
   return "an unknown collective";
 }

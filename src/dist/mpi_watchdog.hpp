@@ -23,6 +23,7 @@ enum class Collective : int64_t {
   kAllgather,
   kAllgatherStrings,
   kBarrier,
+  kSharedWindow,  // MPI_Win_allocate_shared: the node's ranks create a window together
 };
 const char* collective_name(Collective c);
 
