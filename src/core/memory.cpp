@@ -14,6 +14,8 @@ namespace mpiddp {
 namespace {
 constexpr size_t kHugePage = size_t{2} << 20;
 constexpr size_t kCacheAlign = 64;
+
+size_t round_up(size_t bytes, size_t align) { return (bytes + align - 1) / align * align; }
 }  // namespace
 
 void configure_allocator() {
@@ -26,8 +28,6 @@ void configure_allocator() {
   mallopt(M_TRIM_THRESHOLD, -1);  // -1 (as size_t: the maximum): never return heap to the OS
   mallopt(M_TOP_PAD, 64 << 20);   // grow the heap in 64 MiB steps: fewer brk calls
 }
-
-size_t round_up(size_t bytes, size_t align) { return (bytes + align - 1) / align * align; }
 
 void* allocate_buffer(size_t bytes) {
   if (bytes < kHugePage) {
@@ -42,8 +42,8 @@ void* allocate_buffer(size_t bytes) {
   if (mapped == MAP_FAILED) throw std::bad_alloc();
   auto* start = static_cast<char*>(mapped);
   char* aligned = start + (kHugePage - reinterpret_cast<uintptr_t>(start) % kHugePage) % kHugePage;
-  if (aligned > start) munmap(start, static_cast<size_t>(aligned - start));
-  const size_t tail = static_cast<size_t>(start + rounded + kHugePage - (aligned + rounded));
+  const auto head = static_cast<size_t>(aligned - start), tail = kHugePage - head;
+  if (head > 0) munmap(start, head);
   if (tail > 0) munmap(aligned + rounded, tail);
   // Advisory only: where transparent huge pages are off, this fails and nothing changes.
   madvise(aligned, rounded, MADV_HUGEPAGE);
