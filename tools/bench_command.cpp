@@ -47,24 +47,17 @@ BenchArgs parse_bench_args(int argc, char** argv) {
   return args;
 }
 
-// Mean seconds of one GradientReducer::reduce on a buffer shaped like the model's
-// gradients (plus the loss slot), with nothing else running; the slowest rank's figure.
+// Mean seconds of one GradientReducer::reduce on the model's gradient buffer (with the loss
+// slot), planned as the trainer does and where place_for_reduction put it, with nothing else
+// running; the slowest rank's figure. Overwrites the gradients.
 template <typename T>
 double time_reduce(const train::Config& config, dist::Communicator& comm,
-                   const nn::Sequential<T>& model, int repeats) {
+                   nn::Sequential<T>& model, int repeats) {
   dist::GradientReducer<T> reducer(comm, config.reduce);
-  std::vector<size_t> begins;
-  for (const auto& tensor : model.tensors()) begins.push_back(static_cast<size_t>(tensor.offset));
-  reducer.set_tensor_begins(begins);
-  const size_t count = static_cast<size_t>(model.parameter_count() + 1);
-  // Where the trainer keeps them: in the reducer's shared memory when it has some.
-  nn::AlignedVector<T> own;
-  T* grads = reducer.allocate_shared_buffer(count);
-  if (!grads) {
-    own.assign(count, T(0));
-    grads = own.data();
-  }
-  std::fill_n(grads, count, T(1));  // (P + 1)
+  train::plan_reduction(reducer, model);
+  const auto count = static_cast<size_t>(model.gradient_count());  // P + 1
+  T* grads = model.gradients();
+  std::fill_n(grads, count, T(1));
   for (int i = 0; i < 3; ++i) reducer.reduce(grads, count);  // warm-up: first touch, windows
   comm.barrier();
   const auto start = std::chrono::steady_clock::now();
@@ -78,17 +71,18 @@ double time_reduce(const train::Config& config, dist::Communicator& comm,
 template <typename T>
 void run_reduce_only(const train::Config& config, const BenchArgs& args, dist::Communicator& comm) {
   if (config.model_inputs <= 0) throw ConfigError("model.inputs", "--reduce-only needs model.inputs");
-  const nn::Sequential<T> model(config.model_inputs, config.layers, 1);
+  nn::Sequential<T> model(config.model_inputs, config.layers, 1, 1);  // + the loss slot
+  dist::GradientReducer<T> reducer(comm, config.reduce);
+  train::place_for_reduction(reducer, model);
   const double reduce_s = time_reduce<T>(config, comm, model, args.reduce_repeats);
   double rss = peak_rss_mb();
   comm.allreduce_max(&rss, 1);
   if (comm.rank() != 0) return;
-  const dist::GradientReducer<T> probe(comm, config.reduce);
   const train::Json line = {
       {"workload", std::filesystem::path(args.config.config_path).stem().string()},
       {"np", comm.size()},
-      {"reduce_algorithm", dist::to_string(probe.algorithm())},
-      {"gradient_mb", static_cast<double>(model.parameter_count() + 1) * sizeof(T) / 1e6},
+      {"reduce_algorithm", dist::to_string(reducer.algorithm())},
+      {"gradient_mb", static_cast<double>(model.gradient_count()) * sizeof(T) / 1e6},
       {"reduce_ms", reduce_s * 1e3},
       {"repeats", args.reduce_repeats},
       {"peak_rss_mb", rss},
@@ -130,7 +124,7 @@ void run_bench(const train::Config& config, const BenchArgs& args, dist::Communi
   options.profile = &profile;
   train::Trainer<T> trainer(config, comm, options);
   const train::RunResult result = trainer.run();
-  // Peak RSS of training, before time_reduce below adds a buffer of its own.
+  // Peak RSS of training, before time_reduce below.
   double rss = peak_rss_mb();
   comm.allreduce_max(&rss, 1);
   // Throughput of the timed epochs: all but the first (warm-up) when there are several.
@@ -160,12 +154,12 @@ void run_bench(const train::Config& config, const BenchArgs& args, dist::Communi
   const double flops_per_sample = 6.0 * model.multiply_adds_per_sample();
   const double needed = needed_memory_mb(config, model, trainer.train_set(),
                                          config.per_rank_batch(comm.size()));
-  const dist::GradientReducer<T> probe(comm, config.reduce);
+  const dist::GradientReducer<T> reducer(comm, config.reduce);
   train::Json line = {
       {"workload", std::filesystem::path(args.config.config_path).stem().string()},
       {"np", comm.size()},
       {"threads", threads_in_use()},
-      {"reduce_algorithm", dist::to_string(probe.algorithm())},
+      {"reduce_algorithm", dist::to_string(reducer.algorithm())},
       {"parameters", model.parameter_count()},
       {"gradient_mb", static_cast<double>(model.parameter_count() + 1) * sizeof(T) / 1e6},
       {"samples_per_s", samples_per_s},

@@ -69,10 +69,7 @@ Trainer<T>::Trainer(const Config& config, dist::Communicator& comm, TrainOptions
   const Index inputs = config.model_inputs > 0 ? config.model_inputs : train_.features;
   // One extra gradient slot carries the loss: Note [the loss rides with the gradients].
   model_ = std::make_unique<nn::Sequential<T>>(inputs, config.layers, batch_per_rank_, 1);
-  std::vector<size_t> tensor_begins;
-  for (const auto& tensor : model_->tensors()) tensor_begins.push_back(static_cast<size_t>(tensor.offset));
-  tensor_begins.push_back(static_cast<size_t>(model_->parameter_count()));  // the loss slot
-  reducer_.set_tensor_begins(std::move(tensor_begins));
+  plan_reduction(reducer_, *model_);
   // One step: forward plus backward, about 3 multiply-adds per weight per sample.
   const double step_work = 3.0 * model_->multiply_adds_per_sample() * static_cast<double>(batch_per_rank_);
   threads_ = choose_threads(config.threads, std::getenv("OMP_NUM_THREADS"), affinity_cores(),
@@ -350,10 +347,8 @@ void Trainer<T>::start() {
   // The command line arms it before setup already; library callers get it here.
   comm_.start_watchdog(config_.faults.watchdog_timeout_s,
                        config_.faults.watchdog_action == "abort");
-  // On the shared-memory path the ranks sum the gradients where backward writes them
-  // (Note [gradients in the shared window]). Creating that memory is a collective, so here.
-  if (T* shared = reducer_.allocate_shared_buffer(static_cast<size_t>(model_->gradient_count())))
-    model_->place_gradients(shared);
+  // Creating the shared memory for the gradients is a collective, so here.
+  place_for_reduction(reducer_, *model_);
   // Rank 0 reads sampler.order and broadcasts it: a collective, so here rather than in the
   // constructor, whose setup stays local (see TrainingRun).
   if (!config_.sampler_order.empty())
@@ -497,7 +492,25 @@ RunResult run_training(const Config& config, dist::Communicator& comm, TrainOpti
   return prepare_training(config, comm, options)->run();
 }
 
+template <typename T>
+void plan_reduction(dist::GradientReducer<T>& reducer, const nn::Sequential<T>& model) {
+  std::vector<size_t> tensor_begins;
+  for (const auto& tensor : model.tensors()) tensor_begins.push_back(static_cast<size_t>(tensor.offset));
+  tensor_begins.push_back(static_cast<size_t>(model.parameter_count()));  // the loss slot
+  reducer.set_tensor_begins(std::move(tensor_begins));
+}
+
+template <typename T>
+void place_for_reduction(dist::GradientReducer<T>& reducer, nn::Sequential<T>& model) {
+  if (T* shared = reducer.allocate_shared_buffer(static_cast<size_t>(model.gradient_count())))
+    model.place_gradients(shared);
+}
+
 template class Trainer<float>;
 template class Trainer<double>;
+template void plan_reduction(dist::GradientReducer<float>&, const nn::Sequential<float>&);
+template void plan_reduction(dist::GradientReducer<double>&, const nn::Sequential<double>&);
+template void place_for_reduction(dist::GradientReducer<float>&, nn::Sequential<float>&);
+template void place_for_reduction(dist::GradientReducer<double>&, nn::Sequential<double>&);
 
 }  // namespace mpiddp::train

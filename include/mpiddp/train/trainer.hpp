@@ -149,4 +149,14 @@ std::unique_ptr<TrainingRun> prepare_training(const Config& config, dist::Commun
 // prepare_training, then run.
 RunResult run_training(const Config& config, dist::Communicator& comm, TrainOptions options = {});
 
+// The model's gradient buffer (P gradients and the loss slot) as the trainer reduces it, so
+// that `mpiddp bench --reduce-only` times exactly that. plan_reduction, local: the tensors
+// and the loss slot are the reducer's bucket boundaries. place_for_reduction, collective: on
+// the shared-memory path the buffer moves into the reducer's shared memory, where the ranks
+// sum it without copying it (Note [gradients in the shared window]).
+template <typename T>
+void plan_reduction(dist::GradientReducer<T>& reducer, const nn::Sequential<T>& model);
+template <typename T>
+void place_for_reduction(dist::GradientReducer<T>& reducer, nn::Sequential<T>& model);
+
 }  // namespace mpiddp::train
