@@ -24,6 +24,16 @@ fault() {
 expect_rc() { [ "$rc" -eq "$1" ] || { cat "$WORK/err"; fail "$2: exit code $rc, expected $1"; }; }
 expect_err() { grep -qF -- "$1" "$WORK/err" || { cat "$WORK/err"; fail "$2: stderr lacks '$1'"; }; }
 inject() { echo --set debug.fail_rank="$1" --set debug.fail_step="$2" --set debug.fail_kind="$3"; }
+# expect_nonfinite_abort NAME ORIGIN RANKS_JSON: the run stopped at step 5 (epoch 2) with
+# exit 5 on every rank together (no MPI_Abort), saying ORIGIN, and $WORK/NAME.jsonl holds
+# the nonfinite record naming RANKS_JSON.
+expect_nonfinite_abort() {
+  expect_rc 5 "$1"
+  expect_err "non-finite loss or gradient at step 5 (epoch 2), $2 (on_nonfinite = abort)" "$1"
+  grep -qF "\"kind\":\"nonfinite\",\"epoch\":2,\"step\":5,\"ranks\":$3,\"action\":\"abort\"" \
+    "$WORK/$1.jsonl" || fail "$1: no nonfinite record naming ranks $3 in the log"
+  ! grep -q "MPI_ABORT" "$WORK/err" || fail "$1: used MPI_Abort although every rank agreed"
+}
 
 # An exception on one rank mid-run: that rank names itself, MPI_Abort ends everyone.
 # shellcheck disable=SC2046
@@ -70,11 +80,7 @@ echo "kill -9 of pid $victim: job ended in $(( $(date +%s) - start )) s with exi
 # A NaN in one rank's gradient: every rank stops in the same step (exit 5, a normal exit),
 # and the message names the step and the rank.
 fault 2 20 "${long[@]}" $(inject 1 5 nan) --log "$WORK/nan.jsonl"
-expect_rc 5 "nan"
-expect_err "non-finite loss or gradient at step 5 (epoch 2), first seen on rank 1 (on_nonfinite = abort)" "nan"
-grep -q '"kind":"nonfinite","epoch":2,"step":5,"ranks":\[1\],"action":"abort"' "$WORK/nan.jsonl" \
-  || fail "nan: no nonfinite record in the log"
-grep -q "MPI_ABORT" "$WORK/err" && fail "nan: used MPI_Abort although every rank agreed"
+expect_nonfinite_abort nan "first seen on rank 1" "[1]"
 
 # skip: no update on any rank, counted in the log; the replicas stay identical.
 fault 2 20 $(inject 0 5 nan) --set on_nonfinite=skip --log "$WORK/skip.jsonl"
@@ -95,11 +101,7 @@ expect_err "at step 7 (epoch 2), first seen on rank 1; 3 non-finite steps in a r
 # finite float (huge), so every rank's own buffer passes the scan but FLT_MAX + FLT_MAX is Inf
 # in the reduced sum. Every rank stops at that step and no rank is blamed.
 fault 2 20 "${long[@]}" $(inject 0 5 huge) --log "$WORK/huge.jsonl"
-expect_rc 5 "huge"
-expect_err "non-finite loss or gradient at step 5 (epoch 2), although every rank's own values were finite: their sum overflowed (on_nonfinite = abort)" "huge"
-grep -q '"kind":"nonfinite","epoch":2,"step":5,"ranks":\[\],"action":"abort"' "$WORK/huge.jsonl" \
-  || fail "huge: no nonfinite record naming no rank in the log"
-grep -q "MPI_ABORT" "$WORK/err" && fail "huge: used MPI_Abort although every rank agreed"
+expect_nonfinite_abort huge "although every rank's own values were finite: their sum overflowed" "[]"
 
 # Replica divergence (one ulp on one rank): reported with step, rank and difference...
 fault 2 20 "${long[@]}" $(inject 1 5 perturb) --set check_every_steps=2
