@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "../support/config_errors.hpp"
 #include "mpiddp/core/error.hpp"
 
 namespace mpiddp::train {
@@ -9,16 +10,11 @@ namespace {
 
 // Parses the default experiment with one override and returns the key path of the error.
 std::string error_key(const std::string& assignment) {
-  Json user = default_experiment();
-  try {
+  return test::config_error_key([&] {
+    Json user = default_experiment();
     apply_override(user, assignment);
-    const Config config = parse_config(user);
-    config.per_rank_batch(2);
-  } catch (const ConfigError& e) {
-    EXPECT_EQ(e.code(), kExitConfig);
-    return e.key_path();
-  }
-  return "(no error)";
+    parse_config(user).per_rank_batch(2);
+  });
 }
 
 TEST(Config, DefaultExperimentResolves) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "../support/config_errors.hpp"
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/train/config.hpp"
 
@@ -16,12 +17,7 @@ Config with_train_source(const std::string& source) {
 }
 
 std::string error_key(const std::string& source) {
-  try {
-    with_train_source(source);
-  } catch (const ConfigError& e) {
-    return e.key_path();
-  }
-  return "(no error)";
+  return test::config_error_key([&] { with_train_source(source); });
 }
 
 TEST(DataSourceConfig, NpyKeysAndDefaults) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "../support/config_errors.hpp"
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/train/config.hpp"
 
@@ -15,12 +16,7 @@ Config with(const std::vector<std::string>& assignments) {
 }
 
 std::string error_key(const std::string& assignment) {
-  try {
-    with({assignment});
-  } catch (const ConfigError& e) {
-    return e.key_path();
-  }
-  return "(no error)";
+  return test::config_error_key([&] { with({assignment}); });
 }
 
 TEST(FaultConfig, Defaults) {
