@@ -70,8 +70,11 @@ double time_reduce(const train::Config& config, dist::Communicator& comm,
 // --reduce-only: the model's gradient buffer shape, reduced repeatedly; nothing trained.
 template <typename T>
 void run_reduce_only(const train::Config& config, const BenchArgs& args, dist::Communicator& comm) {
-  if (config.model_inputs <= 0) throw ConfigError("model.inputs", "--reduce-only needs model.inputs");
-  nn::Sequential<T> model(config.model_inputs, config.layers, 1, 1);  // + the loss slot
+  if (config.model_inputs <= 0 && config.model_input_shape.empty())
+    throw ConfigError("model.input_shape", "--reduce-only needs model.input_shape or model.inputs");
+  const nn::Shape input = config.model_input_shape.empty() ? nn::Shape{config.model_inputs}
+                                                           : config.model_input_shape;
+  nn::Sequential<T> model(input, config.layers, 1, 1);  // + the loss slot
   dist::GradientReducer<T> reducer(comm, config.reduce);
   train::place_for_reduction(reducer, model);
   const double reduce_s = time_reduce<T>(config, comm, model, args.reduce_repeats);
@@ -92,8 +95,7 @@ void run_reduce_only(const train::Config& config, const BenchArgs& args, dist::C
 }
 
 // What a rank must hold, in MB: parameters, gradients (+ the loss slot), optimizer state,
-// activations (each linear layer's output and its activation's, the two gradient
-// ping-pong buffers and the batch) and the training set, which every rank holds whole.
+// activations (every layer's declared scratch, the model's output and the batch) and the training set, which every rank holds whole.
 // The peak RSS target is stated against this.
 template <typename T>
 double needed_memory_mb(const train::Config& config, const nn::Sequential<T>& model,
@@ -101,13 +103,11 @@ double needed_memory_mb(const train::Config& config, const nn::Sequential<T>& mo
   const double p = static_cast<double>(model.parameter_count());
   const auto& o = config.optimizer;
   const double state = o.type == "sgd" ? (o.momentum != 0.0 ? p : 0.0) : 2.0 * p;
-  double activations = static_cast<double>(model.inputs()), widest = activations;
-  for (const auto& tensor : model.tensors())
-    if (tensor.shape.size() == 2) {
-      activations += 2.0 * static_cast<double>(tensor.shape[0]);
-      widest = std::max(widest, static_cast<double>(tensor.shape[0]));
-    }
-  activations = (activations + 2.0 * widest) * static_cast<double>(batch_per_rank);
+  // The layers' declared scratch (activations, ping-pong buffers, their own working memory),
+  // the model's output and its gradient, and the gathered batch.
+  const double activations =
+      static_cast<double>(model.activation_bytes()) / sizeof(T) +
+      static_cast<double>(model.inputs()) * static_cast<double>(batch_per_rank);
   const double samples = static_cast<double>(train_set.samples);
   const double data_bytes =
       samples * static_cast<double>(train_set.features + train_set.outputs) * sizeof(T) +

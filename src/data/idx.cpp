@@ -84,6 +84,10 @@ Dataset<T> load_idx(const IdxConfig& config) {
   d.name = config.images;
   d.samples = static_cast<Index>(ih.dims[0]);
   d.features = static_cast<Index>(ih.elements / ih.dims[0]);
+  // Images [N, H, W] are one-channel (1, H, W), as torchvision's tensors; [N, C, H, W] keep theirs.
+  if (ih.dims.size() == 3) d.shape = {1, static_cast<Index>(ih.dims[1]), static_cast<Index>(ih.dims[2])};
+  if (ih.dims.size() > 3)
+    for (size_t i = 1; i < ih.dims.size(); ++i) d.shape.push_back(static_cast<Index>(ih.dims[i]));
   d.classes = config.classes;
   const auto x = load_values<T>(*images, ih.encoding, ih.elements, ih.elements / ih.dims[0], config.scale);
   expect_end(*images);

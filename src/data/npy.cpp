@@ -213,6 +213,8 @@ Dataset<T> load_npy(const NpyConfig& config) {
   d.samples = static_cast<Index>(xh.shape[0]);
   d.features = static_cast<Index>(row_width(xh));
   if (d.features == 0) throw DataError(config.features + ": has zero features per sample");
+  if (xh.shape.size() > 2)  // [N, C, H, W] and the like keep their per-sample shape
+    for (size_t i = 1; i < xh.shape.size(); ++i) d.shape.push_back(static_cast<Index>(xh.shape[i]));
   const auto x = load_values<T>(x_file, xh.data_offset, xh.encoding, xh.elements, row_width(xh), 1.0);
   d.x = x.data;
   std::shared_ptr<const void> targets;

@@ -16,7 +16,7 @@ std::string Activation<T>::type() const {
 }
 
 template <typename T>
-void Activation<T>::forward(ConstMatrixView<T> x, MatrixView<T> y) const {
+void Activation<T>::forward(const PassContext&, ConstMatrixView<T> x, MatrixView<T> y) {
   switch (kind_) {
     case ActivationKind::kTanh: y.array() = x.array().tanh(); break;
     case ActivationKind::kRelu: y.array() = x.array().max(T(0)); break;
@@ -30,8 +30,8 @@ void Activation<T>::forward(ConstMatrixView<T> x, MatrixView<T> y) const {
 }
 
 template <typename T>
-void Activation<T>::backward(ConstMatrixView<T> x, ConstMatrixView<T> y, ConstMatrixView<T> dy,
-                             MatrixView<T>* dx) {
+void Activation<T>::backward(const PassContext&, ConstMatrixView<T> x, ConstMatrixView<T> y,
+                             ConstMatrixView<T> dy, MatrixView<T>* dx) {
   if (!dx) return;
   switch (kind_) {
     case ActivationKind::kTanh: dx->array() = dy.array() * (T(1) - y.array().square()); break;

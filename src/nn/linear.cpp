@@ -2,26 +2,55 @@
 
 #include <cmath>
 
+#include "mpiddp/core/error.hpp"
+
 namespace mpiddp::nn {
 
+LinearOptions LinearOptions::parse(io::JsonSection& section) {
+  if (!section.has("out")) throw ConfigError(section.key_path("out"), "required key is missing");
+  return {section.integer("out", 0, 1, 1 << 24)};
+}
+
+namespace {
+
+Shape linear_output(const LinearOptions& options, const Shape& input, const std::string& key) {
+  if (input.size() != 1)
+    throw ConfigError(key, "linear needs a flat input but gets " + shape_text(input) +
+                               "; put a flatten (or global_avgpool) layer before it");
+  return {options.out};
+}
+
+}  // namespace
+
 template <typename T>
-void Linear<T>::bind(T* params, T* grads) {
-  weight_ = params;
-  bias_ = params + outputs_ * inputs_;
-  weight_grad_ = grads;
-  bias_grad_ = grads + outputs_ * inputs_;
+Linear<T>::Linear(const LinearOptions& options, const Shape& input, const std::string& key)
+    : Layer<T>(input, linear_output(options, input, key)) {}
+
+template <typename T>
+std::vector<TensorSpec> Linear<T>::parameters() const {
+  return {{"weight", {this->outputs(), this->inputs()}}, {"bias", {this->outputs()}}};
+}
+
+template <typename T>
+void Linear<T>::bind(const LayerMemory<T>& memory) {
+  const Index weights = this->outputs() * this->inputs();
+  weight_ = memory.parameters;
+  bias_ = memory.parameters + weights;
+  weight_grad_ = memory.gradients;
+  bias_grad_ = memory.gradients + weights;
 }
 
 template <typename T>
 void Linear<T>::initialize(Rng& rng) {
-  const double bound = 1.0 / std::sqrt(static_cast<double>(inputs_));
-  for (Index i = 0; i < parameter_count(); ++i) weight_[i] = static_cast<T>(rng.uniform(-bound, bound));
+  const double bound = 1.0 / std::sqrt(static_cast<double>(this->inputs()));
+  const Index count = this->outputs() * this->inputs() + this->outputs();
+  for (Index i = 0; i < count; ++i) weight_[i] = static_cast<T>(rng.uniform(-bound, bound));
 }
 
 template <typename T>
-void Linear<T>::forward(ConstMatrixView<T> x, MatrixView<T> y) const {
-  ConstMatrixView<T> wt(weight_, inputs_, outputs_);
-  VectorView<T> b(bias_, outputs_);
+void Linear<T>::forward(const PassContext&, ConstMatrixView<T> x, MatrixView<T> y) {
+  ConstMatrixView<T> wt(weight_, this->inputs(), this->outputs());
+  VectorView<T> b(bias_, this->outputs());
   // y = W x + b, written as (W^T)^T x so Eigen's GEMM reads the weights in place. The bias
   // goes in first and the product is added to it: "=" would zero y and then add anyway, so
   // the bias costs no pass of its own.
@@ -30,14 +59,14 @@ void Linear<T>::forward(ConstMatrixView<T> x, MatrixView<T> y) const {
 }
 
 template <typename T>
-void Linear<T>::backward(ConstMatrixView<T> x, ConstMatrixView<T>, ConstMatrixView<T> dy,
-                         MatrixView<T>* dx) {
-  MatrixView<T> dwt(weight_grad_, inputs_, outputs_);
-  VectorView<T> db(bias_grad_, outputs_);
+void Linear<T>::backward(const PassContext&, ConstMatrixView<T> x, ConstMatrixView<T>,
+                         ConstMatrixView<T> dy, MatrixView<T>* dx) {
+  MatrixView<T> dwt(weight_grad_, this->inputs(), this->outputs());
+  VectorView<T> db(bias_grad_, this->outputs());
   dwt.noalias() += x * dy.transpose();  // dW^T = x dy^T: (F, B)(B, O)
   db.noalias() += dy.rowwise().sum();
   if (dx) {
-    ConstMatrixView<T> wt(weight_, inputs_, outputs_);
+    ConstMatrixView<T> wt(weight_, this->inputs(), this->outputs());
     dx->noalias() = wt * dy;  // dx = W^T dy: (F, O)(O, B)
   }
 }

@@ -1,113 +1,71 @@
 #include "mpiddp/nn/sequential.hpp"
 
 #include <algorithm>
-#include <cassert>
-
-#include "mpiddp/core/error.hpp"
-#include "mpiddp/nn/activation.hpp"
-#include "mpiddp/nn/linear.hpp"
 
 namespace mpiddp::nn {
 
-Index ParameterTensor::size() const {
-  Index n = 1;
-  for (Index d : shape) n *= d;
-  return n;
-}
-
-namespace {
+Index ParameterTensor::size() const { return shape_size(shape); }
 
 template <typename T>
-std::unique_ptr<Layer<T>> make_layer(const LayerSpec& spec, Index inputs, size_t position) {
-  const std::string key = "model.layers[" + std::to_string(position) + "]";
-  if (spec.type == "linear") {
-    if (spec.out <= 0) throw ConfigError(key + ".out", "a linear layer needs \"out\" >= 1");
-    return std::make_unique<Linear<T>>(inputs, spec.out);
-  }
-  if (spec.type == "tanh") return std::make_unique<Activation<T>>(ActivationKind::kTanh);
-  if (spec.type == "relu") return std::make_unique<Activation<T>>(ActivationKind::kRelu);
-  if (spec.type == "sigmoid") return std::make_unique<Activation<T>>(ActivationKind::kSigmoid);
-  if (spec.type == "gelu") return std::make_unique<Activation<T>>(ActivationKind::kGelu);
-  throw ConfigError(key + ".type", "unknown layer type '" + spec.type +
-                                       "'; expected linear, tanh, relu, sigmoid or gelu");
-}
-
-}  // namespace
-
-template <typename T>
-Sequential<T>::Sequential(Index inputs, const std::vector<LayerSpec>& specs, Index max_batch,
+Sequential<T>::Sequential(const Shape& input, const std::vector<LayerSpec>& specs, Index max_batch,
                           Index reserved_gradient_slots)
-    : inputs_(inputs), max_batch_(max_batch) {
-  if (specs.empty()) throw ConfigError("model.layers", "the model needs at least one layer");
-  Index width = inputs, widest = inputs;
-  for (size_t i = 0; i < specs.size(); ++i) {
-    layers_.push_back(make_layer<T>(specs[i], width, i));
-    const Index count = layers_.back()->parameter_count();
-    const Index out = layers_.back()->outputs(width);
-    if (count > 0) {
-      tensors_.push_back({std::to_string(i) + ".weight", parameter_count_, {out, width}});
-      tensors_.push_back({std::to_string(i) + ".bias", parameter_count_ + out * width, {out}});
-    }
-    parameter_count_ += count;
-    width = out;
-    widths_.push_back(width);
-    widest = std::max(widest, width);
+    : input_shape_(input), stack_(specs, input), max_batch_(max_batch) {
+  for (const TensorSpec& t : stack_.parameters()) {
+    tensors_.push_back({t.name, parameter_count_, t.shape});
+    parameter_count_ += shape_size(t.shape);
   }
-  outputs_ = width;
-
+  Index values = 0, counters = 0;
+  for (const BufferSpec& b : stack_.buffers()) {
+    BufferTensor tensor;
+    tensor.name = b.name;
+    tensor.shape = b.shape;
+    tensor.type = b.type;
+    Index& offset = b.type == BufferType::kReal ? values : counters;
+    tensor.offset = offset;
+    offset += shape_size(b.shape);
+    buffer_tensors_.push_back(std::move(tensor));
+  }
   parameters_.assign(parameter_count_, T(0));
   gradient_count_ = parameter_count_ + reserved_gradient_slots;
   own_gradients_ = UntouchedZeros<T>(static_cast<size_t>(gradient_count_));
   gradients_ = own_gradients_.data();
-  Index offset = 0;
-  for (auto& layer : layers_) {
-    parameter_offsets_.push_back(offset);
-    offset += layer->parameter_count();
-  }
-  assert(offset == parameter_count_);
-  bind_layers();
-
-  for (Index w : widths_) activations_.emplace_back(w * max_batch_, T(0));
-  delta_a_.assign(widest * max_batch_, T(0));
-  delta_b_.assign(widest * max_batch_, T(0));
+  buffer_values_.assign(values, T(0));
+  buffer_counters_.assign(counters, 0);
+  scratch_.assign(stack_.scratch_bytes(max_batch_), std::byte{0});
+  output_.assign(outputs() * max_batch_, T(0));
+  output_gradient_.assign(outputs() * max_batch_, T(0));
+  stack_.bind(memory());
 }
 
 template <typename T>
-void Sequential<T>::bind_layers() {
-  for (size_t l = 0; l < layers_.size(); ++l)
-    layers_[l]->bind(parameters_.data() + parameter_offsets_[l], gradients_ + parameter_offsets_[l]);
+LayerMemory<T> Sequential<T>::memory() {
+  LayerMemory<T> m;
+  m.parameters = parameters_.data();
+  m.gradients = gradients_;
+  m.buffers = buffer_values_.data();
+  m.counters = buffer_counters_.data();
+  m.scratch = scratch_.data();
+  m.max_batch = max_batch_;
+  return m;
 }
 
 template <typename T>
-void Sequential<T>::place_gradients(T* memory) {
-  std::copy_n(gradients_, gradient_count_, memory);
-  gradients_ = memory;
-  bind_layers();
+void Sequential<T>::place_gradients(T* memory_at) {
+  std::copy_n(gradients_, gradient_count_, memory_at);
+  gradients_ = memory_at;
+  stack_.bind(memory());
   own_gradients_ = UntouchedZeros<T>();  // give its memory back
 }
 
 template <typename T>
-double Sequential<T>::multiply_adds_per_sample() const {
-  double total = 0;
-  for (const ParameterTensor& tensor : tensors_)
-    if (tensor.shape.size() == 2) total += static_cast<double>(tensor.size());
-  return total;
-}
-
-template <typename T>
 std::string Sequential<T>::describe() const {
-  std::string text = std::to_string(inputs_);
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    text += "-" + layers_[i]->type();
-    if (layers_[i]->parameter_count() > 0) text += std::to_string(widths_[i]);
-  }
-  return text;
+  return shape_tag(input_shape_) + "-" + stack_.describe();
 }
 
 template <typename T>
 void Sequential<T>::initialize(uint64_t seed) {
   Rng rng(mix_seed(seed, 0x1417));  // the "init" stream of the run seed
-  for (auto& layer : layers_) layer->initialize(rng);
+  stack_.initialize(rng);
 }
 
 template <typename T>
@@ -116,44 +74,24 @@ void Sequential<T>::zero_gradients() {
 }
 
 template <typename T>
-ConstMatrixView<T> Sequential<T>::forward(ConstMatrixView<T> x) {
-  assert(x.rows() == inputs_ && x.cols() <= max_batch_);
+ConstMatrixView<T> Sequential<T>::forward(const PassContext& context, ConstMatrixView<T> x) {
   batch_ = x.cols();
-  const T* in = x.data();
-  Index in_width = inputs_;
-  for (size_t l = 0; l < layers_.size(); ++l) {
-    MatrixView<T> y(activations_[l].data(), widths_[l], batch_);
-    layers_[l]->forward(ConstMatrixView<T>(in, in_width, batch_), y);
-    in = y.data();
-    in_width = widths_[l];
-  }
-  return ConstMatrixView<T>(in, outputs_, batch_);
+  MatrixView<T> y(output_.data(), outputs(), batch_);
+  stack_.forward(context, x, y);
+  return ConstMatrixView<T>(output_.data(), outputs(), batch_);
 }
 
 template <typename T>
 MatrixView<T> Sequential<T>::output_gradient() {
-  return MatrixView<T>(delta_a_.data(), outputs_, batch_);
+  return MatrixView<T>(output_gradient_.data(), outputs(), batch_);
 }
 
 template <typename T>
-void Sequential<T>::backward(ConstMatrixView<T> x, GradientListener* listener) {
-  T* dy = delta_a_.data();
-  T* dx = delta_b_.data();
-  for (size_t l = layers_.size(); l-- > 0;) {
-    const Index in_width = l == 0 ? inputs_ : widths_[l - 1];
-    const T* in = l == 0 ? x.data() : activations_[l - 1].data();
-    ConstMatrixView<T> layer_x(in, in_width, batch_);
-    ConstMatrixView<T> layer_y(activations_[l].data(), widths_[l], batch_);
-    ConstMatrixView<T> layer_dy(dy, widths_[l], batch_);
-    if (l == 0) {
-      layers_[l]->backward(layer_x, layer_y, layer_dy, nullptr);
-    } else {
-      MatrixView<T> layer_dx(dx, in_width, batch_);
-      layers_[l]->backward(layer_x, layer_y, layer_dy, &layer_dx);
-      std::swap(dy, dx);
-    }
-    if (listener && layers_[l]->parameter_count() > 0) listener->gradients_ready(parameter_offsets_[l]);
-  }
+void Sequential<T>::backward(const PassContext& context, ConstMatrixView<T> x,
+                             GradientListener* listener) {
+  stack_.backward(context, x, ConstMatrixView<T>(output_.data(), outputs(), batch_),
+                  ConstMatrixView<T>(output_gradient_.data(), outputs(), batch_), nullptr,
+                  listener);
 }
 
 template class Sequential<float>;

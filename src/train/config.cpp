@@ -16,28 +16,22 @@ namespace {
 constexpr int64_t kMaxCount = int64_t{1} << 40;
 constexpr double kHuge = std::numeric_limits<double>::max();
 
-std::vector<nn::LayerSpec> parse_layers(io::JsonSection& model) {
-  const Json* layers = model.raw("layers");
-  if (!layers) throw ConfigError("model.layers", "required key is missing");
-  if (!layers->is_array() || layers->empty())
-    throw ConfigError("model.layers", "expected a non-empty list of layers like "
-                                      "[{\"type\":\"linear\",\"out\":48}, {\"type\":\"tanh\"}]");
-  std::vector<nn::LayerSpec> specs;
-  Json resolved = Json::array();
-  for (size_t i = 0; i < layers->size(); ++i) {
-    io::JsonSection layer(&(*layers)[i], "model.layers[" + std::to_string(i) + "]");
-    nn::LayerSpec spec;
-    spec.type = layer.required_choice("type", {"linear", "tanh", "relu", "sigmoid", "gelu"});
-    if (spec.type == "linear") {
-      if (!layer.has("out")) throw ConfigError(layer.key_path("out"), "required key is missing");
-      spec.out = layer.integer("out", 0, 1, 1 << 24);
-    }
-    layer.finish();
-    resolved.push_back(layer.resolved());
-    specs.push_back(spec);
+nn::Shape parse_input_shape(io::JsonSection& model) {
+  const Json* shape = model.raw("input_shape");
+  if (!shape) return {};
+  const std::string key = model.key_path("input_shape");
+  bool valid = shape->is_array() && !shape->empty() && shape->size() <= 3;
+  nn::Shape dims;
+  for (size_t i = 0; valid && i < shape->size(); ++i) {
+    const Json& d = (*shape)[i];
+    valid = d.is_number_integer() && d.get<int64_t>() >= 1 && d.get<int64_t>() <= (1 << 24);
+    if (valid) dims.push_back(d.get<int64_t>());
   }
-  model.put("layers", resolved);
-  return specs;
+  if (!valid || nn::shape_size(dims) > (Index{1} << 30))
+    throw ConfigError(key, "expected a per-sample shape of 1 to 3 positive integers like "
+                           "[1, 28, 28] (channels, height, width) or [784]");
+  model.put("input_shape", *shape);
+  return dims;
 }
 
 optim::OptimizerConfig parse_optimizer(io::JsonSection& s) {
@@ -99,6 +93,31 @@ Index Config::per_rank_batch(int world_size) const {
 
 Index Config::global_batch(int world_size) const { return per_rank_batch(world_size) * world_size; }
 
+nn::Shape model_input_shape(const Config& config, const std::vector<Index>& data_shape,
+                            Index data_features, const std::string& data_key) {
+  const nn::Shape data = data_shape.empty() ? nn::Shape{data_features} : data_shape;
+  if (!config.model_input_shape.empty()) {
+    const nn::Shape& wanted = config.model_input_shape;
+    // A flat file (csv, npy [N, F]) may be read as images of the same size; a file that has
+    // a shape of its own must have the one asked for.
+    const bool fits = nn::shape_size(wanted) == data_features &&
+                      (data_shape.empty() || wanted.size() == 1 || data == wanted);
+    if (!fits)
+      throw ConfigError("model.input_shape", nn::shape_text(wanted) + " does not fit " + data_key +
+                                                 ", whose samples are " + nn::shape_text(data) +
+                                                 " (" + std::to_string(data_features) + " values)");
+    return wanted;
+  }
+  if (config.model_inputs > 0) {
+    if (config.model_inputs != data_features)
+      throw ConfigError(data_key, "has " + std::to_string(data_features) +
+                                      " features but model.inputs is " +
+                                      std::to_string(config.model_inputs));
+    return {config.model_inputs};
+  }
+  return data;
+}
+
 Json default_experiment() {
   return Json::parse(R"({
     "seed": 0,
@@ -125,7 +144,14 @@ Config parse_config(const Json& user) {
     auto model = root.section("model");
     if (!user.contains("model")) throw ConfigError("model", "required key is missing");
     c.model_inputs = model.integer("inputs", 0, 0, 1 << 24);
-    c.layers = parse_layers(model);
+    c.model_input_shape = parse_input_shape(model);
+    if (c.model_inputs > 0 && !c.model_input_shape.empty() &&
+        nn::shape_size(c.model_input_shape) != c.model_inputs)
+      throw ConfigError("model.input_shape", nn::shape_text(c.model_input_shape) + " has " +
+                                                 std::to_string(nn::shape_size(c.model_input_shape)) +
+                                                 " values per sample but model.inputs is " +
+                                                 std::to_string(c.model_inputs) + "; set one of them");
+    c.layers = nn::parse_layer_list(model, "layers");
     model.finish();
   }
   c.loss = root.choice("loss", "mse", {"mse", "cross_entropy"});
@@ -174,6 +200,11 @@ Config parse_config(const Json& user) {
   c.sync = root.boolean("sync", true);
   c.check_every_steps = root.integer("check_every_steps", 0, 0, kMaxCount);
   c.faults = parse_fault_config(root);
+  if (root.has("batchnorm")) {
+    auto batchnorm = root.section("batchnorm");
+    c.batchnorm_sync = batchnorm.boolean("sync", true);
+    batchnorm.finish();
+  }
   {
     auto log = root.section("log");
     c.log_path = log.text("path", "");

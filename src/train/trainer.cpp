@@ -66,9 +66,10 @@ Trainer<T>::Trainer(const Config& config, dist::Communicator& comm, TrainOptions
                                               " does not divide the per-rank batch " +
                                               std::to_string(batch_per_rank_));
   if (config.eval_data) eval_ = data::load_source<T>(*config.eval_data, config.seed, "eval");
-  const Index inputs = config.model_inputs > 0 ? config.model_inputs : train_.features;
+  const nn::Shape input_shape = model_input_shape(config, train_.shape, train_.features, "data.train");
+  const Index inputs = nn::shape_size(input_shape);
   // One extra gradient slot carries the loss: Note [the loss rides with the gradients].
-  model_ = std::make_unique<nn::Sequential<T>>(inputs, config.layers, batch_per_rank_, 1);
+  model_ = std::make_unique<nn::Sequential<T>>(input_shape, config.layers, batch_per_rank_, 1);
   plan_reduction(reducer_, *model_);
   // One step: forward plus backward, about 3 multiply-adds per weight per sample.
   const double step_work = 3.0 * model_->multiply_adds_per_sample() * static_cast<double>(batch_per_rank_);

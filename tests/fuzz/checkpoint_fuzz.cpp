@@ -37,7 +37,8 @@ constexpr const char* kMetadataKey = "mpiddp_checkpoint";
 // Adam (two state buffers), float32, 4 steps of 2 per epoch. make_seeds.sh writes metadata
 // that matches it.
 struct Run {
-  nn::Sequential<float> model{2, {{"linear", 2}, {"tanh", 0}, {"linear", 1}}, 2};
+  nn::Sequential<float> model{{2}, nn::parse_layer_list(io::Json::parse(
+      R"([{"type": "linear", "out": 2}, {"type": "tanh"}, {"type": "linear", "out": 1}])")), 2};
   std::unique_ptr<optim::Optimizer<float>> optimizer =
       optim::make_optimizer<float>(optim::OptimizerConfig{"adam"}, model.parameter_count());
   train::RunIdentity identity;

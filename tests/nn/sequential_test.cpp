@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "../support/gradient_check.hpp"
+#include "../support/layer_harness.hpp"
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/nn/loss.hpp"
 
@@ -12,11 +12,13 @@ namespace {
 using mpiddp::testing::expect_gradient_matches;
 using mpiddp::testing::test_values;
 
-const std::vector<LayerSpec> kSpecs = {{"linear", 5}, {"tanh", 0}, {"linear", 4}, {"gelu", 0},
-                                       {"linear", 3}, {"sigmoid", 0}, {"linear", 2}};
+const std::vector<LayerSpec> kSpecs = mpiddp::testing::specs(R"([
+    {"type": "linear", "out": 5}, {"type": "tanh"}, {"type": "linear", "out": 4}, {"type": "gelu"},
+    {"type": "linear", "out": 3}, {"type": "sigmoid"}, {"type": "linear", "out": 2}])");
+const Shape kInput = {3};
 
 TEST(Sequential, LayoutAndNames) {
-  Sequential<float> model(3, kSpecs, 8);
+  Sequential<float> model(kInput, kSpecs, 8);
   // (3*5+5) + (5*4+4) + (4*3+3) + (3*2+2) = 20 + 24 + 15 + 8
   EXPECT_EQ(model.parameter_count(), 67);
   EXPECT_EQ(model.describe(), "3-linear5-tanh-linear4-gelu-linear3-sigmoid-linear2");
@@ -34,7 +36,7 @@ TEST(Sequential, LayoutAndNames) {
 
 TEST(Sequential, UnknownLayerNamesTheKey) {
   try {
-    Sequential<float> model(3, {{"linear", 2}, {"softplus", 0}}, 4);
+    mpiddp::testing::specs(R"([{"type": "linear", "out": 2}, {"type": "softplus"}])");
     FAIL() << "expected a ConfigError";
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.key_path(), "model.layers[1].type");
@@ -42,7 +44,7 @@ TEST(Sequential, UnknownLayerNamesTheKey) {
 }
 
 TEST(Sequential, SameSeedSameWeights) {
-  Sequential<float> a(3, kSpecs, 4), b(3, kSpecs, 4), c(3, kSpecs, 4);
+  Sequential<float> a(kInput, kSpecs, 4), b(kInput, kSpecs, 4), c(kInput, kSpecs, 4);
   a.initialize(11);
   b.initialize(11);
   c.initialize(12);
@@ -52,7 +54,7 @@ TEST(Sequential, SameSeedSameWeights) {
 
 TEST(Sequential, NetworkGradientMatchesFiniteDifferences) {
   const Index batch = 4;
-  Sequential<double> model(3, kSpecs, batch);
+  Sequential<double> model(kInput, kSpecs, batch);
   model.initialize(3);
   MseLoss<double> mse;
   std::vector<double> x = test_values(3 * batch, 1), t = test_values(2 * batch, 2);
@@ -72,7 +74,7 @@ TEST(Sequential, NetworkGradientMatchesFiniteDifferences) {
 
 TEST(Sequential, PlacedGradientsMoveWithTheirContentsAndReceiveBackward) {
   const Index batch = 4;
-  Sequential<float> own(3, kSpecs, batch, 1), placed(3, kSpecs, batch, 1);
+  Sequential<float> own(kInput, kSpecs, batch, 1), placed(kInput, kSpecs, batch, 1);
   own.initialize(5);
   placed.initialize(5);
   EXPECT_EQ(placed.gradient_count(), placed.parameter_count() + 1);

@@ -1,4 +1,5 @@
 #include "mpiddp/train/config.hpp"
+#include "mpiddp/nn/linear.hpp"
 
 #include <gtest/gtest.h>
 
@@ -21,7 +22,7 @@ TEST(Config, DefaultExperimentResolves) {
   const Config c = parse_config(default_experiment());
   EXPECT_EQ(c.dtype, "float32");
   EXPECT_EQ(c.layers.size(), 5u);
-  EXPECT_EQ(c.layers[2].out, 48);
+  EXPECT_EQ(std::any_cast<const nn::LinearOptions&>(c.layers[2].options).out, 48);
   EXPECT_EQ(c.train_data.synthetic.samples, 256);
   EXPECT_DOUBLE_EQ(c.train_data.synthetic.noise, 0.1);
   EXPECT_EQ(c.batch_global, 64);
@@ -45,8 +46,8 @@ TEST(Config, OverridesReachNestedKeysAndListItems) {
   apply_override(user, "optimizer.type=\"adam\"");
   const Config c = parse_config(user);
   EXPECT_DOUBLE_EQ(c.optimizer.lr, 0.1);
-  EXPECT_EQ(c.layers[0].out, 64);
-  EXPECT_EQ(c.layers[2].out, 32);
+  EXPECT_EQ(std::any_cast<const nn::LinearOptions&>(c.layers[0].options).out, 64);
+  EXPECT_EQ(std::any_cast<const nn::LinearOptions&>(c.layers[2].options).out, 32);
   EXPECT_EQ(c.dtype, "float64");
   EXPECT_EQ(c.optimizer.type, "adam");
 }

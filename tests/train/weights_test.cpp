@@ -9,6 +9,7 @@
 #include "mpiddp/core/hash.hpp"
 #include "mpiddp/dist/local_communicator.hpp"
 #include "mpiddp/train/trainer.hpp"
+#include "../support/layer_harness.hpp"
 #include "../support/scratch_dir.hpp"
 
 namespace mpiddp::train {
@@ -16,7 +17,8 @@ namespace {
 
 // 3 -> linear 2 -> tanh -> linear 1: PyTorch's nn.Sequential(Linear(3,2), Tanh(), Linear(2,1)),
 // whose state_dict names are 0.weight [2,3], 0.bias [2], 2.weight [1,2], 2.bias [1].
-const std::vector<nn::LayerSpec> kSpecs = {{"linear", 2}, {"tanh", 0}, {"linear", 1}};
+const std::vector<nn::LayerSpec> kSpecs = mpiddp::testing::specs(
+    R"([{"type": "linear", "out": 2}, {"type": "tanh"}, {"type": "linear", "out": 1}])");
 
 // The state_dict as PyTorch writes it: F64, weights row-major [out, in].
 void write_torch_fixture(const std::string& path) {
@@ -41,7 +43,7 @@ double forward_one(nn::Sequential<T>& model, const T (&x)[3]) {
 TEST(Weights, PyTorchStateDictLoadsWithItsLayout) {
   const std::string dir = test::scratch_dir("weights_torch");
   write_torch_fixture(dir + "/torch.safetensors");
-  nn::Sequential<double> model(3, kSpecs, 1);
+  nn::Sequential<double> model({3}, kSpecs, 1);
   load_weights(dir + "/torch.safetensors", model);
   // x = (1, 2, 3): W0 x + b0 = (1 - 3 + 0.5, 0.5 + 1 - 1) = (-1.5, 0.5);
   // y = 2 tanh(-1.5) - tanh(0.5) + 0.25.
@@ -49,7 +51,7 @@ TEST(Weights, PyTorchStateDictLoadsWithItsLayout) {
   EXPECT_DOUBLE_EQ(forward_one(model, x), 2 * std::tanh(-1.5) - std::tanh(0.5) + 0.25);
 
   // The same F64 file into a float32 model converts each value.
-  nn::Sequential<float> single(3, kSpecs, 1);
+  nn::Sequential<float> single({3}, kSpecs, 1);
   load_weights(dir + "/torch.safetensors", single);
   const float xf[3] = {1, 2, 3};
   EXPECT_NEAR(forward_one(single, xf), 2 * std::tanh(-1.5) - std::tanh(0.5) + 0.25, 1e-6);
@@ -57,7 +59,7 @@ TEST(Weights, PyTorchStateDictLoadsWithItsLayout) {
 
 TEST(Weights, SavedWeightsCarryPyTorchNamesAndReloadExactly) {
   const std::string dir = test::scratch_dir("weights_save");
-  nn::Sequential<float> model(3, kSpecs, 1);
+  nn::Sequential<float> model({3}, kSpecs, 1);
   model.initialize(7);
   save_weights(dir + "/w.safetensors", model);
   const io::SafetensorsFile file = io::read_safetensors(dir + "/w.safetensors", kExitData);
@@ -65,7 +67,7 @@ TEST(Weights, SavedWeightsCarryPyTorchNamesAndReloadExactly) {
   EXPECT_EQ(file.find("0.weight")->shape, (std::vector<int64_t>{2, 3}));
   EXPECT_EQ(file.find("2.weight")->shape, (std::vector<int64_t>{1, 2}));
   EXPECT_EQ(file.find("2.bias")->dtype, io::TensorDtype::kF32);
-  nn::Sequential<float> copy(3, kSpecs, 1);
+  nn::Sequential<float> copy({3}, kSpecs, 1);
   load_weights(dir + "/w.safetensors", copy);
   EXPECT_EQ(std::memcmp(copy.parameters(), model.parameters(), model.parameter_count() * sizeof(float)), 0);
 }
@@ -141,7 +143,7 @@ TEST(Weights, TrainingStartsFromInitWeights) {
   EXPECT_EQ(from_file.step_losses, seeded.step_losses);
   EXPECT_EQ(from_file.replicas.checksum, seeded.replicas.checksum);
   // save_weights wrote the final parameters: their checksum is the run's.
-  nn::Sequential<float> final_model(6, plain.layers, 1);
+  nn::Sequential<float> final_model({6}, plain.layers, 1);
   load_weights(dir + "/final.safetensors", final_model);
   EXPECT_EQ(hex64(fnv1a(final_model.parameters(), final_model.parameter_count() * sizeof(float))),
             seeded.replicas.checksum);

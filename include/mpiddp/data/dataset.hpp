@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "mpiddp/core/types.hpp"
 
@@ -14,6 +15,10 @@ struct Dataset {
   std::string name;         // where it came from, for messages: a file or "synthetic_regression"
   Index samples = 0;
   Index features = 0;
+  // The shape of one sample as the file gives it, without the sample dimension: npy
+  // [N, C, H, W] gives (C, H, W); IDX images [N, H, W] give (1, H, W), one channel. Empty
+  // for flat sources (csv, synthetic, npy [N, F]): then the shape is (features).
+  std::vector<Index> shape;
   Index outputs = 0;        // regression target width; 0 for classification
   Index classes = 0;        // > 0 for classification
   const T* x = nullptr;     // (features, samples): sample i is the contiguous column i

@@ -1,5 +1,5 @@
 #pragma once
-// Elementwise activations: y = f(x), shape (F, B) -> (F, B), no parameters.
+// Elementwise activations: y = f(x), any shape to the same shape, no parameters.
 #include "mpiddp/nn/layer.hpp"
 
 namespace mpiddp::nn {
@@ -9,13 +9,12 @@ enum class ActivationKind { kTanh, kRelu, kSigmoid, kGelu };
 template <typename T>
 class Activation final : public Layer<T> {
  public:
-  explicit Activation(ActivationKind kind) : kind_(kind) {}
+  Activation(ActivationKind kind, const Shape& input) : Layer<T>(input, input), kind_(kind) {}
 
   std::string type() const override;
-  Index outputs(Index inputs) const override { return inputs; }
-  void forward(ConstMatrixView<T> x, MatrixView<T> y) const override;
-  void backward(ConstMatrixView<T> x, ConstMatrixView<T> y, ConstMatrixView<T> dy,
-                MatrixView<T>* dx) override;
+  void forward(const PassContext& context, ConstMatrixView<T> x, MatrixView<T> y) override;
+  void backward(const PassContext& context, ConstMatrixView<T> x, ConstMatrixView<T> y,
+                ConstMatrixView<T> dy, MatrixView<T>* dx) override;
 
  private:
   ActivationKind kind_;

@@ -1,38 +1,106 @@
 #pragma once
-// The layer interface. A layer maps x: (F, B) -> y: (O, B) (see core/types.hpp).
+// The layer contract. A layer maps a batch x: (inputs, B) -> y: (outputs, B), where inputs
+// and outputs are the sizes of its per-sample shapes (nn/shape.hpp), known when it is built.
 //
-// Parameters and their gradients are not owned by the layer: the model hands each layer a
-// view into its one flat parameter buffer and its one flat gradient buffer (bind), so the
-// gradient reducer and the optimizer can work on the whole model as a single span.
+// A layer declares what it needs and owns none of it (Note [one buffer, many views]):
+//   parameters()   trained tensors, with PyTorch's name suffix and shape, in memory order;
+//   buffers()      saved but untrained state (BatchNorm's running statistics);
+//   scratch_bytes  memory it keeps from forward to backward, or uses inside one pass, for
+//                  up to max_batch samples.
+// The model sums these up, allocates each kind once, and hands every layer its views (bind).
+// A training step therefore allocates nothing.
+//
+// Note [one buffer, many views]
+// All parameters of a model live in one flat buffer and all gradients in another with the
+// same layout, so the gradient reducer and the optimizer each see one span. Buffers live in
+// a third (real values) and a fourth (int64 counters), so checkpoints and the broadcast of
+// buffers see them whole as well; they never enter the optimizer or the gradient reduction.
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "mpiddp/core/rng.hpp"
 #include "mpiddp/core/types.hpp"
+#include "mpiddp/nn/context.hpp"
+#include "mpiddp/nn/shape.hpp"
 
 namespace mpiddp::nn {
+
+// A trained tensor: "weight" [out, in, kh, kw]. Nested layers prefix their children's names
+// ("body.0.weight"), so the model's names are those of a PyTorch state_dict.
+struct TensorSpec {
+  std::string name;
+  Shape shape;
+};
+
+enum class BufferType { kReal, kInt64 };
+
+// A saved, untrained tensor: "running_mean" (real) or "num_batches_tracked" (int64, shape []).
+struct BufferSpec {
+  std::string name;
+  Shape shape;
+  BufferType type = BufferType::kReal;
+};
+
+// The views a layer gets from its model.
+template <typename T>
+struct LayerMemory {
+  T* parameters = nullptr;   // the sizes of parameters(), in order
+  T* gradients = nullptr;    // the same layout as parameters
+  T* buffers = nullptr;      // the real buffers(), in order
+  int64_t* counters = nullptr;  // the int64 buffers(), in order
+  std::byte* scratch = nullptr; // scratch_bytes(max_batch), 64-byte aligned
+  Index max_batch = 0;
+};
 
 template <typename T>
 class Layer {
  public:
   virtual ~Layer() = default;
 
-  // "linear", "tanh", ...: the config's type name.
+  // The config's type name: "linear", "conv2d", ...
   virtual std::string type() const = 0;
-  // Output features for the given input features.
-  virtual Index outputs(Index inputs) const = 0;
-  virtual Index parameter_count() const { return 0; }
-  // params and grads point at parameter_count() elements of the model's flat buffers.
-  virtual void bind(T* /*params*/, T* /*grads*/) {}
+  // This layer in the model's description ("linear48", "conv2d16k3s1p1"): everything that
+  // decides its tensors' shapes, so that two models with the same description fit the same files.
+  virtual std::string describe() const { return type(); }
+
+  const Shape& input_shape() const { return input_shape_; }
+  const Shape& output_shape() const { return output_shape_; }
+  Index inputs() const { return shape_size(input_shape_); }
+  Index outputs() const { return shape_size(output_shape_); }
+
+  virtual std::vector<TensorSpec> parameters() const { return {}; }
+  virtual std::vector<BufferSpec> buffers() const { return {}; }
+  virtual size_t scratch_bytes(Index /*max_batch*/) const { return 0; }
+  // Multiply-adds of one sample's forward pass (backward costs about twice as much): the
+  // thread choice and the benchmarks' FLOP figures come from it.
+  virtual double multiply_adds_per_sample() const { return 0.0; }
+
+  // The sum of the parameters' sizes.
+  Index parameter_count() const;
+
+  virtual void bind(const LayerMemory<T>& /*memory*/) {}
+  // PyTorch's default initialisation of the parameters, and the buffers' initial values.
   virtual void initialize(Rng& /*rng*/) {}
 
-  // x: (F, B) -> y: (O, B)
-  virtual void forward(ConstMatrixView<T> x, MatrixView<T> y) const = 0;
-  // Given x, y = forward(x) and dy = dLoss/dy: adds dLoss/dparams into the bound gradient
-  // buffer and, when dx is not null, writes dLoss/dx: (F, B) into it. The first layer
-  // passes null: nobody needs the gradient of the input data.
-  virtual void backward(ConstMatrixView<T> x, ConstMatrixView<T> y, ConstMatrixView<T> dy,
-                        MatrixView<T>* dx) = 0;
+  // x: (inputs, B) -> y: (outputs, B), B <= max_batch.
+  virtual void forward(const PassContext& context, ConstMatrixView<T> x, MatrixView<T> y) = 0;
+  // Given x, y = forward(x) of the same context, and dy = dLoss/dy: adds dLoss/dparameters
+  // into the bound gradients and, when dx is not null, writes dLoss/dx: (inputs, B). The first
+  // layer of a model gets null: nobody needs the gradient of the input data.
+  virtual void backward(const PassContext& context, ConstMatrixView<T> x, ConstMatrixView<T> y,
+                        ConstMatrixView<T> dy, MatrixView<T>* dx) = 0;
+
+ protected:
+  Layer(Shape input, Shape output) : input_shape_(std::move(input)), output_shape_(std::move(output)) {}
+
+ private:
+  Shape input_shape_, output_shape_;
 };
+
+// Round a scratch size up to the 64 bytes every layer's scratch starts on.
+constexpr size_t align_scratch(size_t bytes) { return (bytes + 63) / 64 * 64; }
 
 }  // namespace mpiddp::nn

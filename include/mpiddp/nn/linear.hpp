@@ -1,27 +1,36 @@
 #pragma once
+#include "mpiddp/io/json_reader.hpp"
 #include "mpiddp/nn/layer.hpp"
 
 namespace mpiddp::nn {
 
+struct LinearOptions {
+  Index out = 0;
+  static LinearOptions parse(io::JsonSection& section);
+};
+
 // y = W x + b, W: [O, F] row-major as in PyTorch (read as W^T: (F, O) column-major), b: (O).
-// Parameter layout inside the flat buffer: the O*F weights, then the O biases.
+// Parameters: "weight" [O, F], then "bias" [O]. The input must be flat: (F).
 template <typename T>
 class Linear final : public Layer<T> {
  public:
-  Linear(Index inputs, Index outputs) : inputs_(inputs), outputs_(outputs) {}
+  Linear(const LinearOptions& options, const Shape& input, const std::string& key);
+  Linear(Index inputs, Index outputs) : Linear(LinearOptions{outputs}, Shape{inputs}, "linear") {}
 
   std::string type() const override { return "linear"; }
-  Index outputs(Index) const override { return outputs_; }
-  Index parameter_count() const override { return outputs_ * inputs_ + outputs_; }
-  void bind(T* params, T* grads) override;
+  std::string describe() const override { return "linear" + std::to_string(this->outputs()); }
+  std::vector<TensorSpec> parameters() const override;
+  double multiply_adds_per_sample() const override {
+    return static_cast<double>(this->inputs()) * static_cast<double>(this->outputs());
+  }
+  void bind(const LayerMemory<T>& memory) override;
   // PyTorch's default: W and b uniform in [-1/sqrt(F), 1/sqrt(F)), weights first, row by row.
   void initialize(Rng& rng) override;
-  void forward(ConstMatrixView<T> x, MatrixView<T> y) const override;
-  void backward(ConstMatrixView<T> x, ConstMatrixView<T> y, ConstMatrixView<T> dy,
-                MatrixView<T>* dx) override;
+  void forward(const PassContext& context, ConstMatrixView<T> x, MatrixView<T> y) override;
+  void backward(const PassContext& context, ConstMatrixView<T> x, ConstMatrixView<T> y,
+                ConstMatrixView<T> dy, MatrixView<T>* dx) override;
 
  private:
-  Index inputs_, outputs_;
   T* weight_ = nullptr;       // W^T: (F, O)
   T* bias_ = nullptr;         // (O)
   T* weight_grad_ = nullptr;  // dW^T: (F, O)

@@ -1,26 +1,22 @@
 #pragma once
-// A sequential model that owns one flat parameter buffer and one flat gradient buffer.
-// Layers alias slices of both (Layer::bind), in order, with a running offset.
+// A model: a LayerStack with its memory. It owns one flat parameter buffer, one flat
+// gradient buffer, the buffers' memory and one scratch arena, and hands each layer its
+// views (Note [one buffer, many views] in nn/layer.hpp), in order, with a running offset.
 //
 // Activation memory is sized once for max_batch samples: forward and backward only write
-// into buffers made here, so a training step allocates nothing.
+// into memory made here, so a training step allocates nothing.
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "mpiddp/core/memory.hpp"
-#include "mpiddp/nn/layer.hpp"
+#include "mpiddp/nn/layer_registry.hpp"
+#include "mpiddp/nn/layer_stack.hpp"
 
 namespace mpiddp::nn {
 
-// One layer of a model description, as in the config: {"type":"linear","out":48}.
-struct LayerSpec {
-  std::string type;
-  Index out = 0;  // linear only
-};
-
-// A named parameter tensor inside the flat buffer, with PyTorch nn.Sequential names:
-// "<layer index>.weight" [out, in] and "<layer index>.bias" [out].
+// A named tensor inside one of the model's flat buffers, with PyTorch nn.Sequential names:
+// "<layer index>.weight" [out, in], "<layer index>.bias" [out], "3.body.0.weight", ...
 struct ParameterTensor {
   std::string name;
   Index offset = 0;
@@ -28,42 +24,54 @@ struct ParameterTensor {
   Index size() const;
 };
 
+// A buffer tensor: offset into buffer_values() (kReal) or buffer_counters() (kInt64).
+struct BufferTensor : ParameterTensor {
+  BufferType type = BufferType::kReal;
+};
+
 // Flat buffers: 64-byte aligned, on huge pages from 2 MiB (Note [allocate once, keep it mapped]).
 template <typename T>
 using AlignedVector = std::vector<T, HugePageAllocator<T>>;
-
-// Told during backward, layer by layer from the last, that every gradient from `offset` to
-// the end of the gradient buffer is final: the gradient reducer starts its buckets then.
-class GradientListener {
- public:
-  virtual ~GradientListener() = default;
-  virtual void gradients_ready(Index offset) = 0;
-};
 
 template <typename T>
 class Sequential {
  public:
   // reserved_gradient_slots: extra elements after the P gradients, reduced together with
-  // them by the trainer (see Note [the loss rides with the gradients] in train/trainer.cpp).
-  Sequential(Index inputs, const std::vector<LayerSpec>& specs, Index max_batch,
+  // them by the trainer (see Note [the loss rides with the gradients] in train/trainer_step.cpp).
+  Sequential(const Shape& input, const std::vector<LayerSpec>& specs, Index max_batch,
              Index reserved_gradient_slots = 0);
 
-  Index inputs() const { return inputs_; }
-  Index outputs() const { return outputs_; }
+  const Shape& input_shape() const { return input_shape_; }
+  const Shape& output_shape() const { return stack_.output_shape(); }
+  Index inputs() const { return stack_.inputs(); }
+  Index outputs() const { return stack_.outputs(); }
   Index max_batch() const { return max_batch_; }
   Index parameter_count() const { return parameter_count_; }
   const std::vector<ParameterTensor>& tensors() const { return tensors_; }
-  // Multiply-adds of one sample's forward pass: the sum of in x out over linear layers
-  // (backward costs about twice as much).
-  double multiply_adds_per_sample() const;
-  // "6-linear48-tanh-linear48-tanh-linear1": identifies the architecture in hashes and logs.
+  const std::vector<BufferTensor>& buffer_tensors() const { return buffer_tensors_; }
+  // Multiply-adds of one sample's forward pass, the sum of the layers' own figures.
+  double multiply_adds_per_sample() const { return stack_.multiply_adds_per_sample(); }
+  // "6-linear48-tanh-linear1", "1x28x28-conv2d8k3s1p1-relu-...": identifies the
+  // architecture in hashes, logs and checkpoints.
   std::string describe() const;
+  const LayerStack<T>& layers() const { return stack_; }
+  // Bytes of activation memory for max_batch: the layers' scratch, the output and its gradient.
+  size_t activation_bytes() const {
+    return scratch_.size() + (output_.size() + output_gradient_.size()) * sizeof(T);
+  }
 
   T* parameters() { return parameters_.data(); }
   const T* parameters() const { return parameters_.data(); }
   // P gradients followed by the reserved slots.
   T* gradients() { return gradients_; }
   const T* gradients() const { return gradients_; }
+  // The real buffers (running statistics) and the int64 ones (num_batches_tracked).
+  T* buffer_values() { return buffer_values_.data(); }
+  const T* buffer_values() const { return buffer_values_.data(); }
+  Index buffer_value_count() const { return static_cast<Index>(buffer_values_.size()); }
+  int64_t* buffer_counters() { return buffer_counters_.data(); }
+  const int64_t* buffer_counters() const { return buffer_counters_.data(); }
+  Index buffer_counter_count() const { return static_cast<Index>(buffer_counters_.size()); }
 
   // P + reserved slots: the length of gradients().
   Index gradient_count() const { return gradient_count_; }
@@ -72,33 +80,44 @@ class Sequential {
   // memory, where the ranks sum it without copying it (see GradientReducer).
   void place_gradients(T* memory);
 
-  // Seeded initialisation, PyTorch's default scheme layer by layer.
+  // Seeded initialisation, PyTorch's default scheme layer by layer; buffers to their start.
   void initialize(uint64_t seed);
   void zero_gradients();
 
   // x: (inputs, B), B <= max_batch -> (outputs, B). The view stays valid until the next forward.
-  ConstMatrixView<T> forward(ConstMatrixView<T> x);
+  ConstMatrixView<T> forward(const PassContext& context, ConstMatrixView<T> x);
   // Where the loss writes dLoss/dout: (outputs, B) for the batch of the last forward.
   MatrixView<T> output_gradient();
-  // Back-propagates output_gradient() through the last forward pass and adds the parameter
-  // gradients into gradients(). x must be the input of that forward pass. A listener hears
-  // after each layer with parameters that its gradients (and all later ones) are final.
-  void backward(ConstMatrixView<T> x, GradientListener* listener = nullptr);
+  // Back-propagates output_gradient() through the last forward pass (of the same context)
+  // and adds the parameter gradients into gradients(). x must be the input of that forward
+  // pass. A listener hears after each layer with parameters that its gradients (and all
+  // later ones) are final.
+  void backward(const PassContext& context, ConstMatrixView<T> x,
+                GradientListener* listener = nullptr);
+
+  // A training pass of one process (PassContext's defaults), for tests and tools.
+  ConstMatrixView<T> forward(ConstMatrixView<T> x) { return forward(PassContext{}, x); }
+  void backward(ConstMatrixView<T> x, GradientListener* listener = nullptr) {
+    backward(PassContext{}, x, listener);
+  }
 
  private:
-  void bind_layers();
+  LayerMemory<T> memory();
 
-  Index inputs_, outputs_ = 0, max_batch_, parameter_count_ = 0, gradient_count_ = 0;
+  Shape input_shape_;
+  LayerStack<T> stack_;
+  Index max_batch_, parameter_count_ = 0, gradient_count_ = 0;
   Index batch_ = 0;  // batch size of the last forward
-  std::vector<std::unique_ptr<Layer<T>>> layers_;
-  std::vector<Index> widths_;  // output features of each layer
-  std::vector<Index> parameter_offsets_;  // where each layer's parameters start
   std::vector<ParameterTensor> tensors_;
-  AlignedVector<T> parameters_;                // (P)
-  UntouchedZeros<T> own_gradients_;            // (P + reserved slots), unless placed elsewhere
-  T* gradients_ = nullptr;                     // (P + reserved slots): own_gradients_ or placed
-  std::vector<AlignedVector<T>> activations_;  // layer l: (widths_[l], max_batch)
-  AlignedVector<T> delta_a_, delta_b_;         // ping-pong dLoss/d(activation)
+  std::vector<BufferTensor> buffer_tensors_;
+  AlignedVector<T> parameters_;              // (P)
+  UntouchedZeros<T> own_gradients_;          // (P + reserved slots), unless placed elsewhere
+  T* gradients_ = nullptr;                   // (P + reserved slots): own_gradients_ or placed
+  AlignedVector<T> buffer_values_;           // the real buffers, in layer order
+  std::vector<int64_t> buffer_counters_;     // the int64 buffers, in layer order
+  AlignedVector<std::byte> scratch_;         // every layer's scratch, activations included
+  AlignedVector<T> output_;                  // (outputs, max_batch)
+  AlignedVector<T> output_gradient_;         // (outputs, max_batch)
 };
 
 }  // namespace mpiddp::nn

@@ -31,8 +31,10 @@ struct CheckpointConfig {
 struct Config {
   uint64_t seed = 0;
   std::string dtype = "float32";
-  Index model_inputs = 0;  // 0: taken from the training data
+  Index model_inputs = 0;         // model.inputs; 0: not set
+  nn::Shape model_input_shape;    // model.input_shape; empty: not set
   std::vector<nn::LayerSpec> layers;
+  bool batchnorm_sync = true;     // batchnorm.sync: statistics of the global batch
   std::string loss = "mse";
   DataSourceConfig train_data;
   std::optional<DataSourceConfig> eval_data;
@@ -63,6 +65,12 @@ struct Config {
   Index per_rank_batch(int world_size) const;
   Index global_batch(int world_size) const;
 };
+
+// The model's per-sample input shape: model.input_shape, else (model.inputs), else the data's
+// own shape (npy [N, C, H, W], IDX images) or (features). A ConfigError names model.input_shape
+// (or model.inputs) when the data do not fit it; data_key names the data in the message.
+nn::Shape model_input_shape(const Config& config, const std::vector<Index>& data_shape,
+                            Index data_features, const std::string& data_key);
 
 // The built-in default experiment: 256 samples of synthetic_regression (6 features, noise
 // 0.1); 6 -> linear 48 -> tanh -> linear 48 -> tanh -> linear 1; mse; sgd lr 0.03;

@@ -1,0 +1,61 @@
+#pragma once
+// A chain of layers, each fed by the one before: the model's body, and a residual's body.
+// It is a layer itself: its parameters, buffers and scratch are its layers' in order (names
+// prefixed "<index>."), and its scratch also holds the activations between its layers and
+// the two ping-pong buffers of backward.
+#include <memory>
+#include <vector>
+
+#include "mpiddp/nn/layer.hpp"
+#include "mpiddp/nn/layer_registry.hpp"
+
+namespace mpiddp::nn {
+
+// Told during backward, layer by layer from the last, that every gradient from `offset` to
+// the end of the gradient buffer is final: the gradient reducer starts its buckets then.
+class GradientListener {
+ public:
+  virtual ~GradientListener() = default;
+  virtual void gradients_ready(Index offset) = 0;
+};
+
+template <typename T>
+class LayerStack final : public Layer<T> {
+ public:
+  // Builds specs in order from the input shape; a ConfigError names the layer that does not fit.
+  LayerStack(const std::vector<LayerSpec>& specs, const Shape& input);
+
+  std::string type() const override { return "stack"; }
+  // "linear48-tanh-linear1"
+  std::string describe() const override;
+  std::vector<TensorSpec> parameters() const override;
+  std::vector<BufferSpec> buffers() const override;
+  size_t scratch_bytes(Index max_batch) const override;
+  double multiply_adds_per_sample() const override;
+  void bind(const LayerMemory<T>& memory) override;
+  void initialize(Rng& rng) override;
+  void forward(const PassContext& context, ConstMatrixView<T> x, MatrixView<T> y) override;
+  void backward(const PassContext& context, ConstMatrixView<T> x, ConstMatrixView<T> y,
+                ConstMatrixView<T> dy, MatrixView<T>* dx) override;
+  // backward, telling the listener after each layer with parameters where its parameters
+  // begin, counted from the first parameter of this stack.
+  void backward(const PassContext& context, ConstMatrixView<T> x, ConstMatrixView<T> y,
+                ConstMatrixView<T> dy, MatrixView<T>* dx, GradientListener* listener);
+
+  size_t size() const { return layers_.size(); }
+  const Layer<T>& layer(size_t i) const { return *layers_[i]; }
+
+ private:
+  using Chain = std::vector<std::unique_ptr<Layer<T>>>;
+  LayerStack(Chain layers, const Shape& input);
+  static Chain build_chain(const std::vector<LayerSpec>& specs, const Shape& input);
+
+  Chain layers_;
+  std::vector<Index> parameter_offsets_;  // layer l: [l], [l+1]) of the stack's parameters
+  Index max_batch_ = 0;
+  std::vector<T*> activations_;  // layer l < last: (outputs of l, max_batch), in scratch
+  T* delta_a_ = nullptr;         // ping-pong dLoss/d(activation), (widest, max_batch) each
+  T* delta_b_ = nullptr;
+};
+
+}  // namespace mpiddp::nn

@@ -1,0 +1,147 @@
+#include "mpiddp/nn/layer_registry.hpp"
+
+#include <deque>
+#include <mutex>
+#include <stdexcept>
+
+#include "mpiddp/core/error.hpp"
+#include "mpiddp/nn/activation.hpp"
+#include "mpiddp/nn/linear.hpp"
+
+namespace mpiddp::nn {
+
+namespace {
+
+LayerType activation_type(std::string name, ActivationKind kind) {
+  LayerType type;
+  type.name = std::move(name);
+  type.parse = [kind](io::JsonSection&) -> std::any { return kind; };
+  type.build_float = [](const LayerSpec& spec, const Shape& input) -> std::unique_ptr<Layer<float>> {
+    return std::make_unique<Activation<float>>(std::any_cast<ActivationKind>(spec.options), input);
+  };
+  type.build_double = [](const LayerSpec& spec, const Shape& input) -> std::unique_ptr<Layer<double>> {
+    return std::make_unique<Activation<double>>(std::any_cast<ActivationKind>(spec.options), input);
+  };
+  return type;
+}
+
+// Every built-in layer type: the one list (docs/config.md describes their keys).
+std::vector<LayerType> builtin_layer_types() {
+  std::vector<LayerType> types;
+  types.push_back(make_layer_type<LinearOptions, Linear>("linear"));
+  types.push_back(activation_type("tanh", ActivationKind::kTanh));
+  types.push_back(activation_type("relu", ActivationKind::kRelu));
+  types.push_back(activation_type("sigmoid", ActivationKind::kSigmoid));
+  types.push_back(activation_type("gelu", ActivationKind::kGelu));
+  return types;
+}
+
+struct Registry {
+  std::mutex mutex;
+  // A deque: find_layer_type's pointers stay valid when a type is added later.
+  std::deque<LayerType> types;
+  Registry() {
+    for (LayerType& type : builtin_layer_types()) types.push_back(std::move(type));
+  }
+};
+
+Registry& registry() {
+  static Registry instance;
+  return instance;
+}
+
+std::string names_text() {
+  const auto names = layer_type_names();
+  std::string text;
+  for (size_t i = 0; i < names.size(); ++i)
+    text += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return text;
+}
+
+}  // namespace
+
+void register_layer_type(LayerType type) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  for (const LayerType& known : r.types)
+    if (known.name == type.name)
+      throw std::logic_error("layer type '" + type.name + "' is registered twice");
+  r.types.push_back(std::move(type));
+}
+
+const LayerType* find_layer_type(const std::string& name) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  for (const LayerType& known : r.types)
+    if (known.name == name) return &known;
+  return nullptr;
+}
+
+std::vector<std::string> layer_type_names() {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  std::vector<std::string> names;
+  for (const LayerType& known : r.types) names.push_back(known.name);
+  return names;
+}
+
+namespace {
+
+std::vector<LayerSpec> parse_list(const io::Json* list, const std::string& key_path,
+                                  io::Json& resolved_out) {
+  if (!list) throw ConfigError(key_path, "required key is missing");
+  if (!list->is_array() || list->empty())
+    throw ConfigError(key_path, "expected a non-empty list of layers like "
+                                "[{\"type\":\"linear\",\"out\":48}, {\"type\":\"tanh\"}]");
+  std::vector<LayerSpec> specs;
+  resolved_out = io::Json::array();
+  for (size_t i = 0; i < list->size(); ++i) {
+    LayerSpec spec;
+    spec.key = key_path + "[" + std::to_string(i) + "]";
+    io::JsonSection section(&(*list)[i], spec.key);
+    const io::Json* type = section.raw("type");
+    if (!type) throw ConfigError(spec.key + ".type", "required key is missing");
+    if (!type->is_string()) throw ConfigError(spec.key + ".type", "expected a layer type name");
+    spec.type = type->get<std::string>();
+    const LayerType* entry = find_layer_type(spec.type);
+    if (!entry)
+      throw ConfigError(spec.key + ".type",
+                        "unknown layer type '" + spec.type + "'; expected " + names_text());
+    section.put("type", spec.type);
+    spec.options = entry->parse(section);
+    section.finish();
+    resolved_out.push_back(section.resolved());
+    specs.push_back(std::move(spec));
+  }
+  return specs;
+}
+
+}  // namespace
+
+std::vector<LayerSpec> parse_layer_list(io::JsonSection& parent, const std::string& key) {
+  io::Json resolved;
+  auto specs = parse_list(parent.raw(key), parent.key_path(key), resolved);
+  parent.put(key, std::move(resolved));
+  return specs;
+}
+
+std::vector<LayerSpec> parse_layer_list(const io::Json& list, const std::string& key_path) {
+  io::Json resolved;
+  return parse_list(&list, key_path, resolved);
+}
+
+template <>
+std::unique_ptr<Layer<float>> build_layer<float>(const LayerSpec& spec, const Shape& input) {
+  const LayerType* entry = find_layer_type(spec.type);
+  if (!entry) throw ConfigError(spec.key + ".type", "unknown layer type '" + spec.type + "'");
+  return entry->build_float(spec, input);
+}
+
+template <>
+std::unique_ptr<Layer<double>> build_layer<double>(const LayerSpec& spec, const Shape& input) {
+  const LayerType* entry = find_layer_type(spec.type);
+  if (!entry) throw ConfigError(spec.key + ".type", "unknown layer type '" + spec.type + "'");
+  return entry->build_double(spec, input);
+}
+
+}  // namespace mpiddp::nn

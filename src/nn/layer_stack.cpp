@@ -1,0 +1,199 @@
+#include "mpiddp/nn/layer_stack.hpp"
+
+#include <algorithm>
+#include <cassert>
+
+#include "mpiddp/core/error.hpp"
+
+namespace mpiddp::nn {
+
+template <typename T>
+Index Layer<T>::parameter_count() const {
+  Index count = 0;
+  for (const TensorSpec& tensor : parameters()) count += shape_size(tensor.shape);
+  return count;
+}
+
+template <typename T>
+typename LayerStack<T>::Chain LayerStack<T>::build_chain(const std::vector<LayerSpec>& specs,
+                                                         const Shape& input) {
+  if (specs.empty()) throw ConfigError("model.layers", "the model needs at least one layer");
+  Chain layers;
+  Shape shape = input;
+  for (const LayerSpec& spec : specs) {
+    layers.push_back(build_layer<T>(spec, shape));
+    shape = layers.back()->output_shape();
+  }
+  return layers;
+}
+
+template <typename T>
+LayerStack<T>::LayerStack(const std::vector<LayerSpec>& specs, const Shape& input)
+    : LayerStack(build_chain(specs, input), input) {}
+
+template <typename T>
+LayerStack<T>::LayerStack(Chain layers, const Shape& input)
+    : Layer<T>(input, layers.back()->output_shape()), layers_(std::move(layers)) {
+  Index offset = 0;
+  for (const auto& layer : layers_) {
+    parameter_offsets_.push_back(offset);
+    offset += layer->parameter_count();
+  }
+  parameter_offsets_.push_back(offset);  // the end, so layer l has offsets_[l+1] - offsets_[l]
+}
+
+template <typename T>
+std::string LayerStack<T>::describe() const {
+  std::string text;
+  for (const auto& layer : layers_) text += (text.empty() ? "" : "-") + layer->describe();
+  return text;
+}
+
+template <typename T>
+std::vector<TensorSpec> LayerStack<T>::parameters() const {
+  std::vector<TensorSpec> all;
+  for (size_t l = 0; l < layers_.size(); ++l)
+    for (TensorSpec t : layers_[l]->parameters()) {
+      t.name = std::to_string(l) + "." + t.name;
+      all.push_back(std::move(t));
+    }
+  return all;
+}
+
+template <typename T>
+std::vector<BufferSpec> LayerStack<T>::buffers() const {
+  std::vector<BufferSpec> all;
+  for (size_t l = 0; l < layers_.size(); ++l)
+    for (BufferSpec b : layers_[l]->buffers()) {
+      b.name = std::to_string(l) + "." + b.name;
+      all.push_back(std::move(b));
+    }
+  return all;
+}
+
+namespace {
+
+// The widest input of any layer but the first: the size of one ping-pong buffer per sample.
+template <typename T>
+Index widest_inner_input(const std::vector<std::unique_ptr<Layer<T>>>& layers) {
+  Index widest = 0;
+  for (size_t l = 1; l < layers.size(); ++l) widest = std::max(widest, layers[l]->inputs());
+  return widest;
+}
+
+template <typename T>
+size_t values_bytes(Index count) {
+  return align_scratch(static_cast<size_t>(count) * sizeof(T));
+}
+
+}  // namespace
+
+// Scratch layout: each inner activation, the two ping-pong buffers, then each layer's own.
+template <typename T>
+size_t LayerStack<T>::scratch_bytes(Index max_batch) const {
+  size_t bytes = 0;
+  for (size_t l = 0; l + 1 < layers_.size(); ++l)
+    bytes += values_bytes<T>(layers_[l]->outputs() * max_batch);
+  bytes += 2 * values_bytes<T>(widest_inner_input(layers_) * max_batch);
+  for (const auto& layer : layers_) bytes += align_scratch(layer->scratch_bytes(max_batch));
+  return bytes;
+}
+
+template <typename T>
+double LayerStack<T>::multiply_adds_per_sample() const {
+  double total = 0.0;
+  for (const auto& layer : layers_) total += layer->multiply_adds_per_sample();
+  return total;
+}
+
+template <typename T>
+void LayerStack<T>::bind(const LayerMemory<T>& memory) {
+  max_batch_ = memory.max_batch;
+  std::byte* scratch = memory.scratch;
+  auto take_values = [&](Index count) {
+    T* values = reinterpret_cast<T*>(scratch);
+    scratch += values_bytes<T>(count);
+    return values;
+  };
+  activations_.clear();
+  for (size_t l = 0; l + 1 < layers_.size(); ++l)
+    activations_.push_back(take_values(layers_[l]->outputs() * max_batch_));
+  const Index widest = widest_inner_input(layers_);
+  delta_a_ = take_values(widest * max_batch_);
+  delta_b_ = take_values(widest * max_batch_);
+
+  T* buffers = memory.buffers;
+  int64_t* counters = memory.counters;
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    LayerMemory<T> own = memory;
+    own.parameters = memory.parameters + parameter_offsets_[l];
+    own.gradients = memory.gradients + parameter_offsets_[l];
+    own.buffers = buffers;
+    own.counters = counters;
+    own.scratch = scratch;
+    for (const BufferSpec& b : layers_[l]->buffers()) {
+      if (b.type == BufferType::kReal) buffers += shape_size(b.shape);
+      else counters += shape_size(b.shape);
+    }
+    scratch += align_scratch(layers_[l]->scratch_bytes(max_batch_));
+    layers_[l]->bind(own);
+  }
+}
+
+template <typename T>
+void LayerStack<T>::initialize(Rng& rng) {
+  for (auto& layer : layers_) layer->initialize(rng);
+}
+
+template <typename T>
+void LayerStack<T>::forward(const PassContext& context, ConstMatrixView<T> x, MatrixView<T> y) {
+  const Index batch = x.cols();
+  assert(x.rows() == this->inputs() && batch <= max_batch_);
+  const T* in = x.data();
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    Layer<T>& layer = *layers_[l];
+    T* out = l + 1 < layers_.size() ? activations_[l] : y.data();
+    layer.forward(context, ConstMatrixView<T>(in, layer.inputs(), batch),
+                  MatrixView<T>(out, layer.outputs(), batch));
+    in = out;
+  }
+}
+
+template <typename T>
+void LayerStack<T>::backward(const PassContext& context, ConstMatrixView<T> x,
+                             ConstMatrixView<T> y, ConstMatrixView<T> dy, MatrixView<T>* dx) {
+  backward(context, x, y, dy, dx, nullptr);
+}
+
+template <typename T>
+void LayerStack<T>::backward(const PassContext& context, ConstMatrixView<T> x,
+                             ConstMatrixView<T> y, ConstMatrixView<T> dy, MatrixView<T>* dx,
+                             GradientListener* listener) {
+  const Index batch = x.cols();
+  const T* layer_dy = dy.data();
+  T* next_dx = delta_a_;
+  for (size_t l = layers_.size(); l-- > 0;) {
+    Layer<T>& layer = *layers_[l];
+    const T* in = l == 0 ? x.data() : activations_[l - 1];
+    const T* out = l + 1 < layers_.size() ? activations_[l] : y.data();
+    ConstMatrixView<T> layer_x(in, layer.inputs(), batch);
+    ConstMatrixView<T> layer_y(out, layer.outputs(), batch);
+    ConstMatrixView<T> layer_dy_view(layer_dy, layer.outputs(), batch);
+    if (l == 0) {
+      layer.backward(context, layer_x, layer_y, layer_dy_view, dx);
+    } else {
+      MatrixView<T> layer_dx(next_dx, layer.inputs(), batch);
+      layer.backward(context, layer_x, layer_y, layer_dy_view, &layer_dx);
+      layer_dy = next_dx;
+      next_dx = next_dx == delta_a_ ? delta_b_ : delta_a_;
+    }
+    if (listener && parameter_offsets_[l + 1] > parameter_offsets_[l]) listener->gradients_ready(parameter_offsets_[l]);
+  }
+}
+
+template class Layer<float>;
+template class Layer<double>;
+template class LayerStack<float>;
+template class LayerStack<double>;
+
+}  // namespace mpiddp::nn
