@@ -7,6 +7,7 @@
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/nn/activation.hpp"
 #include "mpiddp/nn/linear.hpp"
+#include "mpiddp/nn/residual.hpp"
 
 namespace mpiddp::nn {
 
@@ -33,6 +34,7 @@ std::vector<LayerType> builtin_layer_types() {
   types.push_back(activation_type("relu", ActivationKind::kRelu));
   types.push_back(activation_type("sigmoid", ActivationKind::kSigmoid));
   types.push_back(activation_type("gelu", ActivationKind::kGelu));
+  types.push_back(make_layer_type<ResidualOptions, Residual>("residual"));
   return types;
 }
 
