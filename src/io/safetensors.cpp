@@ -23,12 +23,21 @@ constexpr const char* kMetadataKey = "__metadata__";
 
 }  // namespace
 
-const char* dtype_name(TensorDtype dtype) { return dtype == TensorDtype::kF32 ? "F32" : "F64"; }
+const char* dtype_name(TensorDtype dtype) {
+  switch (dtype) {
+    case TensorDtype::kF32: return "F32";
+    case TensorDtype::kF64: return "F64";
+    case TensorDtype::kI64: return "I64";
+  }
+  return "?";
+}
 size_t dtype_size(TensorDtype dtype) { return dtype == TensorDtype::kF32 ? 4 : 8; }
 template <>
 TensorDtype dtype_of<float>() { return TensorDtype::kF32; }
 template <>
 TensorDtype dtype_of<double>() { return TensorDtype::kF64; }
+template <>
+TensorDtype dtype_of<int64_t>() { return TensorDtype::kI64; }
 
 size_t tensor_bytes(const TensorToWrite& tensor) {
   size_t bytes = dtype_size(tensor.dtype);
@@ -94,9 +103,11 @@ SafetensorsFile::SafetensorsFile(std::vector<char> bytes, std::string name, int 
       t.dtype = TensorDtype::kF32;
     } else if (dtype == "F64") {
       t.dtype = TensorDtype::kF64;
+    } else if (dtype == "I64") {
+      t.dtype = TensorDtype::kI64;  // counters such as BatchNorm's num_batches_tracked
     } else {
-      fail(where + "dtype " + dtype + " is not supported; expected F32 or F64 (convert with "
-                   "tensor.float() or tensor.double() before saving)");
+      fail(where + "dtype " + dtype + " is not supported; expected F32, F64 or I64 (convert "
+                   "with tensor.float() or tensor.double() before saving)");
     }
     const auto& shape = entry["shape"];
     if (!shape.is_array()) fail(where + "shape is not a list");
@@ -159,27 +170,33 @@ const StoredTensor* SafetensorsFile::find(const std::string& tensor_name) const 
   return nullptr;
 }
 
+namespace {
+
+// memcpy per value: the data section gives no alignment guarantee for other writers' files.
+template <typename Stored, typename T>
+void convert(const char* source, int64_t n, T* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    Stored value;
+    std::memcpy(&value, source + sizeof(Stored) * i, sizeof(Stored));
+    out[i] = static_cast<T>(value);
+  }
+}
+
+}  // namespace
+
 template <typename T>
 void SafetensorsFile::read(const StoredTensor& tensor, T* out) const {
   const char* source = data() + tensor.begin;
   const int64_t n = tensor.elements();
-  // memcpy per value: the data section gives no alignment guarantee for other writers' files.
-  if (tensor.dtype == TensorDtype::kF32) {
-    for (int64_t i = 0; i < n; ++i) {
-      float value;
-      std::memcpy(&value, source + 4 * i, 4);
-      out[i] = static_cast<T>(value);
-    }
-  } else {
-    for (int64_t i = 0; i < n; ++i) {
-      double value;
-      std::memcpy(&value, source + 8 * i, 8);
-      out[i] = static_cast<T>(value);
-    }
+  switch (tensor.dtype) {
+    case TensorDtype::kF32: convert<float>(source, n, out); break;
+    case TensorDtype::kF64: convert<double>(source, n, out); break;
+    case TensorDtype::kI64: convert<int64_t>(source, n, out); break;
   }
 }
 
 template void SafetensorsFile::read<float>(const StoredTensor&, float*) const;
+template void SafetensorsFile::read<int64_t>(const StoredTensor&, int64_t*) const;
 template void SafetensorsFile::read<double>(const StoredTensor&, double*) const;
 
 SafetensorsFile read_safetensors(const std::string& path, int error_code,

@@ -144,6 +144,8 @@ std::string write_checkpoint(const CheckpointConfig& settings, const TrainingPos
     throw Error(kExitOutput, "checkpoint.dir '" + settings.dir + "' cannot be created: " +
                                  error.message());
   auto tensors = named_tensors(model.tensors(), model.parameters());
+  const auto model_buffers = buffer_tensors(model);  // BatchNorm's running statistics
+  tensors.insert(tensors.end(), model_buffers.begin(), model_buffers.end());
   Json buffers = Json::array();
   for (const auto& buffer : optimizer.state_buffers()) {
     auto more = named_tensors(model.tensors(), buffer.values->data(),
@@ -237,8 +239,9 @@ TrainingPosition restore_checkpoint(const io::SafetensorsFile& file, const RunId
       refuse(path, "corrupt: impossible position epoch " + std::to_string(position.epoch) +
                        ", batch " + std::to_string(position.batch));
 
-    std::set<std::string> expected = tensor_names(model.tensors());
+    std::set<std::string> expected = state_tensor_names(model);
     load_named_tensors(file, model.tensors(), model.parameters(), kExitCheckpoint);
+    load_buffer_tensors(file, model, kExitCheckpoint);
     for (const auto& buffer : optimizer.state_buffers()) {
       const std::string prefix = kOptimizerPrefix + buffer.name + ".";
       load_named_tensors(file, model.tensors(), buffer.values->data(), kExitCheckpoint, prefix);

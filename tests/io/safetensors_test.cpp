@@ -88,6 +88,23 @@ TEST(Safetensors, ReadsAnotherWritersLayoutAndConvertsDtypes) {
   EXPECT_EQ(file.find("b")->elements(), 1);  // a scalar has shape []
 }
 
+TEST(Safetensors, I64CountersRoundTripAsPyTorchWritesThem) {
+  // PyTorch saves BatchNorm's num_batches_tracked as an int64 scalar: dtype I64, shape [].
+  const std::string header = R"({"n":{"dtype":"I64","shape":[],"data_offsets":[0,8]}})";
+  const int64_t big = (int64_t{1} << 53) + 1;  // not representable in a double: read exactly
+  const SafetensorsFile file(hand_made_file(header, raw<int64_t>({big})), "x", kExitData);
+  int64_t n = 0;
+  file.read(*file.find("n"), &n);
+  EXPECT_EQ(n, big);
+  const int64_t written = 42;
+  const auto bytes = encode_safetensors({{"c", TensorDtype::kI64, {}, &written}}, {});
+  const SafetensorsFile again(bytes, "y", kExitData);
+  EXPECT_EQ(again.find("c")->dtype, TensorDtype::kI64);
+  EXPECT_EQ(again.find("c")->end - again.find("c")->begin, 8u);
+  again.read(*again.find("c"), &n);
+  EXPECT_EQ(n, 42);
+}
+
 TEST(Safetensors, EveryTruncationIsAnErrorNeverACrash) {
   const float w[4] = {1, 2, 3, 4};
   const auto file = encode_safetensors({{"0.weight", TensorDtype::kF32, {2, 2}, w}}, {});

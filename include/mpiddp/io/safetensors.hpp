@@ -1,9 +1,10 @@
 #pragma once
-// The safetensors format (github.com/huggingface/safetensors), F32 and F64 only:
+// The safetensors format (github.com/huggingface/safetensors), F32, F64 and I64 only:
 //
 //   bytes [0, 8)        N, the header length, unsigned 64-bit little-endian
 //   bytes [8, 8+N)      a JSON object: name -> {"dtype": "F32"|"F64", "shape": [...],
-//                       "data_offsets": [begin, end]}, plus an optional "__metadata__"
+//                       "data_offsets": [begin, end]} (I64: counters, e.g. BatchNorm's
+//                       num_batches_tracked), plus an optional "__metadata__"
 //                       object of string -> string
 //   bytes [8+N, end)    the data section; offsets are relative to its start, tensors are
 //                       row-major little-endian and together cover it without gaps
@@ -19,12 +20,12 @@
 
 namespace mpiddp::io {
 
-enum class TensorDtype { kF32, kF64 };
+enum class TensorDtype { kF32, kF64, kI64 };
 
-const char* dtype_name(TensorDtype dtype);    // "F32" | "F64"
-size_t dtype_size(TensorDtype dtype);         // 4 | 8
+const char* dtype_name(TensorDtype dtype);    // "F32" | "F64" | "I64"
+size_t dtype_size(TensorDtype dtype);         // 4 | 8 | 8
 template <typename T>
-TensorDtype dtype_of();                       // float -> kF32, double -> kF64
+TensorDtype dtype_of();  // float -> kF32, double -> kF64, int64_t -> kI64
 
 // A tensor to write: `data` holds prod(shape) values of `dtype` in native (little-endian) order.
 struct TensorToWrite {
@@ -60,7 +61,8 @@ class SafetensorsFile {
   const char* data() const { return bytes_.data() + data_start_; }
   size_t data_bytes() const { return bytes_.size() - data_start_; }
 
-  // Copies a tensor's values into out (elements() values), converting F32 <-> F64.
+  // Copies a tensor's values into out (elements() values), converting between the dtypes
+  // (the callers check that a real tensor is not read as a counter, nor the reverse).
   template <typename T>
   void read(const StoredTensor& tensor, T* out) const;
 

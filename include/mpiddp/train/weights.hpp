@@ -18,7 +18,8 @@ template <typename T>
 std::vector<io::TensorToWrite> named_tensors(const std::vector<nn::ParameterTensor>& layout,
                                              const T* values, const std::string& prefix = "");
 
-// Fills `values` (P) from the tensors named prefix + tensor name, converting F32 <-> F64.
+// Fills `values` (P) from the tensors named prefix + tensor name, converting F32 <-> F64;
+// T = int64_t reads I64 tensors (counters), and a real tensor never fills a counter or back.
 // Every missing or mis-shaped tensor is reported, with its name and both shapes, in one
 // Error(error_code).
 template <typename T>
@@ -34,11 +35,25 @@ void reject_unexpected_tensors(const io::SafetensorsFile& file,
 std::set<std::string> tensor_names(const std::vector<nn::ParameterTensor>& layout,
                                    const std::string& prefix = "");
 
-// Writes the model's parameters as a safetensors file of its dtype, atomically.
+// The model's buffers (running statistics in its dtype, counters as I64), named as in a
+// PyTorch state_dict ("1.running_mean", "1.num_batches_tracked"), pointing into the model.
+template <typename T>
+std::vector<io::TensorToWrite> buffer_tensors(const nn::Sequential<T>& model);
+// Fills the model's buffers from the file's tensors of the same names (Error(error_code)
+// for a missing, mis-shaped or mistyped one).
+template <typename T>
+void load_buffer_tensors(const io::SafetensorsFile& file, nn::Sequential<T>& model, int error_code);
+// The names of every parameter and buffer: a state_dict's keys.
+template <typename T>
+std::set<std::string> state_tensor_names(const nn::Sequential<T>& model);
+
+// Writes the model's parameters and buffers (its state_dict) as a safetensors file of its
+// dtype, atomically.
 template <typename T>
 void save_weights(const std::string& path, const nn::Sequential<T>& model);
 
-// init.weights: fills the model's parameters from a file holding exactly its tensors.
+// init.weights: fills the model's parameters and buffers from a file holding exactly its
+// tensors (load_state_dict(strict=True)).
 template <typename T>
 void load_weights(const std::string& path, nn::Sequential<T>& model);
 
