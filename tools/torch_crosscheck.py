@@ -10,8 +10,18 @@ init.weights and sampler.order at each world size, and the per-epoch eval_loss m
 PyTorch's to a relative 1e-5. The final weights mpiddp saves (save_weights) are compared
 with PyTorch's final state_dict, by name.
 
+--model cnn does the same for Conv2d(1,4,3,padding=1)-BatchNorm2d-ReLU-MaxPool2d(2)-Flatten-
+Linear(64,3) on 8x8 one-channel images with cross-entropy. Evaluation runs in eval mode
+(BatchNorm's running statistics), as mpiddp's does, and mpiddp synchronises BatchNorm across
+ranks, so every world size must reproduce the one-process PyTorch run.
+
+--export DIR writes the data, order, initial weights and PyTorch's per-epoch results (both
+dtypes) to DIR instead of running mpiddp: tests/golden/cnn_replay is made so, and
+tests/cli/cnn_replay.sh replays it in CI without PyTorch.
+
 Run with Debian's interpreter, which has python3-torch and python3-numpy:
-    /usr/bin/python3 tools/torch_crosscheck.py --mpiddp build/mpiddp
+    /usr/bin/python3 tools/torch_crosscheck.py --mpiddp build/mpiddp [--model cnn]
+    /usr/bin/python3 tools/torch_crosscheck.py --model cnn --export tests/golden/cnn_replay
 """
 import argparse
 import json
@@ -24,15 +34,18 @@ import tempfile
 import numpy as np
 import torch
 
-DTYPES = {"float32": (torch.float32, np.float32, "F32"), "float64": (torch.float64, np.float64, "F64")}
+DTYPES = {"float32": (torch.float32, np.float32), "float64": (torch.float64, np.float64)}
 
 
-def write_safetensors(path, tensors, dtype_name):
+ST_DTYPES = {np.dtype(np.float32): "F32", np.dtype(np.float64): "F64", np.dtype(np.int64): "I64"}
+
+
+def write_safetensors(path, tensors):
     """tensors: name -> numpy array. The format: u64 LE header length, JSON header, raw data."""
     header, blobs, offset = {}, [], 0
     for name, array in tensors.items():
         data = np.ascontiguousarray(array).tobytes()
-        header[name] = {"dtype": dtype_name, "shape": list(array.shape),
+        header[name] = {"dtype": ST_DTYPES[array.dtype], "shape": list(array.shape),
                         "data_offsets": [offset, offset + len(data)]}
         blobs.append(data)
         offset += len(data)
@@ -55,53 +68,100 @@ def read_safetensors(path):
     for name, entry in header.items():
         if name == "__metadata__":
             continue
-        kind = {"F32": np.float32, "F64": np.float64}[entry["dtype"]]
+        kind = {"F32": np.float32, "F64": np.float64, "I64": np.int64}[entry["dtype"]]
         begin, end = entry["data_offsets"]
         out[name] = np.frombuffer(data[begin:end], dtype=kind).reshape(entry["shape"])
     return out
 
 
-def make_model(features, hidden, outputs):
-    return torch.nn.Sequential(torch.nn.Linear(features, hidden), torch.nn.Tanh(),
-                               torch.nn.Linear(hidden, hidden), torch.nn.Tanh(),
-                               torch.nn.Linear(hidden, outputs))
+CNN_CLASSES = 3
+
+
+def make_model(args):
+    if args.model == "cnn":
+        return torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.BatchNorm2d(4),
+                                   torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Flatten(),
+                                   torch.nn.Linear(4 * 4 * 4, CNN_CLASSES))
+    return torch.nn.Sequential(torch.nn.Linear(args.features, args.hidden), torch.nn.Tanh(),
+                               torch.nn.Linear(args.hidden, args.hidden), torch.nn.Tanh(),
+                               torch.nn.Linear(args.hidden, 1))
+
+
+def mpiddp_layers(args):
+    if args.model == "cnn":
+        return [{"type": "conv2d", "out": 4, "kernel": 3, "padding": 1}, {"type": "batchnorm2d"},
+                {"type": "relu"}, {"type": "maxpool2d", "kernel": 2}, {"type": "flatten"},
+                {"type": "linear", "out": CNN_CLASSES}]
+    return [{"type": "linear", "out": args.hidden}, {"type": "tanh"},
+            {"type": "linear", "out": args.hidden}, {"type": "tanh"}, {"type": "linear", "out": 1}]
+
+
+def make_data(args):
+    """x, y and the order of every epoch, in float64 (labels int64 for the cnn)."""
+    if args.model == "cnn":
+        x = torch.randn(args.samples, 1, 8, 8, dtype=torch.float64)
+        # The class: which third of the image (top, middle, bottom rows) is brightest.
+        bands = torch.stack([x[:, 0, 0:3].mean((1, 2)), x[:, 0, 3:5].mean((1, 2)),
+                             x[:, 0, 5:8].mean((1, 2))], 1)
+        y = bands.argmax(1).to(torch.int64)
+    else:
+        x = torch.randn(args.samples, args.features, dtype=torch.float64)
+        w = torch.randn(args.features, 1, dtype=torch.float64)
+        y = torch.sin(x @ w / args.features ** 0.5) + 0.1 * torch.randn(args.samples, 1, dtype=torch.float64)
+    order = torch.stack([torch.randperm(args.samples) for _ in range(args.epochs)]).numpy().astype(np.int64)
+    return x.numpy(), y.numpy(), order
+
+
+def loss_of(args, out, target):
+    if args.model == "cnn":
+        return torch.nn.functional.cross_entropy(out, target)
+    return torch.nn.functional.mse_loss(out, target)
 
 
 def torch_reference(args, x, y, order, initial, torch_dtype):
-    model = make_model(args.features, args.hidden, 1).to(torch_dtype)
+    """Per-epoch (eval_loss, eval_accuracy) over the training set in eval mode, final state."""
+    model = make_model(args).to(torch_dtype)
     model.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in initial.items()})
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     X, Y = torch.from_numpy(x), torch.from_numpy(y)
-    losses = []
+    results = []
     for epoch in range(args.epochs):
+        model.train()
         for k in range(0, args.samples, args.batch):
             idx = torch.from_numpy(order[epoch, k:k + args.batch])
             opt.zero_grad()
-            torch.nn.functional.mse_loss(model(X[idx]), Y[idx]).backward()
+            loss_of(args, model(X[idx]), Y[idx]).backward()
             opt.step()
+        model.eval()
         with torch.no_grad():
-            losses.append(torch.nn.functional.mse_loss(model(X), Y).item())
-    return losses, {k: v.detach().numpy() for k, v in model.state_dict().items()}
+            out = model(X)
+            accuracy = float((out.argmax(1) == Y).double().mean()) if args.model == "cnn" else None
+            results.append((loss_of(args, out, Y).item(), accuracy))
+    return results, {k: v.detach().numpy() for k, v in model.state_dict().items()}
 
 
-def run_mpiddp(args, work, dtype, np_, log, final):
-    config = {
+def mpiddp_config(args, work, dtype):
+    data = {"source": "npy", "features": os.path.join(work, "x.npy"),
+            "targets": os.path.join(work, "y.npy")}
+    if args.model == "cnn":
+        data["classes"] = CNN_CLASSES
+    return {
         "seed": 0, "dtype": dtype,
-        "model": {"inputs": args.features, "layers": [
-            {"type": "linear", "out": args.hidden}, {"type": "tanh"},
-            {"type": "linear", "out": args.hidden}, {"type": "tanh"},
-            {"type": "linear", "out": 1}]},
-        "loss": "mse",
-        "data": {"train": {"source": "npy", "features": os.path.join(work, "x.npy"),
-                           "targets": os.path.join(work, "y.npy")}},
+        "model": {"layers": mpiddp_layers(args)},
+        "loss": "cross_entropy" if args.model == "cnn" else "mse",
+        "data": {"train": data},
         "sampler": {"order": os.path.join(work, "order.npy")},
         "batch": {"global": args.batch},
         "optimizer": {"type": "sgd", "lr": args.lr, "momentum": args.momentum},
         "epochs": args.epochs,
         "init": {"weights": os.path.join(work, "init.safetensors")},
-        "save_weights": final,
-        "log": {"path": log},
     }
+
+
+def run_mpiddp(args, work, dtype, np_, log, final):
+    config = mpiddp_config(args, work, dtype)
+    config["save_weights"] = final
+    config["log"] = {"path": log}
     path = os.path.join(work, f"config_{dtype}.json")
     with open(path, "w") as f:
         json.dump(config, f)
@@ -112,9 +172,34 @@ def run_mpiddp(args, work, dtype, np_, log, final):
         return [r["eval_loss"] for r in map(json.loads, f) if r["kind"] == "epoch"]
 
 
+def export_golden(args, x, y, order, initial64):
+    """The files of tests/golden/cnn_replay: replayed by tests/cli/cnn_replay.sh."""
+    os.makedirs(args.export, exist_ok=True)
+    np.save(os.path.join(args.export, "x.npy"), x)
+    np.save(os.path.join(args.export, "y.npy"), y)
+    np.save(os.path.join(args.export, "order.npy"), order)
+    write_safetensors(os.path.join(args.export, "init.safetensors"), initial64)
+    expected = {"torch": torch.__version__, "command": " ".join(sys.argv[1:]),
+                "batch": args.batch, "epochs": args.epochs, "lr": args.lr,
+                "momentum": args.momentum, "layers": mpiddp_layers(args)}
+    for dtype, (torch_dtype, np_dtype) in DTYPES.items():
+        initial = {k: v.astype(np_dtype) if v.dtype != np.int64 else v for k, v in initial64.items()}
+        xs = x.astype(np_dtype)
+        ys = y if y.dtype == np.int64 else y.astype(np_dtype)
+        results, _ = torch_reference(args, xs, ys, order, initial, torch_dtype)
+        expected[dtype] = {"eval_loss": [r[0] for r in results],
+                           "eval_accuracy": [r[1] for r in results]}
+    with open(os.path.join(args.export, "expected.json"), "w") as f:
+        json.dump(expected, f, indent=1)
+    print(f"wrote {args.export}: {expected}")
+    return 0
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--mpiddp", default="build/mpiddp")
+    p.add_argument("--model", choices=["mlp", "cnn"], default="mlp")
+    p.add_argument("--export", default=None, help="write golden files here instead of running mpiddp")
     p.add_argument("--mpiexec", default="mpirun")
     p.add_argument("--np", default="1,2")
     p.add_argument("--samples", type=int, default=512)
@@ -133,25 +218,25 @@ def main():
 
     torch.manual_seed(1234)
     torch.set_num_threads(1)
-    x = torch.randn(args.samples, args.features, dtype=torch.float64)
-    w = torch.randn(args.features, 1, dtype=torch.float64)
-    y = torch.sin(x @ w / args.features ** 0.5) + 0.1 * torch.randn(args.samples, 1, dtype=torch.float64)
-    order = torch.stack([torch.randperm(args.samples) for _ in range(args.epochs)]).numpy().astype(np.int64)
+    x, y, order = make_data(args)
+    initial64 = {k: (v.detach().numpy() if v.dtype == torch.int64 else v.detach().double().numpy())
+                 for k, v in make_model(args).state_dict().items()}
+    if args.export:
+        return export_golden(args, x, y, order, initial64)
     np.save(os.path.join(work, "order.npy"), order)
-    initial64 = {k: v.detach().double().numpy() for k, v in
-                 make_model(args.features, args.hidden, 1).state_dict().items()}
 
-    print(f"torch {torch.__version__}, {args.samples} samples, {args.features}-{args.hidden}-"
-          f"{args.hidden}-1 tanh MLP, SGD lr {args.lr} momentum {args.momentum}, "
-          f"global batch {args.batch}, {args.epochs} epochs; files in {work}")
+    print(f"torch {torch.__version__}, {args.samples} samples, {args.model}, SGD lr {args.lr} "
+          f"momentum {args.momentum}, global batch {args.batch}, {args.epochs} epochs; files in {work}")
     worst = 0.0
-    for dtype, (torch_dtype, np_dtype, st_dtype) in DTYPES.items():
-        xs, ys = x.numpy().astype(np_dtype), y.numpy().astype(np_dtype)
+    for dtype, (torch_dtype, np_dtype) in DTYPES.items():
+        xs = x.astype(np_dtype)
+        ys = y if y.dtype == np.int64 else y.astype(np_dtype)
         np.save(os.path.join(work, "x.npy"), xs)
         np.save(os.path.join(work, "y.npy"), ys)
-        initial = {k: v.astype(np_dtype) for k, v in initial64.items()}
-        write_safetensors(os.path.join(work, "init.safetensors"), initial, st_dtype)
+        initial = {k: v.astype(np_dtype) if v.dtype != np.int64 else v for k, v in initial64.items()}
+        write_safetensors(os.path.join(work, "init.safetensors"), initial)
         reference, final_ref = torch_reference(args, xs, ys, order, initial, torch_dtype)
+        reference = [r[0] for r in reference]
         print(f"\n{dtype}:\n  epoch  {'pytorch':>16}" +
               "".join(f"  {'mpiddp np=' + n:>16}  {'rel diff':>9}" for n in args.np.split(",")))
         results = {}
@@ -161,7 +246,7 @@ def main():
             saved = read_safetensors(final)
             assert sorted(saved) == sorted(final_ref), f"tensor names {sorted(saved)} vs {sorted(final_ref)}"
             wdiff = max(float(np.max(np.abs(saved[k].astype(np.float64) - final_ref[k]))) for k in saved)
-            print(f"  np={n}: saved weights vs PyTorch's final state_dict: max |diff| {wdiff:.3g}")
+            print(f"  np={n}: saved weights and buffers vs PyTorch's final state_dict: max |diff| {wdiff:.3g}")
         for e in range(args.epochs):
             row = f"  {e + 1:5d}  {reference[e]:16.10g}"
             for n in args.np.split(","):

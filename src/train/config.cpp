@@ -98,10 +98,17 @@ nn::Shape model_input_shape(const Config& config, const std::vector<Index>& data
   const nn::Shape data = data_shape.empty() ? nn::Shape{data_features} : data_shape;
   if (!config.model_input_shape.empty()) {
     const nn::Shape& wanted = config.model_input_shape;
-    // A flat file (csv, npy [N, F]) may be read as images of the same size; a file that has
-    // a shape of its own must have the one asked for.
+    // A flat file (csv, npy [N, F]) may be read as images of the same size, and any file
+    // flat; a file that has a shape of its own must have the one asked for, up to dimensions
+    // of size 1 (npy [N, 28, 28] read as (1, 28, 28)).
+    auto squeezed = [](const nn::Shape& shape) {
+      nn::Shape kept;
+      for (Index d : shape)
+        if (d != 1) kept.push_back(d);
+      return kept;
+    };
     const bool fits = nn::shape_size(wanted) == data_features &&
-                      (data_shape.empty() || wanted.size() == 1 || data == wanted);
+                      (data_shape.empty() || wanted.size() == 1 || squeezed(data) == squeezed(wanted));
     if (!fits)
       throw ConfigError("model.input_shape", nn::shape_text(wanted) + " does not fit " + data_key +
                                                  ", whose samples are " + nn::shape_text(data) +
