@@ -81,6 +81,12 @@ class Layer {
   // The sum of the parameters' sizes.
   Index parameter_count() const;
 
+  // A setup check, before any pass: `smallest` is the fewest samples a training pass will
+  // take statistics over (the global micro-batch when they are reduced across ranks, the
+  // rank's own otherwise). BatchNorm refuses one value per channel, as PyTorch does, with a
+  // ConfigError naming the layer; most layers accept anything.
+  virtual void check_training_batch(Index /*smallest*/) const {}
+
   virtual void bind(const LayerMemory<T>& /*memory*/) {}
   // PyTorch's default initialisation of the parameters, and the buffers' initial values.
   virtual void initialize(Rng& /*rng*/) {}

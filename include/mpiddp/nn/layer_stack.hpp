@@ -32,6 +32,9 @@ class LayerStack final : public Layer<T> {
   std::vector<BufferSpec> buffers() const override;
   size_t scratch_bytes(Index max_batch) const override;
   double multiply_adds_per_sample() const override;
+  void check_training_batch(Index smallest) const override {
+    for (const auto& layer : layers_) layer->check_training_batch(smallest);
+  }
   void bind(const LayerMemory<T>& memory) override;
   void initialize(Rng& rng) override;
   void forward(const PassContext& context, ConstMatrixView<T> x, MatrixView<T> y) override;
