@@ -29,6 +29,11 @@ inline double process_cpu_seconds() {
   return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
+// Wall-clock seconds since `start`: the run's and each epoch's time (run, finish_epoch).
+inline double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 // Adds the time since the previous lap to one field of a profile; does nothing without one.
 class PhaseClock {
  public:

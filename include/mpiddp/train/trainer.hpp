@@ -6,6 +6,14 @@
 //   2. forward and backward on them give the gradient of this rank's mean loss;
 //   3. the reducer sums the gradients over ranks and divides by N (dist/gradient_reducer);
 //   4. every rank applies the same optimizer step to the same averaged gradient.
+//
+// Where each part lives, in src/train/:
+//   trainer.cpp               the run() loop: epochs and steps, calling the pieces below
+//   trainer_step.cpp          one step: gather, compute_gradients, synchronize, step_is_finite
+//   trainer_faults.cpp        non-finite steps, replica divergence (verify_replicas, resync)
+//   trainer_report.cpp        start() (handshake, run record), evaluate and finish_epoch
+//   trainer_setup.cpp         the constructor (local setup, config checks), plan_reduction
+//   trainer_checkpointing.cpp the initial state, checkpoints and final weights
 #include <cstdint>
 #include <memory>
 #include <optional>

@@ -1,0 +1,105 @@
+// The trainer's fault policies: a non-finite step (skip it or abort, faults.on_nonfinite)
+// and replicas found different by the replica check (abort, or resync: rank 0's parameters
+// and optimizer state broadcast to every rank, divergence.action). See docs/reliability.md.
+#include "mpiddp/train/trainer.hpp"
+
+#include <cstdio>
+#include <string>
+
+#include "mpiddp/core/error.hpp"
+
+namespace mpiddp::train {
+
+template <typename T>
+void Trainer<T>::handle_nonfinite_step(int64_t step, int64_t epoch) {
+  const auto saw = comm_.allgather(locally_finite_ ? 0 : 1);
+  Json ranks = Json::array();
+  std::string listed;
+  for (size_t r = 0; r < saw.size(); ++r)
+    if (saw[r]) {
+      ranks.push_back(r);
+      listed += (listed.empty() ? "" : ", ") + std::to_string(r);
+    }
+  ++skipped_in_a_row_;
+  const auto& policy = config_.faults;
+  const bool skip = policy.on_nonfinite == "skip" && skipped_in_a_row_ <= policy.max_skipped;
+  if (comm_.rank() == 0)
+    log_->write({{"kind", "nonfinite"}, {"epoch", epoch}, {"step", step}, {"ranks", ranks},
+                 {"action", skip ? "skip" : "abort"}, {"skipped_in_a_row", skipped_in_a_row_}});
+  const std::string origin =
+      !listed.empty() ? std::string("first seen on rank") +
+                            (listed.find(',') == std::string::npos ? " " : "s ") + listed
+      : gradients_inspected_
+          ? "although every rank's own values were finite: their sum overflowed"
+          : "on a rank not identified: the reduction overlapped backward (rerun with "
+            "--set reduce.overlap=false to name it)";
+  const std::string what = "non-finite loss or gradient at step " + std::to_string(step) +
+                           " (epoch " + std::to_string(epoch) + "), " + origin;
+  if (!skip)
+    throw Error(kExitNonFinite,
+                what + (policy.on_nonfinite == "abort"
+                            ? " (on_nonfinite = abort)"
+                            : "; " + std::to_string(skipped_in_a_row_) +
+                                  " non-finite steps in a row, more than max_skipped = " +
+                                  std::to_string(policy.max_skipped)),
+                Scope::kEveryRank);  // every rank saw the same reduced sum
+  ++skipped_total_;
+  if (comm_.rank() == 0)
+    std::fprintf(stderr, "mpiddp: warning: skipped %s (on_nonfinite = skip, %lld in a row)\n",
+                 what.c_str(), static_cast<long long>(skipped_in_a_row_));
+}
+
+template <typename T>
+void Trainer<T>::verify_replicas(int64_t step, bool at_end, RunResult* result) {
+  const ReplicaReport report = check_replicas<T>(comm_, model_->parameters(),
+                                                 model_->parameter_count(), replica_scratch_.data(),
+                                                 static_cast<Index>(replica_scratch_.size()));
+  if (result) result->replicas = report;
+  if (config_.sync && !report.identical) {
+    // The report is the same on every rank, so every rank takes the same branch here.
+    std::string ranks;
+    for (int r : report.differing_ranks) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    char text[320];
+    std::snprintf(text, sizeof text,
+                  "replicas diverged at step %lld: the parameters of rank%s %s differ from rank "
+                  "0's (max |difference| %.9g) although gradients are synchronised",
+                  static_cast<long long>(step), report.differing_ranks.size() > 1 ? "s" : "",
+                  ranks.c_str(), report.max_diff);
+    if (config_.faults.divergence_action == "abort") throw Error(kExitDivergence, text, Scope::kEveryRank);
+    resynchronize();
+    ++resyncs_;
+    if (comm_.rank() == 0) {
+      log_->write({{"kind", "resync"}, {"step", step}, {"ranks", report.differing_ranks},
+                   {"max_diff", report.max_diff}});
+      std::fprintf(stderr, "mpiddp: warning: %s; every rank now holds rank 0's parameters and "
+                           "optimizer state (divergence.action = resync)\n", text);
+    }
+    if (result) result->replicas = check_replicas<T>(comm_, model_->parameters(),
+                                                     model_->parameter_count(),
+                                                     replica_scratch_.data());
+  }
+  if (at_end && !config_.sync && comm_.rank() == 0 && !options_.quiet) {
+    std::printf("sync is off: replicas %s (max_replica_diff %.9g): each rank learned only "
+                "from its own shard\n",
+                report.identical ? "are still identical" : "drifted apart", report.max_diff);
+  }
+}
+
+template <typename T>
+void Trainer<T>::resynchronize() {
+  // Rank 0's replica becomes everyone's: parameters and every optimizer state buffer.
+  comm_.broadcast(model_->parameters(),
+                  static_cast<size_t>(model_->parameter_count()) * sizeof(T), 0);
+  for (auto& state : optimizer_->state_buffers())
+    comm_.broadcast(state.values->data(), state.values->size() * sizeof(T), 0);
+}
+
+#define MPIDDP_INSTANTIATE(T)                                            \
+  template void Trainer<T>::handle_nonfinite_step(int64_t, int64_t);     \
+  template void Trainer<T>::verify_replicas(int64_t, bool, RunResult*);  \
+  template void Trainer<T>::resynchronize();
+MPIDDP_INSTANTIATE(float)
+MPIDDP_INSTANTIATE(double)
+#undef MPIDDP_INSTANTIATE
+
+}  // namespace mpiddp::train

@@ -1,0 +1,134 @@
+// What rank 0 reports, and the collectives that feed it. start(): the collective start-up
+// (watchdog, shared gradient buffer, sampler.order, initial state, the config handshake)
+// that ends in the run record and the table's header. finish_epoch(): evaluate() on the
+// training and evaluation sets, then the epoch record and the table's row. The end record
+// is written by run() in trainer.cpp.
+#include "mpiddp/train/trainer.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "mpiddp/core/error.hpp"
+#include "mpiddp/core/hash.hpp"
+#include "mpiddp/core/rng.hpp"
+#include "mpiddp/train/step_profile.hpp"
+
+namespace mpiddp::train {
+
+template <typename T>
+void Trainer<T>::start() {
+  // The command line arms it before setup already; library callers get it here.
+  comm_.start_watchdog(config_.faults.watchdog_timeout_s,
+                       config_.faults.watchdog_action == "abort");
+  // Creating the shared memory for the gradients is a collective, so here.
+  place_for_reduction(reducer_, *model_);
+  // Rank 0 reads sampler.order and broadcasts it: a collective, so here rather than in the
+  // constructor, whose setup stays local (see TrainingRun).
+  if (!config_.sampler_order.empty())
+    order_ = load_sample_order(comm_, config_.sampler_order, train_.samples, config_.epochs);
+  position_ = initial_state();
+  // Rank 0's initial parameters are everyone's: replicas start identical even if a rank's
+  // initialisation differed (another build, another libm), and init.weights is read there.
+  comm_.broadcast(model_->parameters(),
+                  static_cast<size_t>(model_->parameter_count()) * sizeof(T), 0);
+  const uint64_t mine = mix_seed(config_hash(config_), fnv1a(model_->describe()));
+  const auto all = comm_.allgather(mine);
+  for (size_t r = 1; r < all.size(); ++r)
+    if (all[r] != all[0])
+      throw Error(kExitConfig,
+                  "rank " + std::to_string(r) + "'s config or model differs from rank 0's (hash " +
+                      hex64(all[r]) + " vs " + hex64(all[0]) +
+                      "): every rank must run the same config and build",
+                  Scope::kEveryRank);
+  // Every rank's host, in rank order (a collective: every rank takes part).
+  const std::vector<std::string> hosts = comm_.allgather_string(comm_.host_name());
+  if (comm_.rank() == 0) {
+    Json run_record = {{"kind", "run"},
+                       {"world_size", comm_.size()},
+                       {"launcher", options_.launcher},
+                       {"hosts", hosts},
+                       {"config", config_.resolved},
+                       {"version", MPIDDP_VERSION},
+                       {"mpi_library", comm_.library_version()},
+                       {"parameters", model_->parameter_count()},
+                       {"threads", threads_},
+                       {"reduce_algorithm", dist::to_string(reducer_.algorithm())},
+                       {"model", model_->describe()}};
+    if (!resumed_from_.empty())
+      run_record["resumed_from"] = {{"path", resumed_from_}, {"epoch", position_.epoch},
+                                    {"batch", position_.batch}, {"step", position_.step}};
+    log_->write(run_record);
+    if (!options_.quiet) {
+      std::printf("mpiddp %s: %d rank%s, model %s (%lld parameters), global batch %lld, %s\n",
+                  MPIDDP_VERSION, comm_.size(), comm_.size() == 1 ? "" : "s",
+                  model_->describe().c_str(), static_cast<long long>(model_->parameter_count()),
+                  static_cast<long long>(batch_per_rank_ * comm_.size()), config_.dtype.c_str());
+      std::printf("%6s  %14s  %9s  %8s  %10s\n", "epoch", "eval_loss", "eval_acc", "time_s",
+                  "samples/s");
+      std::fflush(stdout);
+    }
+  }
+}
+
+template <typename T>
+nn::EvalSums Trainer<T>::evaluate(const data::Dataset<T>& set) {
+  // Rank r evaluates samples r, r+N, r+2N, ... with no padding, so each sample counts once;
+  // the sums are reduced in double, which makes the result independent of N to ~1e-16.
+  nn::EvalSums sums;
+  const Index n = set.samples, world = comm_.size();
+  std::vector<Index>& chunk = eval_chunk_;
+  for (Index first = comm_.rank(); first < n; first += world * batch_per_rank_) {
+    Index count = 0;
+    for (Index i = first; i < n && count < batch_per_rank_; i += world) chunk[count++] = i;
+    gather(set, chunk.data(), count);
+    ConstMatrixView<T> x(batch_x_.data(), set.features, count);
+    const nn::BatchTargets<T> targets{batch_y_.data(), batch_labels_.data()};
+    loss_->accumulate(model_->forward(x), targets, sums);
+  }
+  double totals[2] = {sums.loss_sum, sums.correct};
+  comm_.allreduce_sum(totals, 2);
+  return {totals[0] / static_cast<double>(n), totals[1] / static_cast<double>(n)};
+}
+
+template <typename T>
+EpochResult Trainer<T>::finish_epoch(int64_t epoch, double train_seconds, Index samples_seen) {
+  const auto start = std::chrono::steady_clock::now();
+  EpochResult e;
+  e.epoch = epoch;
+  const nn::EvalSums on_train = evaluate(train_);
+  e.train_loss = on_train.loss_sum;
+  const nn::EvalSums on_eval = eval_ ? evaluate(*eval_) : on_train;
+  e.eval_loss = on_eval.loss_sum;
+  if (loss_->is_classification()) e.eval_accuracy = on_eval.correct;
+  e.time_s = train_seconds + seconds_since(start);
+  e.samples_per_s = static_cast<double>(samples_seen) / train_seconds;
+
+  if (comm_.rank() == 0) {
+    Json record = {{"kind", "epoch"}, {"epoch", e.epoch}, {"eval_loss", e.eval_loss}};
+    if (e.eval_accuracy) record["eval_accuracy"] = *e.eval_accuracy;
+    if (eval_) record["train_loss"] = e.train_loss;
+    record["time_s"] = e.time_s;
+    record["samples_per_s"] = e.samples_per_s;
+    log_->write(record);
+    if (!options_.quiet) {
+      char accuracy[32] = "-";
+      if (e.eval_accuracy) std::snprintf(accuracy, sizeof accuracy, "%.4f", *e.eval_accuracy);
+      std::printf("%6lld  %14.8g  %9s  %8.3f  %10.0f\n", static_cast<long long>(e.epoch),
+                  e.eval_loss, accuracy, e.time_s, e.samples_per_s);
+      std::fflush(stdout);
+    }
+  }
+  return e;
+}
+
+#define MPIDDP_INSTANTIATE(T)                                           \
+  template void Trainer<T>::start();                                    \
+  template nn::EvalSums Trainer<T>::evaluate(const data::Dataset<T>&);  \
+  template EpochResult Trainer<T>::finish_epoch(int64_t, double, Index);
+MPIDDP_INSTANTIATE(float)
+MPIDDP_INSTANTIATE(double)
+#undef MPIDDP_INSTANTIATE
+
+}  // namespace mpiddp::train

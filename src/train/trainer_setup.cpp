@@ -1,0 +1,115 @@
+// The trainer's local setup: the constructor loads the data, builds the model, loss and
+// optimizer, allocates the step buffers and rejects a config whose data does not fit the
+// model; no collective (see TrainingRun). Also the reduction's plan and the placement of
+// the gradient buffer, which `mpiddp bench --reduce-only` shares.
+#include "mpiddp/train/trainer.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "mpiddp/core/error.hpp"
+#include "mpiddp/core/threads.hpp"
+#include "mpiddp/data/source.hpp"
+#include "mpiddp/train/fault_injection.hpp"
+
+namespace mpiddp::train {
+
+namespace {
+
+template <typename T>
+void check_data_fits(const Config& c, const data::Dataset<T>& set, const std::string& key,
+                     Index inputs, Index outputs) {
+  if (set.features != inputs)
+    throw ConfigError(key, "has " + std::to_string(set.features) + " features but model.inputs is " +
+                               std::to_string(inputs));
+  if (c.loss == "cross_entropy") {
+    if (!set.is_classification())
+      throw ConfigError("loss", "cross_entropy needs class labels, but " + key + " (" + set.name +
+                                    ") is a regression dataset; use \"mse\"");
+    if (set.classes != outputs)
+      throw ConfigError("model.layers", "the last layer has " + std::to_string(outputs) +
+                                            " outputs but " + key + " has " +
+                                            std::to_string(set.classes) + " classes");
+  } else {
+    if (set.is_classification())
+      throw ConfigError("loss", "mse needs regression targets, but " + key + " (" + set.name +
+                                    ") has class labels; use \"cross_entropy\"");
+    if (set.outputs != outputs)
+      throw ConfigError("model.layers", "the last layer has " + std::to_string(outputs) +
+                                            " outputs but " + key + " has " +
+                                            std::to_string(set.outputs) + " targets per sample");
+  }
+}
+
+}  // namespace
+
+template <typename T>
+Trainer<T>::Trainer(const Config& config, dist::Communicator& comm, TrainOptions options)
+    : config_(config), comm_(comm), options_(options),
+      train_(data::load_source<T>(config.train_data, config.seed, "train")),
+      reducer_(comm, config.reduce),
+      sampler_(train_.samples, comm.rank(), comm.size(), config.shuffle, config.drop_last,
+               config.seed),
+      batch_per_rank_(config.per_rank_batch(comm.size())) {
+  if (batch_per_rank_ % config.accumulate_steps != 0)
+    throw ConfigError("accumulate_steps", "accumulate_steps " +
+                                              std::to_string(config.accumulate_steps) +
+                                              " does not divide the per-rank batch " +
+                                              std::to_string(batch_per_rank_));
+  if (config.eval_data) eval_ = data::load_source<T>(*config.eval_data, config.seed, "eval");
+  const nn::Shape input_shape = model_input_shape(config, train_.shape, train_.features, "data.train");
+  const Index inputs = nn::shape_size(input_shape);
+  // One extra gradient slot carries the loss: Note [the loss rides with the gradients].
+  model_ = std::make_unique<nn::Sequential<T>>(input_shape, config.layers, batch_per_rank_, 1);
+  plan_reduction(reducer_, *model_);
+  // One step: forward plus backward, about 3 multiply-adds per weight per sample.
+  const double step_work = 3.0 * model_->multiply_adds_per_sample() * static_cast<double>(batch_per_rank_);
+  threads_ = choose_threads(config.threads, std::getenv("OMP_NUM_THREADS"), affinity_cores(),
+                            node_cores(), comm.ranks_on_node(), step_work)
+                 .threads;
+  use_threads(threads_);
+  ready_forwarder_.reducer = &reducer_;
+  check_data_fits(config, train_, "data.train", inputs, model_->outputs());
+  if (eval_) check_data_fits(config, *eval_, "data.eval", inputs, model_->outputs());
+  if (sampler_.per_rank() == 0)
+    throw ConfigError("data.train.samples", "fewer samples than ranks with drop_last: every "
+                                            "rank would get an empty epoch");
+  loss_ = nn::make_loss<T>(config.loss);
+  optimizer_ = optim::make_optimizer<T>(config.optimizer, model_->parameter_count());
+  // Only rank 0 writes the log; the other ranks hold a disabled one.
+  log_ = comm.rank() == 0 && !config.log_path.empty()
+             ? std::make_unique<io::JsonlLog>(config.log_path)
+             : std::make_unique<io::JsonlLog>();
+  batch_x_.assign(inputs * batch_per_rank_, T(0));
+  batch_y_.assign(std::max<Index>(train_.outputs, eval_ ? eval_->outputs : 0) * batch_per_rank_, T(0));
+  batch_labels_.assign(batch_per_rank_, 0);
+  // Rank 0's parameters arrive for the replica check in pieces of at most 1 Mi values: a
+  // second copy of a big model would count against every rank's memory.
+  replica_scratch_.assign(std::min<Index>(model_->parameter_count(), Index{1} << 20), T(0));
+  inject_setup_fault(config.faults.inject, comm.rank());
+}
+
+template <typename T>
+void plan_reduction(dist::GradientReducer<T>& reducer, const nn::Sequential<T>& model) {
+  std::vector<size_t> tensor_begins;
+  for (const auto& tensor : model.tensors()) tensor_begins.push_back(static_cast<size_t>(tensor.offset));
+  tensor_begins.push_back(static_cast<size_t>(model.parameter_count()));  // the loss slot
+  reducer.set_tensor_begins(std::move(tensor_begins));
+}
+
+template <typename T>
+void place_for_reduction(dist::GradientReducer<T>& reducer, nn::Sequential<T>& model) {
+  if (T* shared = reducer.allocate_shared_buffer(static_cast<size_t>(model.gradient_count())))
+    model.place_gradients(shared);
+}
+
+template Trainer<float>::Trainer(const Config&, dist::Communicator&, TrainOptions);
+template Trainer<double>::Trainer(const Config&, dist::Communicator&, TrainOptions);
+template void plan_reduction(dist::GradientReducer<float>&, const nn::Sequential<float>&);
+template void plan_reduction(dist::GradientReducer<double>&, const nn::Sequential<double>&);
+template void place_for_reduction(dist::GradientReducer<float>&, nn::Sequential<float>&);
+template void place_for_reduction(dist::GradientReducer<double>&, nn::Sequential<double>&);
+
+}  // namespace mpiddp::train

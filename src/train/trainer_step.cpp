@@ -1,0 +1,137 @@
+// One training step's pieces: gather a batch, forward and backward (compute_gradients),
+// the gradient averaging over ranks (synchronize, or unsynchronized_loss with sync off)
+// and the test whether the step may update the parameters (step_is_finite). run() in
+// trainer.cpp calls them in that order, then the optimizer.
+#include "mpiddp/train/trainer.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "mpiddp/core/finite.hpp"
+#include "mpiddp/train/step_profile.hpp"
+
+namespace mpiddp::train {
+
+template <typename T>
+void Trainer<T>::gather(const data::Dataset<T>& set, const Index* samples, Index count) {
+  const auto x_bytes = static_cast<size_t>(set.features) * sizeof(T);
+  for (Index j = 0; j < count; ++j) {
+    const Index i = samples[j];
+    std::memcpy(batch_x_.data() + j * set.features, set.x + i * set.features, x_bytes);
+    if (set.is_classification()) {
+      batch_labels_[j] = set.labels[i];
+    } else {
+      std::memcpy(batch_y_.data() + j * set.outputs, set.y + i * set.outputs,
+                  static_cast<size_t>(set.outputs) * sizeof(T));
+    }
+  }
+}
+
+template <typename T>
+double Trainer<T>::compute_gradients(const Index* samples, Index count, bool start_sync) {
+  PhaseClock clock(options_.profile);
+  model_->zero_gradients();
+  clock.lap(&StepProfile::forward_s);  // clearing the gradients counts as forward work
+  // Micro-batch m has count/K samples (the first count % K one more). Each one's loss is
+  // its own mean; weighting its output gradient by size/count makes the K gradients add up
+  // to the gradient of the mean over all count samples, as one batch would give.
+  const Index micro_batches = std::min<Index>(config_.accumulate_steps, count);
+  const Index base = count / micro_batches, extra = count % micro_batches;
+  const nn::BatchTargets<T> targets{batch_y_.data(), batch_labels_.data()};
+  double loss = 0.0;
+  Index first = 0;
+  for (Index m = 0; m < micro_batches; ++m) {
+    const Index size = base + (m < extra ? 1 : 0);
+    gather(train_, samples + first, size);
+    clock.lap(&StepProfile::data_s);
+    ConstMatrixView<T> x(batch_x_.data(), train_.features, size);
+    const auto out = model_->forward(x);
+    const double micro_loss = loss_->forward_backward(out, targets, model_->output_gradient());
+    if (micro_batches == 1) {
+      loss = micro_loss;
+    } else {
+      const double weight = static_cast<double>(size) / static_cast<double>(count);
+      model_->output_gradient() *= static_cast<T>(weight);
+      loss += micro_loss * weight;
+    }
+    clock.lap(&StepProfile::forward_s);
+    const bool last = m + 1 == micro_batches;
+    if (last && start_sync) {
+      // Note [the loss rides with the gradients]: the loss slot is final before backward.
+      model_->gradients()[model_->parameter_count()] = static_cast<T>(loss);
+      reducer_.begin(model_->gradients(), static_cast<size_t>(model_->parameter_count() + 1));
+      sync_started_ = true;
+      model_->backward(x, &ready_forwarder_);
+    } else {
+      model_->backward(x);
+    }
+    clock.lap(&StepProfile::backward_s);
+    first += size;
+  }
+  return loss;
+}
+
+template <typename T>
+double Trainer<T>::synchronize(double local_loss) {
+  // Note [the loss rides with the gradients]: the step's reported loss is the mean over the
+  // whole global batch, not rank 0's shard. Every rank's shard has the same size, so that
+  // is the mean of the per-rank losses: exactly what the reducer computes for a gradient.
+  // Putting the loss in one slot after the gradients gets it for free in the same
+  // allreduce, without a second round trip. A NaN or Inf on any rank also lands there.
+  PhaseClock clock(options_.profile);
+  const Index p = model_->parameter_count();
+  T* grads = model_->gradients();
+  if (sync_started_) {
+    // The overlapped reduction has been sending buckets since backward began, so this
+    // rank's own gradients can no longer be inspected: only its loss names it if a step
+    // turns out non-finite (handle_nonfinite_step says so).
+    locally_finite_ = std::isfinite(local_loss);
+    gradients_inspected_ = false;
+    reducer_.finish();
+    sync_started_ = false;
+  } else {
+    grads[p] = static_cast<T>(local_loss);
+    locally_finite_ = all_finite(grads, p + 1);  // the reduction overwrites them: look first
+    gradients_inspected_ = true;
+    reducer_.reduce(grads, static_cast<size_t>(p + 1));
+  }
+  clock.lap(&StepProfile::sync_exposed_s);
+  return static_cast<double>(grads[p]);
+}
+
+template <typename T>
+double Trainer<T>::unsynchronized_loss(double local_loss) {
+  // sync off: only the loss is reduced, to report the global mean. A rank whose gradients
+  // are not finite sends NaN, so the decision below is still the same on every rank.
+  locally_finite_ = std::isfinite(local_loss) &&
+                    all_finite(model_->gradients(), model_->parameter_count());
+  double loss = locally_finite_ ? local_loss : std::numeric_limits<double>::quiet_NaN();
+  comm_.allreduce_sum(&loss, 1);
+  return loss / comm_.size();
+}
+
+template <typename T>
+bool Trainer<T>::step_is_finite(double loss) const {
+  // Note [non-finite steps are decided together]: a NaN or Inf in any rank's loss or
+  // gradient makes the reduced sum non-finite in the same slot on every rank (NaN + x is NaN,
+  // Inf - Inf is NaN), and every rank holds the same reduced buffer. So each rank scans its
+  // own copy and all reach the same decision in the same step, with no extra message when
+  // all is well. Only when a step is non-finite does handle_nonfinite_step spend one small
+  // collective to learn which ranks saw it first.
+  if (!config_.sync) return std::isfinite(loss);
+  return all_finite(model_->gradients(), model_->parameter_count() + 1);
+}
+
+#define MPIDDP_INSTANTIATE(T)                                                      \
+  template void Trainer<T>::gather(const data::Dataset<T>&, const Index*, Index);  \
+  template double Trainer<T>::compute_gradients(const Index*, Index, bool);        \
+  template double Trainer<T>::synchronize(double);                                 \
+  template double Trainer<T>::unsynchronized_loss(double);                         \
+  template bool Trainer<T>::step_is_finite(double) const;
+MPIDDP_INSTANTIATE(float)
+MPIDDP_INSTANTIATE(double)
+#undef MPIDDP_INSTANTIATE
+
+}  // namespace mpiddp::train
