@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 
 #include "mpiddp/core/hash.hpp"
 
@@ -11,6 +13,9 @@ namespace mpiddp::train {
 template <typename T>
 ReplicaReport check_replicas(dist::Communicator& comm, const T* params, Index count, T* scratch,
                              Index scratch_count) {
+  if (count > 0 && scratch_count < 1)
+    throw std::invalid_argument("check_replicas: the scratch must hold at least one value, not " +
+                                std::to_string(scratch_count));
   ReplicaReport report;
   const auto bytes = static_cast<size_t>(count) * sizeof(T);
   const auto checksums = comm.allgather(fnv1a(params, bytes));
@@ -20,7 +25,7 @@ ReplicaReport check_replicas(dist::Communicator& comm, const T* params, Index co
   if (!report.differing_ranks.empty()) report.first_differing_rank = report.differing_ranks[0];
 
   // The checksum says whether; the difference says how far: both are worth reporting.
-  const Index piece = scratch_count < 0 ? count : std::max<Index>(1, scratch_count);
+  const Index piece = scratch_count;
   double max_diff = 0.0;
   for (Index first = 0; first < count; first += piece) {
     const Index n = std::min(piece, count - first);

@@ -51,9 +51,12 @@ void Trainer<T>::handle_nonfinite_step(int64_t step, int64_t epoch) {
 
 template <typename T>
 void Trainer<T>::verify_replicas(int64_t step, bool at_end, RunResult* result) {
-  const ReplicaReport report = check_replicas<T>(comm_, model_->parameters(),
-                                                 model_->parameter_count(), replica_scratch_.data(),
-                                                 static_cast<Index>(replica_scratch_.size()));
+  // Before and after a resync alike, rank 0's parameters come through the scratch in pieces.
+  const auto check = [&] {
+    return check_replicas<T>(comm_, model_->parameters(), model_->parameter_count(),
+                             replica_scratch_.data(), static_cast<Index>(replica_scratch_.size()));
+  };
+  const ReplicaReport report = check();
   if (result) result->replicas = report;
   if (config_.sync && !report.identical) {
     // The report is the same on every rank, so every rank takes the same branch here.
@@ -74,9 +77,7 @@ void Trainer<T>::verify_replicas(int64_t step, bool at_end, RunResult* result) {
       std::fprintf(stderr, "mpiddp: warning: %s; every rank now holds rank 0's parameters and "
                            "optimizer state (divergence.action = resync)\n", text);
     }
-    if (result) result->replicas = check_replicas<T>(comm_, model_->parameters(),
-                                                     model_->parameter_count(),
-                                                     replica_scratch_.data());
+    if (result) result->replicas = check();
   }
   if (at_end && !config_.sync && comm_.rank() == 0 && !options_.quiet) {
     std::printf("sync is off: replicas %s (max_replica_diff %.9g): each rank learned only "

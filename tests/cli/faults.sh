@@ -114,6 +114,26 @@ expect_rc 0 "resync"
 grep -q '"kind":"resync","step":6,"ranks":\[1\]' "$WORK/resync.jsonl" || fail "resync record"
 grep -q '"kind":"end".*"replicas_identical":true.*"resyncs":1' "$WORK/resync.jsonl" \
   || fail "resync: end record"
+# ... also when the end-of-run check finds it. The check after the resync must read rank 0's
+# parameters in pieces as the first one does: the scratch holds min(P, 2^20) values, so a model
+# above 2^20 parameters (1100-wide layers: 1,219,901) overran it before. The default model
+# (2,737) needs one piece. 1 epoch of 2 steps, rank 1 perturbed in the last one.
+big=(--set model.layers.0.out=1100 --set model.layers.2.out=1100)
+for np in 2 3; do
+  for size in small big; do
+    model=()
+    [ "$size" = big ] && model=("${big[@]}")
+    what="resync at the end ($size model, np=$np)"
+    log="$WORK/resync_end_${size}_$np.jsonl"
+    # shellcheck disable=SC2046
+    fault "$np" 30 --set epochs=1 --set data.train.samples=96 --set batch.global=48 \
+      "${model[@]}" $(inject 1 2 perturb) --set divergence.action=resync --log "$log"
+    expect_rc 0 "$what"
+    grep -q '"kind":"resync","step":2,"ranks":\[1\]' "$log" || fail "$what: no resync record"
+    grep -q '"kind":"end".*"replicas_identical":true.*"resyncs":1' "$log" \
+      || fail "$what: end record"
+  done
+done
 
 # A stalled rank: the watchdog names it and its step, and ends the job (exit 7) within the
 # timeout plus the 5 s it gives peers to answer. Three ranks: two wait, one reports.

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <stdexcept>
+#include <vector>
 
 #include "mpiddp/dist/gradient_reducer.hpp"
 #include "mpiddp/dist/mpi_communicator.hpp"
@@ -68,12 +70,12 @@ TEST(GradientReducer, AveragesOverRanks) {
 TEST(ReplicaCheck, FindsTheDifferingRankAndTheDifference) {
   MpiCommunicator comm;
   std::vector<float> params(100, 0.25f), scratch(100);
-  auto same = train::check_replicas<float>(comm, params.data(), 100, scratch.data());
+  auto same = train::check_replicas<float>(comm, params.data(), 100, scratch.data(), 100);
   EXPECT_TRUE(same.identical);
   EXPECT_EQ(same.max_diff, 0.0);
   if (comm.size() == 1) return;
   if (comm.rank() == comm.size() - 1) params[42] += 0.5f;
-  auto differ = train::check_replicas<float>(comm, params.data(), 100, scratch.data());
+  auto differ = train::check_replicas<float>(comm, params.data(), 100, scratch.data(), 100);
   EXPECT_FALSE(differ.identical);
   EXPECT_EQ(differ.first_differing_rank, comm.size() - 1);
   EXPECT_DOUBLE_EQ(differ.max_diff, 0.5);
@@ -90,6 +92,15 @@ TEST(ReplicaCheck, SmallScratchComparesPieceByPiece) {
   EXPECT_FALSE(differ.identical);
   EXPECT_EQ(differ.first_differing_rank, comm.size() - 1);
   EXPECT_DOUBLE_EQ(differ.max_diff, 0.125);
+}
+
+TEST(ReplicaCheck, RejectsAScratchOfNoValues) {
+  // A scratch of no values can hold no piece. Rejected before any collective, so every
+  // rank throws alike and none is left waiting.
+  MpiCommunicator comm;
+  std::vector<float> params(100, 0.25f);
+  EXPECT_THROW(train::check_replicas<float>(comm, params.data(), 100, nullptr, 0),
+               std::invalid_argument);
 }
 
 }  // namespace

@@ -16,11 +16,13 @@ struct ReplicaReport {
   std::vector<int> differing_ranks;  // every rank whose checksum differs from rank 0's
 };
 
-// A collective: every rank calls it with its parameters (P) and a scratch buffer of
-// scratch_count elements (P when -1) that receives rank 0's parameters piece by piece, so
-// the check needs no second copy of a big model. Every rank gets the same report.
+// A collective: every rank calls it with its parameters (P = count) and a scratch buffer of
+// scratch_count >= 1 elements that receives rank 0's parameters piece by piece, so the check
+// needs no second copy of a big model. Every rank gets the same report. scratch_count has
+// no default on purpose: it must be the size the scratch really has, which may be less
+// than P (the trainer's holds min(P, 2^20)).
 template <typename T>
 ReplicaReport check_replicas(dist::Communicator& comm, const T* params, Index count, T* scratch,
-                             Index scratch_count = -1);
+                             Index scratch_count);
 
 }  // namespace mpiddp::train
