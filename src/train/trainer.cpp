@@ -40,6 +40,7 @@ RunResult Trainer<T>::run() {
     for (Index k = first_batch; k < steps_per_epoch; ++k) {
       ++step;
       comm_.publish_step(step);
+      set_pass(epoch - 1, step);
       const Index first = k * batch_per_rank_;
       const Index count = std::min(batch_per_rank_, per_rank - first);
       const double cpu_start = options_.profile ? process_cpu_seconds() : 0.0;

@@ -88,15 +88,27 @@ void Trainer<T>::verify_replicas(int64_t step, bool at_end, RunResult* result) {
 
 template <typename T>
 void Trainer<T>::resynchronize() {
-  // Rank 0's replica becomes everyone's: parameters and every optimizer state buffer.
+  // Rank 0's replica becomes everyone's: parameters, buffers and every optimizer state buffer.
   comm_.broadcast(model_->parameters(),
                   static_cast<size_t>(model_->parameter_count()) * sizeof(T), 0);
+  broadcast_buffers();
   for (auto& state : optimizer_->state_buffers())
     comm_.broadcast(state.values->data(), state.values->size() * sizeof(T), 0);
 }
 
+template <typename T>
+void Trainer<T>::broadcast_buffers() {
+  if (model_->buffer_value_count() > 0)
+    comm_.broadcast(model_->buffer_values(),
+                    static_cast<size_t>(model_->buffer_value_count()) * sizeof(T), 0);
+  if (model_->buffer_counter_count() > 0)
+    comm_.broadcast(model_->buffer_counters(),
+                    static_cast<size_t>(model_->buffer_counter_count()) * sizeof(int64_t), 0);
+}
+
 #define MPIDDP_INSTANTIATE(T)                                            \
   template void Trainer<T>::handle_nonfinite_step(int64_t, int64_t);     \
+  template void Trainer<T>::broadcast_buffers();                         \
   template void Trainer<T>::verify_replicas(int64_t, bool, RunResult*);  \
   template void Trainer<T>::resynchronize();
 MPIDDP_INSTANTIATE(float)

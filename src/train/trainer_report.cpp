@@ -33,6 +33,7 @@ void Trainer<T>::start() {
   // initialisation differed (another build, another libm), and init.weights is read there.
   comm_.broadcast(model_->parameters(),
                   static_cast<size_t>(model_->parameter_count()) * sizeof(T), 0);
+  broadcast_buffers();
   const uint64_t mine = mix_seed(config_hash(config_), fnv1a(model_->describe()));
   const auto all = comm_.allgather(mine);
   for (size_t r = 1; r < all.size(); ++r)
@@ -85,7 +86,8 @@ nn::EvalSums Trainer<T>::evaluate(const data::Dataset<T>& set) {
     gather(set, chunk.data(), count);
     ConstMatrixView<T> x(batch_x_.data(), set.features, count);
     const nn::BatchTargets<T> targets{batch_y_.data(), batch_labels_.data()};
-    loss_->accumulate(model_->forward(x), targets, sums);
+    // Evaluation mode: BatchNorm uses its running statistics, dropout passes values through.
+    loss_->accumulate(model_->forward(nn::evaluation_context(), x), targets, sums);
   }
   double totals[2] = {sums.loss_sum, sums.correct};
   comm_.allreduce_sum(totals, 2);
@@ -97,6 +99,9 @@ EpochResult Trainer<T>::finish_epoch(int64_t epoch, double train_seconds, Index 
   const auto start = std::chrono::steady_clock::now();
   EpochResult e;
   e.epoch = epoch;
+  // With shard statistics each rank's running statistics are its own: evaluate, like
+  // PyTorch DDP's next forward, with rank 0's.
+  if (broadcast_buffers_each_step_) broadcast_buffers();
   const nn::EvalSums on_train = evaluate(train_);
   e.train_loss = on_train.loss_sum;
   const nn::EvalSums on_eval = eval_ ? evaluate(*eval_) : on_train;

@@ -43,6 +43,15 @@ void check_data_fits(const Config& c, const data::Dataset<T>& set, const std::st
   }
 }
 
+// The fewest samples one training forward pass sees: the smaller of a full step's and the
+// epoch's last (shorter) step's smallest micro-batch (see compute_gradients' split).
+Index smallest_micro_batch(Index per_rank, Index batch_per_rank, Index accumulate_steps) {
+  const Index steps = (per_rank + batch_per_rank - 1) / batch_per_rank;
+  const Index last = per_rank - (steps - 1) * batch_per_rank;
+  auto smallest = [&](Index count) { return count / std::min(accumulate_steps, count); };
+  return std::min(smallest(batch_per_rank), smallest(last));
+}
+
 }  // namespace
 
 template <typename T>
@@ -50,6 +59,7 @@ Trainer<T>::Trainer(const Config& config, dist::Communicator& comm, TrainOptions
     : config_(config), comm_(comm), options_(options),
       train_(data::load_source<T>(config.train_data, config.seed, "train")),
       reducer_(comm, config.reduce),
+      statistics_(comm),
       sampler_(train_.samples, comm.rank(), comm.size(), config.shuffle, config.drop_last,
                config.seed),
       batch_per_rank_(config.per_rank_batch(comm.size())) {
@@ -76,6 +86,18 @@ Trainer<T>::Trainer(const Config& config, dist::Communicator& comm, TrainOptions
   if (sampler_.per_rank() == 0)
     throw ConfigError("data.train.samples", "fewer samples than ranks with drop_last: every "
                                             "rank would get an empty epoch");
+  // BatchNorm normalises over the global micro-batch when its statistics are shared
+  // (batchnorm.sync, and gradients synchronised at all), else over the rank's own.
+  const bool shared_statistics = config.sync && config.batchnorm_sync && comm.size() > 1;
+  training_pass_.seed = config.seed;
+  training_pass_.statistics = shared_statistics ? &statistics_ : nullptr;
+  broadcast_buffers_each_step_ = config.sync && !config.batchnorm_sync && comm.size() > 1 &&
+                                 model_->buffer_value_count() + model_->buffer_counter_count() > 0;
+  const Index smallest = smallest_micro_batch(sampler_.per_rank(), batch_per_rank_,
+                                              config.accumulate_steps);
+  model_->layers().check_training_batch(shared_statistics ? smallest * comm.size() : smallest);
+  positions_.resize(static_cast<size_t>(batch_per_rank_));
+  for (Index j = 0; j < batch_per_rank_; ++j) positions_[j] = j * comm.size() + comm.rank();
   loss_ = nn::make_loss<T>(config.loss);
   optimizer_ = optim::make_optimizer<T>(config.optimizer, model_->parameter_count());
   // Only rank 0 writes the log; the other ranks hold a disabled one.

@@ -32,6 +32,7 @@ void Trainer<T>::gather(const data::Dataset<T>& set, const Index* samples, Index
 template <typename T>
 double Trainer<T>::compute_gradients(const Index* samples, Index count, bool start_sync) {
   PhaseClock clock(options_.profile);
+  if (broadcast_buffers_each_step_) broadcast_buffers();
   model_->zero_gradients();
   clock.lap(&StepProfile::forward_s);  // clearing the gradients counts as forward work
   // Micro-batch m has count/K samples (the first count % K one more). Each one's loss is
@@ -47,7 +48,11 @@ double Trainer<T>::compute_gradients(const Index* samples, Index count, bool sta
     gather(train_, samples + first, size);
     clock.lap(&StepProfile::data_s);
     ConstMatrixView<T> x(batch_x_.data(), train_.features, size);
-    const auto out = model_->forward(x);
+    // The micro-batches of all ranks with the same m form the one-process run's m-th
+    // micro-batch, so BatchNorm's statistics and dropout's positions are that batch's.
+    nn::PassContext pass = training_pass_;
+    pass.positions = positions_.data() + first;
+    const auto out = model_->forward(pass, x);
     const double micro_loss = loss_->forward_backward(out, targets, model_->output_gradient());
     if (micro_batches == 1) {
       loss = micro_loss;
@@ -63,9 +68,9 @@ double Trainer<T>::compute_gradients(const Index* samples, Index count, bool sta
       model_->gradients()[model_->parameter_count()] = static_cast<T>(loss);
       reducer_.begin(model_->gradients(), static_cast<size_t>(model_->parameter_count() + 1));
       sync_started_ = true;
-      model_->backward(x, &ready_forwarder_);
+      model_->backward(pass, x, &ready_forwarder_);
     } else {
-      model_->backward(x);
+      model_->backward(pass, x);
     }
     clock.lap(&StepProfile::backward_s);
     first += size;

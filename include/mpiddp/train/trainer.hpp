@@ -24,6 +24,7 @@
 #include "mpiddp/data/sampler.hpp"
 #include "mpiddp/dist/communicator.hpp"
 #include "mpiddp/dist/gradient_reducer.hpp"
+#include "mpiddp/dist/statistics_reducer.hpp"
 #include "mpiddp/io/jsonl_log.hpp"
 #include "mpiddp/nn/loss.hpp"
 #include "mpiddp/nn/sequential.hpp"
@@ -97,6 +98,12 @@ class Trainer final : public TrainingRun {
 
   nn::Sequential<T>& model() { return *model_; }
   const data::Dataset<T>& train_set() const { return train_; }
+  // The epoch (0-based) and step that compute_gradients' training pass belongs to: dropout's
+  // masks depend on them. run() sets them before each step.
+  void set_pass(int64_t epoch, int64_t step) {
+    training_pass_.epoch = epoch;
+    training_pass_.step = step;
+  }
 
  private:
   void gather(const data::Dataset<T>& set, const Index* samples, Index count);
@@ -107,6 +114,8 @@ class Trainer final : public TrainingRun {
   double unsynchronized_loss(double local_loss);
   void handle_nonfinite_step(int64_t step, int64_t epoch);
   void start();
+  // Rank 0's buffers (BatchNorm's running statistics) become every rank's.
+  void broadcast_buffers();
   // Defined in trainer_checkpointing.cpp: where the parameters and optimizer state come
   // from (a checkpoint, init.weights or the seed), and what is written at the end.
   TrainingPosition initial_state();
@@ -131,6 +140,13 @@ class Trainer final : public TrainingRun {
   std::unique_ptr<optim::Optimizer<T>> optimizer_;
   dist::GradientReducer<T> reducer_;
   ReadyForwarder ready_forwarder_;
+  dist::CommunicatorStatistics statistics_;  // BatchNorm's sums over the ranks
+  // The training pass's context: seed, epoch, step and, with batchnorm.sync on several
+  // ranks, statistics_; compute_gradients points it at each micro-batch's positions.
+  nn::PassContext training_pass_;
+  // batchnorm.sync off: rank 0's buffers go to every rank before each step (PyTorch DDP's
+  // broadcast_buffers), as the ranks' shard statistics would otherwise drift apart.
+  bool broadcast_buffers_each_step_ = false;
   bool sync_started_ = false;  // compute_gradients began the reduction, synchronize finishes it
   int threads_ = 1;            // compute threads of this rank (core/threads.hpp)
   data::DistributedSampler sampler_;
@@ -149,6 +165,9 @@ class Trainer final : public TrainingRun {
   std::vector<int32_t> batch_labels_;    // (b), classification
   nn::AlignedVector<T> replica_scratch_; // (min(P, 1 Mi)) rank 0's parameters, piece by piece
   std::vector<Index> eval_chunk_;        // (b) sample indices of one evaluation chunk
+  // (b) the position of this rank's j-th sample inside the step's global batch: N j + r
+  // (data/sampler.hpp), the same sample at every world size.
+  std::vector<Index> positions_;
 };
 
 // Builds the trainer for config.dtype (local setup only, see TrainingRun).
