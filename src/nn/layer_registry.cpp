@@ -6,6 +6,8 @@
 
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/nn/activation.hpp"
+#include "mpiddp/nn/batchnorm.hpp"
+#include "mpiddp/nn/dropout.hpp"
 #include "mpiddp/nn/linear.hpp"
 #include "mpiddp/nn/residual.hpp"
 
@@ -34,6 +36,9 @@ std::vector<LayerType> builtin_layer_types() {
   types.push_back(activation_type("relu", ActivationKind::kRelu));
   types.push_back(activation_type("sigmoid", ActivationKind::kSigmoid));
   types.push_back(activation_type("gelu", ActivationKind::kGelu));
+  types.push_back(make_layer_type<BatchNorm1dOptions, BatchNorm>("batchnorm1d"));
+  types.push_back(make_layer_type<BatchNorm2dOptions, BatchNorm>("batchnorm2d"));
+  types.push_back(make_layer_type<DropoutOptions, Dropout>("dropout"));
   types.push_back(make_layer_type<ResidualOptions, Residual>("residual"));
   return types;
 }
