@@ -48,16 +48,64 @@ def load_workload(name):
         return json.load(f)
 
 
-def build_model(cfg, inputs):
-    layers, width = [], inputs
-    for spec in cfg["model"]["layers"]:
+class Residual(nn.Module):
+    """y = x + body(x): mpiddp's residual layer, with its state_dict names (<i>.body.<j>.*)."""
+
+    def __init__(self, body):
+        super().__init__()
+        self.body = body
+
+    def forward(self, x):
+        return x + self.body(x)
+
+
+def pair(value):
+    return tuple(value) if isinstance(value, list) else (value, value)
+
+
+def build_layers(specs, shape):
+    """nn.Sequential of the config's layers for per-sample input `shape` (C, H, W) or (F,);
+    returns it and the output shape."""
+    layers = []
+    for spec in specs:
         kind = spec["type"]
         if kind == "linear":
-            layers.append(nn.Linear(width, spec["out"]))
-            width = spec["out"]
+            layers.append(nn.Linear(shape[0], spec["out"]))
+            shape = (spec["out"],)
+        elif kind == "conv2d":
+            k, s, p = pair(spec["kernel"]), pair(spec.get("stride", 1)), pair(spec.get("padding", 0))
+            layers.append(nn.Conv2d(shape[0], spec["out"], k, s, p, bias=spec.get("bias", True)))
+            shape = (spec["out"],) + tuple((shape[1 + i] + 2 * p[i] - k[i]) // s[i] + 1 for i in range(2))
+        elif kind in ("maxpool2d", "avgpool2d"):
+            k = pair(spec["kernel"])
+            s, p = pair(spec.get("stride", spec["kernel"])), pair(spec.get("padding", 0))
+            layers.append((nn.MaxPool2d if kind == "maxpool2d" else nn.AvgPool2d)(k, s, p))
+            shape = (shape[0],) + tuple((shape[1 + i] + 2 * p[i] - k[i]) // s[i] + 1 for i in range(2))
+        elif kind == "global_avgpool":
+            layers.append(nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten()))
+            shape = (shape[0],)
+        elif kind == "flatten":
+            layers.append(nn.Flatten())
+            shape = (int(torch.tensor(shape).prod()),)
+        elif kind in ("batchnorm1d", "batchnorm2d"):
+            bn = nn.BatchNorm1d if kind == "batchnorm1d" else nn.BatchNorm2d
+            layers.append(bn(shape[0], eps=spec.get("eps", 1e-5), momentum=spec.get("momentum", 0.1),
+                             affine=spec.get("affine", True)))
+        elif kind == "dropout":
+            layers.append(nn.Dropout(spec.get("p", 0.5)))
+        elif kind == "residual":
+            body, _ = build_layers(spec["layers"], shape)
+            layers.append(Residual(body))
         else:
             layers.append({"relu": nn.ReLU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid, "gelu": nn.GELU}[kind]())
-    return nn.Sequential(*layers), width
+    return nn.Sequential(*layers), shape
+
+
+def input_shape(cfg, x):
+    model = cfg["model"]
+    if "input_shape" in model:
+        return tuple(model["input_shape"])
+    return tuple(x.shape[1:])
 
 
 def read_idx(path):
@@ -70,12 +118,13 @@ def read_idx(path):
     return torch.frombuffer(bytearray(raw[4 + 4 * dims:]), dtype=torch.uint8).reshape(shape)
 
 
-def fashion_mnist(train):
+def fashion_mnist(train, image_model):
     folder = train.get("dir", "/usr/share/datasets/fashion-mnist")
     prefix = "train" if train["split"] == "train" else "t10k"
     find = lambda name: next(p for p in (os.path.join(folder, name), os.path.join(folder, name + ".gz"))
                              if os.path.exists(p))
-    x = read_idx(find(prefix + "-images-idx3-ubyte")).reshape(-1, 784).float() / 255.0
+    x = read_idx(find(prefix + "-images-idx3-ubyte")).float() / 255.0
+    x = x.reshape(-1, 1, 28, 28) if image_model else x.reshape(-1, 784)
     y = read_idx(find(prefix + "-labels-idx1-ubyte")).long()
     return x, y
 
@@ -84,7 +133,9 @@ def make_data(cfg):
     train = cfg["data"]["train"]
     g = torch.Generator().manual_seed(0)
     if train["source"] == "fashion_mnist":
-        return fashion_mnist(train)
+        image_model = any(l["type"] in ("conv2d", "maxpool2d", "avgpool2d", "batchnorm2d")
+                          for l in cfg["model"]["layers"])
+        return fashion_mnist(train, image_model)
     n, f = train["samples"], train["features"]
     x = torch.randn(n, f, generator=g)
     if cfg["loss"] == "cross_entropy":
@@ -109,7 +160,9 @@ def train(rank, world, cfg, threads, result_queue):
         dist.init_process_group("gloo", rank=rank, world_size=world)
     torch.manual_seed(0)
     x, y = make_data(cfg)
-    model, _ = build_model(cfg, x.shape[1])
+    shape = input_shape(cfg, x)
+    model, _ = build_layers(cfg["model"]["layers"], shape)
+    x = x.reshape((x.shape[0],) + shape)
     if world > 1:
         model = nn.parallel.DistributedDataParallel(model)
     loss_fn = nn.CrossEntropyLoss() if cfg["loss"] == "cross_entropy" else nn.MSELoss()

@@ -257,6 +257,17 @@ void BatchNorm<T>::backward(const PassContext& context, ConstMatrixView<T> x, Co
     }
 }
 
+template <typename T>
+void BatchNorm<T>::check_training_batch(Index smallest) const {
+  if (smallest * spatial_ <= 1)
+    throw ConfigError(key_, type() + " would normalise over " + std::to_string(smallest * spatial_) +
+                                " value per channel in training (input " +
+                                shape_text(this->input_shape()) + ", the smallest batch it sees " +
+                                "has " + std::to_string(smallest) +
+                                " sample): the batch variance needs at least 2 values; use a "
+                                "larger batch, drop_last, or fewer accumulate_steps");
+}
+
 template class BatchNorm<float>;
 template class BatchNorm<double>;
 

@@ -61,6 +61,8 @@ class BatchNorm final : public Layer<T> {
   double multiply_adds_per_sample() const override {
     return 2.0 * static_cast<double>(this->inputs());
   }
+  // ConfigError (exit 2) on the layer's key when `smallest` samples give one value per channel.
+  void check_training_batch(Index smallest) const override;
   void bind(const LayerMemory<T>& memory) override;
   // weight 1, bias 0, running_mean 0, running_var 1, num_batches_tracked 0; draws nothing.
   void initialize(Rng& rng) override;
