@@ -6,9 +6,14 @@
 
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/nn/activation.hpp"
+#include "mpiddp/nn/avgpool2d.hpp"
 #include "mpiddp/nn/batchnorm.hpp"
+#include "mpiddp/nn/conv2d.hpp"
 #include "mpiddp/nn/dropout.hpp"
+#include "mpiddp/nn/flatten.hpp"
+#include "mpiddp/nn/global_avgpool.hpp"
 #include "mpiddp/nn/linear.hpp"
+#include "mpiddp/nn/maxpool2d.hpp"
 #include "mpiddp/nn/residual.hpp"
 
 namespace mpiddp::nn {
@@ -36,6 +41,11 @@ std::vector<LayerType> builtin_layer_types() {
   types.push_back(activation_type("relu", ActivationKind::kRelu));
   types.push_back(activation_type("sigmoid", ActivationKind::kSigmoid));
   types.push_back(activation_type("gelu", ActivationKind::kGelu));
+  types.push_back(make_layer_type<Conv2dOptions, Conv2d>("conv2d"));
+  types.push_back(make_layer_type<Pool2dOptions, MaxPool2d>("maxpool2d"));
+  types.push_back(make_layer_type<Pool2dOptions, AvgPool2d>("avgpool2d"));
+  types.push_back(make_layer_type<GlobalAvgPoolOptions, GlobalAvgPool>("global_avgpool"));
+  types.push_back(make_layer_type<FlattenOptions, Flatten>("flatten"));
   types.push_back(make_layer_type<BatchNorm1dOptions, BatchNorm>("batchnorm1d"));
   types.push_back(make_layer_type<BatchNorm2dOptions, BatchNorm>("batchnorm2d"));
   types.push_back(make_layer_type<DropoutOptions, Dropout>("dropout"));

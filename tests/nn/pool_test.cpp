@@ -1,0 +1,237 @@
+// maxpool2d, avgpool2d, global_avgpool and flatten.
+#include <gtest/gtest.h>
+
+#include "../support/config_errors.hpp"
+#include "../support/layer_harness.hpp"
+#include "mpiddp/core/error.hpp"
+
+namespace mpiddp::nn {
+namespace {
+
+using mpiddp::test::config_error_key;
+using mpiddp::testing::check_layer_gradients;
+using mpiddp::testing::LayerHarness;
+
+std::unique_ptr<Layer<double>> make(const char* json, const Shape& input) {
+  return mpiddp::testing::layer<double>(json, input);
+}
+
+void expect_values(const std::vector<double>& actual, const std::vector<double>& expected,
+                   const char* what) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  for (size_t i = 0; i < expected.size(); ++i)
+    EXPECT_DOUBLE_EQ(actual[i], expected[i]) << what << "[" << i << "]";
+}
+
+TEST(MaxPool2d, HandValuesAndGradientRouting) {
+  // x (1, 4, 4) = [[1, 3, 2, 0], [4, -1, 5, 6], [0, 2, 7, 1], [3, 8, -2, 4]], kernel 2:
+  // y = [max(1, 3, 4, -1), max(2, 0, 5, 6), max(0, 2, 3, 8), max(7, 1, -2, 4)] = [4, 6, 8, 7],
+  // found at offsets (1,0) = 4, (1,3) = 7, (3,1) = 13, (2,2) = 10, where dy = [1, 2, 3, 4] goes.
+  auto layer = make(R"({"type": "maxpool2d", "kernel": 2})", {1, 4, 4});
+  EXPECT_EQ(layer->output_shape(), (Shape{1, 2, 2}));
+  LayerHarness<double> h(*layer, 1);
+  const std::vector<double> x = {1, 3, 2, 0, 4, -1, 5, 6, 0, 2, 7, 1, 3, 8, -2, 4};
+  const std::vector<double> y = h.forward(x, 1);
+  expect_values(y, {4, 6, 8, 7}, "y");
+  std::vector<double> expected_dx(16, 0.0);
+  expected_dx[4] = 1, expected_dx[7] = 2, expected_dx[13] = 3, expected_dx[10] = 4;
+  expect_values(h.backward(x, y, {1, 2, 3, 4}, 1), expected_dx, "dx");
+}
+
+TEST(MaxPool2d, TiesGoToTheFirstMaximum) {
+  // Two samples of (1, 2, 2), kernel 2: [5, 5, 5, 5] has its first maximum at 0,
+  // [1, 5, 5, 2] at 1 (row-major order), as PyTorch routes them.
+  auto layer = make(R"({"type": "maxpool2d", "kernel": 2})", {1, 2, 2});
+  LayerHarness<double> h(*layer, 2);
+  const std::vector<double> x = {5, 5, 5, 5, 1, 5, 5, 2};
+  const std::vector<double> y = h.forward(x, 2);
+  expect_values(y, {5, 5}, "y");
+  expect_values(h.backward(x, y, {1, 1}, 2), {1, 0, 0, 0, 0, 1, 0, 0}, "dx");
+}
+
+TEST(MaxPool2d, PaddingIsMinusInfinity) {
+  // x (1, 2, 2) = [[-1, -2], [-3, -4]], kernel 2, stride 1, padding 1: Ho = (2 + 2 - 2) + 1 = 3.
+  // Zero padding would make most outputs 0; with -inf only input values compete:
+  //   [[-1, -1, -2], [-1, -1, -2], [-3, -3, -4]]
+  // dy = ones: x(0,0) wins 4 windows, x(0,1) 2, x(1,0) 2, x(1,1) 1.
+  auto layer = make(R"({"type": "maxpool2d", "kernel": 2, "stride": 1, "padding": 1})", {1, 2, 2});
+  LayerHarness<double> h(*layer, 1);
+  const std::vector<double> x = {-1, -2, -3, -4};
+  const std::vector<double> y = h.forward(x, 1);
+  expect_values(y, {-1, -1, -2, -1, -1, -2, -3, -3, -4}, "y");
+  expect_values(h.backward(x, y, std::vector<double>(9, 1.0), 1), {4, 2, 2, 1}, "dx");
+}
+
+TEST(AvgPool2d, PaddingCountsInTheDivisor) {
+  // x (1, 2, 2) = [[1, 2], [3, 4]], kernel 2, stride 1, padding 1: every window divides by 4
+  // (count_include_pad): [[1/4, 3/4, 2/4], [4/4, 10/4, 6/4], [3/4, 7/4, 4/4]].
+  // dy = 1..9: each input gets a quarter of the dy of the 4 windows holding it:
+  //   x(0,0): (1+2+4+5)/4 = 3, x(0,1): (2+3+5+6)/4 = 4, x(1,0): (4+5+7+8)/4 = 6, x(1,1): 28/4 = 7
+  auto layer = make(R"({"type": "avgpool2d", "kernel": 2, "stride": 1, "padding": 1})", {1, 2, 2});
+  LayerHarness<double> h(*layer, 1);
+  const std::vector<double> x = {1, 2, 3, 4};
+  const std::vector<double> y = h.forward(x, 1);
+  expect_values(y, {0.25, 0.75, 0.5, 1, 2.5, 1.5, 0.75, 1.75, 1}, "y");
+  expect_values(h.backward(x, y, {1, 2, 3, 4, 5, 6, 7, 8, 9}, 1), {3, 4, 6, 7}, "dx");
+}
+
+TEST(AvgPool2d, NonSquareKernelHandValues) {
+  // x (1, 2, 4) = [[1, 2, 3, 4], [5, 6, 7, 8]], kernel [2, 2], stride [1, 2]: Ho = 1, Wo = 2:
+  // y = [(1+2+5+6)/4, (3+4+7+8)/4] = [3.5, 5.5]
+  auto layer = make(R"({"type": "avgpool2d", "kernel": 2, "stride": [1, 2]})", {1, 2, 4});
+  LayerHarness<double> h(*layer, 1);
+  expect_values(h.forward({1, 2, 3, 4, 5, 6, 7, 8}, 1), {3.5, 5.5}, "y");
+}
+
+TEST(GlobalAvgPool, ChannelMeans) {
+  // Two samples of (2, 2, 3): sample 0 has channel 0 = 1..6 (mean 21/6 = 3.5) and channel 1
+  // = [0, 0, 0, 0, 0, 6] (mean 1); sample 1 is its negative. dy = [6, -12, 0, 3] spreads as
+  // dy / 6 over each channel's 6 pixels: 1, -2, 0, 0.5.
+  auto layer = make(R"({"type": "global_avgpool"})", {2, 2, 3});
+  EXPECT_EQ(layer->output_shape(), (Shape{2}));
+  EXPECT_EQ(layer->describe(), "global_avgpool");
+  LayerHarness<double> h(*layer, 2);
+  std::vector<double> x = {1, 2, 3, 4, 5, 6, 0, 0, 0, 0, 0, 6};
+  for (int i = 0; i < 12; ++i) x.push_back(-x[i]);
+  const std::vector<double> y = h.forward(x, 2);
+  expect_values(y, {3.5, 1, -3.5, -1}, "y");
+  std::vector<double> expected_dx;
+  for (double share : {1.0, -2.0, 0.0, 0.5}) expected_dx.insert(expected_dx.end(), 6, share);
+  expect_values(h.backward(x, y, {6, -12, 0, 3}, 2), expected_dx, "dx");
+}
+
+TEST(Flatten, KeepsTheValuesInPyTorchOrder) {
+  // (2, 2, 2) -> (8): sample b's values are x[b] in (c, h, w) row-major order, unchanged.
+  auto layer = make(R"({"type": "flatten"})", {2, 2, 2});
+  EXPECT_EQ(layer->output_shape(), (Shape{8}));
+  EXPECT_EQ(layer->describe(), "flatten");
+  LayerHarness<double> h(*layer, 2);
+  std::vector<double> x(16);
+  for (int i = 0; i < 16; ++i) x[i] = i - 3.5;
+  const std::vector<double> y = h.forward(x, 2);
+  expect_values(y, x, "y");
+  expect_values(h.backward(x, y, y, 2), x, "dx");
+  EXPECT_EQ(make(R"({"type": "flatten"})", {5})->output_shape(), (Shape{5}));
+}
+
+TEST(Pool2d, Descriptions) {
+  EXPECT_EQ(make(R"({"type": "maxpool2d", "kernel": 2})", {1, 4, 4})->describe(), "maxpool2d2");
+  EXPECT_EQ(make(R"({"type": "maxpool2d", "kernel": 2, "stride": 2})", {1, 4, 4})->describe(),
+            "maxpool2d2");
+  EXPECT_EQ(make(R"({"type": "maxpool2d", "kernel": 3, "stride": 2, "padding": 1})", {1, 5, 5})
+                ->describe(),
+            "maxpool2d3s2p1");
+  EXPECT_EQ(make(R"({"type": "avgpool2d", "kernel": [2, 3], "stride": 1})", {1, 5, 5})->describe(),
+            "avgpool2d2x3s1");
+  EXPECT_EQ(make(R"({"type": "avgpool2d", "kernel": 2, "padding": [1, 0]})", {1, 5, 5})->describe(),
+            "avgpool2d2p1x0");
+  // (5 + 2 - 3) / 2 + 1 = 3 and (6 - 2) / 3 + 1 = 2
+  EXPECT_EQ(make(R"({"type": "maxpool2d", "kernel": [3, 2], "stride": [2, 3], "padding": [1, 0]})",
+                 {4, 5, 6})
+                ->output_shape(),
+            (Shape{4, 3, 2}));
+}
+
+struct GradientCase {
+  const char* json;
+  Shape input;
+  Index batch;
+};
+
+class PoolGradient : public ::testing::TestWithParam<GradientCase> {};
+
+// Max pooling is piecewise linear: the test values are distinct enough that no window's
+// maximum changes under the 1e-6 steps of the finite differences.
+TEST_P(PoolGradient, MatchesFiniteDifferences) {
+  auto layer = make(GetParam().json, GetParam().input);
+  check_layer_gradients(*layer, GetParam().batch);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Pool, PoolGradient,
+    ::testing::Values(
+        GradientCase{R"({"type": "maxpool2d", "kernel": 2})", {2, 4, 4}, 2},
+        GradientCase{
+            R"({"type": "maxpool2d", "kernel": 3, "stride": 2, "padding": 1})", {2, 5, 5}, 2},
+        GradientCase{R"({"type": "maxpool2d", "kernel": [2, 3], "stride": [1, 2], "padding": 1})",
+                     {1, 5, 6},
+                     3},
+        GradientCase{R"({"type": "avgpool2d", "kernel": 2})", {2, 4, 4}, 2},
+        GradientCase{
+            R"({"type": "avgpool2d", "kernel": 3, "stride": 2, "padding": 1})", {2, 5, 5}, 2},
+        GradientCase{
+            R"({"type": "avgpool2d", "kernel": [3, 2], "stride": [2, 1], "padding": [1, 0]})",
+            {1, 5, 4},
+            3},
+        GradientCase{R"({"type": "global_avgpool"})", {3, 4, 5}, 2},
+        GradientCase{R"({"type": "flatten"})", {2, 3, 4}, 2}));
+
+std::string error_key(const char* json, const Shape& input = {1, 5, 5}) {
+  return config_error_key([&] { make(json, input); });
+}
+
+class PoolConfig : public ::testing::TestWithParam<const char*> {};
+
+// "{type}" in each JSON text below stands for the pool's type.
+std::string with_type(const char* json, const std::string& type) {
+  std::string text = json;
+  text.replace(text.find("{type}"), 6, type);
+  return text;
+}
+
+TEST_P(PoolConfig, KernelLargerThanThePaddedInputNamesKernel) {
+  const std::string json = with_type(R"({"type": "{type}", "kernel": 4})", GetParam());
+  EXPECT_EQ(error_key(json.c_str(), {1, 3, 3}), "model.layers[0].kernel");
+  try {
+    make(json.c_str(), {1, 3, 3});
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("(1, 3, 3)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("4x4"), std::string::npos) << e.what();
+  }
+  // Padding 1 makes 3x3 5x5: a kernel of 4 fits (padding 1 <= 4 / 2).
+  const std::string padded =
+      with_type(R"({"type": "{type}", "kernel": 4, "padding": 1})", GetParam());
+  EXPECT_EQ(error_key(padded.c_str(), {1, 3, 3}), "(no error)");
+}
+
+TEST_P(PoolConfig, PaddingMoreThanHalfTheKernelOrNegativeNamesPadding) {
+  for (const char* json : {R"({"type": "{type}", "kernel": 2, "padding": 2})",
+                           R"({"type": "{type}", "kernel": 3, "padding": [1, 2]})",
+                           R"({"type": "{type}", "kernel": 1, "padding": 1})",
+                           R"({"type": "{type}", "kernel": 2, "padding": -1})"}) {
+    const std::string text = with_type(json, GetParam());
+    EXPECT_EQ(error_key(text.c_str()), "model.layers[0].padding") << text;
+  }
+}
+
+TEST_P(PoolConfig, StrideBelowOneNamesStride) {
+  const std::string json =
+      with_type(R"({"type": "{type}", "kernel": 2, "stride": [0, 1]})", GetParam());
+  EXPECT_EQ(error_key(json.c_str()), "model.layers[0].stride");
+}
+
+TEST_P(PoolConfig, InputThatIsNotAnImageNamesTheLayer) {
+  const std::string json = with_type(R"({"type": "{type}", "kernel": 2})", GetParam());
+  EXPECT_EQ(error_key(json.c_str(), {16}), "model.layers[0]");
+}
+
+TEST_P(PoolConfig, KernelNotAnIntOrTwoPositiveIntsNamesKernel) {
+  for (const char* json :
+       {R"({"type": "{type}", "kernel": [2]})", R"({"type": "{type}", "kernel": [2, -2]})",
+        R"({"type": "{type}", "kernel": [2, 2, 2]})", R"({"type": "{type}", "kernel": true})",
+        R"({"type": "{type}"})"}) {
+    const std::string text = with_type(json, GetParam());
+    EXPECT_EQ(error_key(text.c_str()), "model.layers[0].kernel") << text;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Pool, PoolConfig, ::testing::Values("maxpool2d", "avgpool2d"));
+
+TEST(GlobalAvgPoolConfig, NeedsAnImageAndTakesNoKeys) {
+  EXPECT_EQ(error_key(R"({"type": "global_avgpool"})", {16}), "model.layers[0]");
+  EXPECT_EQ(error_key(R"({"type": "global_avgpool", "kernel": 2})"), "model.layers[0].kernel");
+  EXPECT_EQ(error_key(R"({"type": "flatten", "start_dim": 1})"), "model.layers[0].start_dim");
+}
+
+}  // namespace
+}  // namespace mpiddp::nn
