@@ -59,8 +59,8 @@ Config experiment(const std::string& dtype, const Path& path, bool batchnorm_syn
   apply_override(user, "reduce.algorithm=" + path.algorithm);
   apply_override(user, std::string("reduce.overlap=") + (path.overlap ? "true" : "false"));
   apply_override(user, "accumulate_steps=" + std::to_string(path.accumulate_steps));
-  apply_override(user, "reduce.first_bucket_mb=0.0005");
-  apply_override(user, "reduce.bucket_cap_mb=0.001");
+  apply_override(user, "reduce.first_bucket_mb=0.001");
+  apply_override(user, "reduce.bucket_cap_mb=0.002");
   if (!batchnorm_sync) apply_override(user, "batchnorm.sync=false");
   return parse_config(user);
 }
