@@ -81,11 +81,6 @@ Index widest_inner_input(const std::vector<std::unique_ptr<Layer<T>>>& layers) {
   return widest;
 }
 
-template <typename T>
-size_t values_bytes(Index count) {
-  return align_scratch(static_cast<size_t>(count) * sizeof(T));
-}
-
 }  // namespace
 
 // Scratch layout: each inner activation, the two ping-pong buffers, then each layer's own.
@@ -93,8 +88,8 @@ template <typename T>
 size_t LayerStack<T>::scratch_bytes(Index max_batch) const {
   size_t bytes = 0;
   for (size_t l = 0; l + 1 < layers_.size(); ++l)
-    bytes += values_bytes<T>(layers_[l]->outputs() * max_batch);
-  bytes += 2 * values_bytes<T>(widest_inner_input(layers_) * max_batch);
+    bytes += scratch_values_bytes<T>(layers_[l]->outputs() * max_batch);
+  bytes += 2 * scratch_values_bytes<T>(widest_inner_input(layers_) * max_batch);
   for (const auto& layer : layers_) bytes += align_scratch(layer->scratch_bytes(max_batch));
   return bytes;
 }
@@ -112,7 +107,7 @@ void LayerStack<T>::bind(const LayerMemory<T>& memory) {
   std::byte* scratch = memory.scratch;
   auto take_values = [&](Index count) {
     T* values = reinterpret_cast<T*>(scratch);
-    scratch += values_bytes<T>(count);
+    scratch += scratch_values_bytes<T>(count);
     return values;
   };
   activations_.clear();

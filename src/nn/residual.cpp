@@ -20,11 +20,6 @@ const Shape& kept_shape(const LayerStack<T>& body, const Shape& input, const std
   return input;
 }
 
-template <typename T>
-size_t values_bytes(Index count) {
-  return align_scratch(static_cast<size_t>(count) * sizeof(T));
-}
-
 }  // namespace
 
 template <typename T>
@@ -49,14 +44,14 @@ std::vector<BufferSpec> Residual<T>::buffers() const {
 
 template <typename T>
 size_t Residual<T>::scratch_bytes(Index max_batch) const {
-  return values_bytes<T>(this->outputs() * max_batch) + align_scratch(body_.scratch_bytes(max_batch));
+  return scratch_values_bytes<T>(this->outputs() * max_batch) + align_scratch(body_.scratch_bytes(max_batch));
 }
 
 template <typename T>
 void Residual<T>::bind(const LayerMemory<T>& memory) {
   body_out_ = reinterpret_cast<T*>(memory.scratch);
   LayerMemory<T> body = memory;
-  body.scratch = memory.scratch + values_bytes<T>(this->outputs() * memory.max_batch);
+  body.scratch = memory.scratch + scratch_values_bytes<T>(this->outputs() * memory.max_batch);
   body_.bind(body);
 }
 

@@ -16,18 +16,12 @@ namespace {
 using mpiddp::test::config_error_key;
 using mpiddp::testing::check_layer_gradients;
 using mpiddp::testing::expect_gradient_matches;
+using mpiddp::testing::expect_values;
 using mpiddp::testing::LayerHarness;
 using mpiddp::testing::test_values;
 
 std::unique_ptr<Layer<double>> conv(const char* json, const Shape& input) {
   return mpiddp::testing::layer<double>(json, input);
-}
-
-void expect_values(const std::vector<double>& actual, const std::vector<double>& expected,
-                   const char* what) {
-  ASSERT_EQ(actual.size(), expected.size()) << what;
-  for (size_t i = 0; i < expected.size(); ++i)
-    EXPECT_DOUBLE_EQ(actual[i], expected[i]) << what << "[" << i << "]";
 }
 
 TEST(Conv2d, ForwardHandValues) {
@@ -300,24 +294,7 @@ TEST(ConvNet, NetworkGradientMatchesFiniteDifferences) {
   const Index batch = 3, inputs = 2 * 6 * 6;
   Sequential<double> model({2, 6, 6}, mpiddp::testing::specs(kCnn), batch);
   model.initialize(3);
-  MseLoss<double> mse;
-  std::vector<double> x = test_values(inputs * batch, 1), t = test_values(4 * batch, 2);
-  auto loss = [&] {
-    const auto out = model.forward(ConstMatrixView<double>(x.data(), inputs, batch));
-    std::vector<double> g(out.size());
-    return mse.forward_backward(out, {t.data(), nullptr}, MatrixView<double>(g.data(), 4, batch));
-  };
-  model.zero_gradients();
-  const auto out = model.forward(ConstMatrixView<double>(x.data(), inputs, batch));
-  mse.forward_backward(out, {t.data(), nullptr}, model.output_gradient());
-  model.backward(ConstMatrixView<double>(x.data(), inputs, batch));
-  const std::vector<double> analytic(model.gradients(),
-                                     model.gradients() + model.parameter_count());
-  double largest = 0.0;
-  for (double g : analytic) largest = std::max(largest, std::fabs(g));
-  EXPECT_GT(largest, 1e-3);  // the check below is not vacuous
-  expect_gradient_matches(loss, model.parameters(), static_cast<long>(model.parameter_count()),
-                          analytic.data(), "dparams");
+  EXPECT_GT(mpiddp::testing::check_model_gradients(model, batch), 1e-3);  // not vacuous
 }
 
 }  // namespace

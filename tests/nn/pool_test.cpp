@@ -10,17 +10,11 @@ namespace {
 
 using mpiddp::test::config_error_key;
 using mpiddp::testing::check_layer_gradients;
+using mpiddp::testing::expect_values;
 using mpiddp::testing::LayerHarness;
 
 std::unique_ptr<Layer<double>> make(const char* json, const Shape& input) {
   return mpiddp::testing::layer<double>(json, input);
-}
-
-void expect_values(const std::vector<double>& actual, const std::vector<double>& expected,
-                   const char* what) {
-  ASSERT_EQ(actual.size(), expected.size()) << what;
-  for (size_t i = 0; i < expected.size(); ++i)
-    EXPECT_DOUBLE_EQ(actual[i], expected[i]) << what << "[" << i << "]";
 }
 
 TEST(MaxPool2d, HandValuesAndGradientRouting) {

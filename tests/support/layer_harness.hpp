@@ -10,6 +10,7 @@
 #include "mpiddp/io/json_reader.hpp"
 #include "mpiddp/nn/layer.hpp"
 #include "mpiddp/nn/layer_registry.hpp"
+#include "mpiddp/nn/loss.hpp"
 #include "mpiddp/nn/sequential.hpp"
 
 namespace mpiddp::testing {
@@ -110,6 +111,45 @@ inline void check_layer_gradients(nn::Layer<double>& layer, Index batch,
   if (!h.params.empty())
     expect_gradient_matches(loss, h.params.data(), static_cast<long>(h.params.size()),
                             analytic_params.data(), "dparams");
+}
+
+// Checks a whole model's parameter gradients against central differences of its mse loss on
+// test inputs and targets, for the given pass context (positions, step: dropout's masks stay
+// fixed), in float64. `after_backward` sees the model right after the analytic backward
+// (e.g. to check the buffers a training pass moved). Returns the largest |gradient|, so a
+// caller can check the comparison was not vacuous.
+inline double check_model_gradients(nn::Sequential<double>& model, Index batch,
+                                    const nn::PassContext& context = {},
+                                    const std::function<void()>& after_backward = {}) {
+  const Index inputs = model.inputs(), outputs = model.outputs();
+  nn::MseLoss<double> mse;
+  const std::vector<double> x = test_values(inputs * batch, 1), t = test_values(outputs * batch, 2);
+  const ConstMatrixView<double> x_view(x.data(), inputs, batch);
+  std::vector<double> scratch(static_cast<size_t>(outputs * batch));
+  auto loss = [&] {
+    return mse.forward_backward(model.forward(context, x_view), {t.data(), nullptr},
+                                MatrixView<double>(scratch.data(), outputs, batch));
+  };
+  model.zero_gradients();
+  // Forward first, in a statement of its own: output_gradient() is sized by the last forward.
+  const auto out = model.forward(context, x_view);
+  mse.forward_backward(out, {t.data(), nullptr}, model.output_gradient());
+  model.backward(context, x_view);
+  if (after_backward) after_backward();
+  const std::vector<double> analytic(model.gradients(), model.gradients() + model.parameter_count());
+  expect_gradient_matches(loss, model.parameters(), static_cast<long>(model.parameter_count()),
+                          analytic.data(), "dparams");
+  double largest = 0.0;
+  for (double g : analytic) largest = std::max(largest, std::fabs(g));
+  return largest;
+}
+
+// Element-wise equality of two vectors of doubles, naming `what` and the index.
+inline void expect_values(const std::vector<double>& actual, const std::vector<double>& expected,
+                          const char* what) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  for (size_t i = 0; i < expected.size(); ++i)
+    EXPECT_DOUBLE_EQ(actual[i], expected[i]) << what << "[" << i << "]";
 }
 
 }  // namespace mpiddp::testing

@@ -108,5 +108,10 @@ class Layer {
 
 // Round a scratch size up to the 64 bytes every layer's scratch starts on.
 constexpr size_t align_scratch(size_t bytes) { return (bytes + 63) / 64 * 64; }
+// The scratch bytes of `count` values of T, so that the next piece starts aligned again.
+template <typename T>
+constexpr size_t scratch_values_bytes(Index count) {
+  return align_scratch(static_cast<size_t>(count) * sizeof(T));
+}
 
 }  // namespace mpiddp::nn
