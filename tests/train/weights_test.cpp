@@ -72,6 +72,38 @@ TEST(Weights, SavedWeightsCarryPyTorchNamesAndReloadExactly) {
   EXPECT_EQ(std::memcmp(copy.parameters(), model.parameters(), model.parameter_count() * sizeof(float)), 0);
 }
 
+TEST(Weights, BatchNormBuffersTravelAsAStateDictWithAnI64Counter) {
+  const std::string dir = test::scratch_dir("weights_buffers");
+  const auto specs = mpiddp::testing::specs(R"([{"type": "conv2d", "out": 2, "kernel": 1},
+      {"type": "batchnorm2d"}, {"type": "flatten"}, {"type": "linear", "out": 1}])");
+  nn::Sequential<double> model({1, 2, 2}, specs, 4);
+  model.initialize(3);
+  // One training pass moves the running statistics off their start and counts a batch.
+  const double x[16] = {1, 2, 3, 4, -1, 0, 2, 5, 0.5, 0.25, 3, -2, 1, 1, 1, 2};
+  model.forward(ConstMatrixView<double>(x, 4, 4));
+  ASSERT_EQ(model.buffer_counters()[0], 1);
+  save_weights(dir + "/w.safetensors", model);
+  const io::SafetensorsFile file = io::read_safetensors(dir + "/w.safetensors", kExitData);
+  ASSERT_EQ(file.tensors().size(), 9u);  // 2 conv, 2 + 3 batchnorm, 2 linear
+  EXPECT_EQ(file.find("1.running_mean")->dtype, io::TensorDtype::kF64);
+  EXPECT_EQ(file.find("1.num_batches_tracked")->dtype, io::TensorDtype::kI64);
+  EXPECT_TRUE(file.find("1.num_batches_tracked")->shape.empty());
+  nn::Sequential<double> copy({1, 2, 2}, specs, 4);
+  load_weights(dir + "/w.safetensors", copy);
+  EXPECT_EQ(std::memcmp(copy.buffer_values(), model.buffer_values(),
+                        static_cast<size_t>(model.buffer_value_count()) * sizeof(double)), 0);
+  EXPECT_EQ(copy.buffer_counters()[0], 1);
+  EXPECT_NE(model.buffer_values()[0], 0.0);  // running_mean moved: the comparison means something
+  // A weights file without the buffers does not fit a model that has them (strict loading).
+  io::write_safetensors(dir + "/params.safetensors", named_tensors(model.tensors(), model.parameters()), {});
+  try {
+    load_weights(dir + "/params.safetensors", copy);
+    FAIL() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'1.running_var' [2] is missing"), std::string::npos) << e.what();
+  }
+}
+
 std::string init_error(const std::string& weights_path, int* code) {
   Json user = default_experiment();
   apply_override(user, "init.weights=\"" + weights_path + "\"");
