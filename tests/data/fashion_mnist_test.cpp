@@ -28,6 +28,7 @@ TEST(FashionMnist, TestSplitFromTheDebianPackage) {
   EXPECT_EQ(d.name, "fashion_mnist/test");
   ASSERT_EQ(d.samples, 10000);
   ASSERT_EQ(d.features, 784);
+  EXPECT_EQ(d.shape, (std::vector<Index>{1, 28, 28}));  // one-channel images, as torchvision's
   EXPECT_EQ(d.classes, 10);
   // The test split is balanced: 1000 images per class.
   std::vector<int> per_class(10, 0);

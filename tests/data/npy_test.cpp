@@ -94,6 +94,21 @@ TEST(Npy, TrailingDimensionsFlattenAndWideTargetsGiveOutputs) {
   EXPECT_EQ(d.outputs, 4);
   EXPECT_EQ(d.x[7], 7.0f);   // sample 1, feature 1
   EXPECT_EQ(d.y[5], 105.0f); // sample 1, output 1
+  EXPECT_EQ(d.shape, (std::vector<Index>{2, 3}));  // the per-sample shape the file gives
+}
+
+TEST(Npy, ImagesKeepTheirPerSampleShape) {
+  // [N, C, H, W] = [2, 3, 2, 2]: each sample is (3, 2, 2), stored flat in the same order.
+  std::vector<float> x(2 * 3 * 2 * 2), y = {0, 1};
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i);
+  const auto f = write_pair(npy_bytes("<f4", "(2, 3, 2, 2)", bytes_of(x)), npy_bytes("<f4", "(2,)", bytes_of(y)));
+  const auto d = load_npy<float>(f.config());
+  EXPECT_EQ(d.features, 12);
+  EXPECT_EQ(d.shape, (std::vector<Index>{3, 2, 2}));
+  EXPECT_EQ(d.x[12 + 4], 16.0f);  // sample 1, channel 1, row 0, column 0
+  // A flat [N, F] file has no shape of its own: (features) is taken.
+  const auto flat = write_pair(npy_bytes("<f4", "(2, 12)", bytes_of(x)), npy_bytes("<f4", "(2,)", bytes_of(y)));
+  EXPECT_TRUE(load_npy<float>(flat.config()).shape.empty());
 }
 
 TEST(Npy, IntegerLabelsForClassification) {

@@ -97,5 +97,34 @@ TEST(Config, HashIgnoresTheLogPathOnly) {
   EXPECT_NE(config_hash(parse_config(a)), config_hash(parse_config(c)));
 }
 
+TEST(Config, InputShapeComesFromTheKeyTheInputsOrTheData) {
+  Json user = default_experiment();
+  Config c = parse_config(user);
+  // model.inputs 6 and flat data of 6 features.
+  EXPECT_EQ(model_input_shape(c, {}, 6, "data.train"), (nn::Shape{6}));
+  apply_override(user, "model.inputs=0");
+  c = parse_config(user);
+  EXPECT_EQ(model_input_shape(c, {1, 28, 28}, 784, "data.train"), (nn::Shape{1, 28, 28}));
+  apply_override(user, "model.input_shape=[1,28,28]");
+  c = parse_config(user);
+  EXPECT_EQ(c.resolved["model"]["input_shape"], Json::parse("[1, 28, 28]"));
+  EXPECT_EQ(model_input_shape(c, {}, 784, "data.train"), (nn::Shape{1, 28, 28}));  // flat csv as images
+  EXPECT_EQ(model_input_shape(c, {28, 28}, 784, "data.train"), (nn::Shape{1, 28, 28}));  // npy [N, 28, 28]
+  auto key_of = [&](const std::vector<Index>& data_shape, Index features) {
+    try {
+      model_input_shape(c, data_shape, features, "data.train");
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("data.train"), std::string::npos) << e.what();
+      return e.key_path();
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_EQ(key_of({}, 780), "model.input_shape");          // another size
+  EXPECT_EQ(key_of({4, 14, 14}, 784), "model.input_shape");  // the same size, another shape
+  EXPECT_EQ(error_key("model.input_shape=[1,0,28]"), "model.input_shape");
+  EXPECT_EQ(error_key("model.input_shape=[1,2,3,4]"), "model.input_shape");
+  EXPECT_EQ(error_key("model.input_shape=\"big\""), "model.input_shape");
+}
+
 }  // namespace
 }  // namespace mpiddp::train
