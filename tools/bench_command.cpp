@@ -13,8 +13,8 @@
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/core/memory.hpp"
 #include "mpiddp/core/threads.hpp"
-#include "mpiddp/dist/gradient_reducer.hpp"
-#include "mpiddp/dist/mpi_communicator.hpp"
+#include "mpiddp/distributed/gradient_reducer.hpp"
+#include "mpiddp/distributed/mpi_communicator.hpp"
 #include "mpiddp/train/config.hpp"
 #include "mpiddp/train/trainer.hpp"
 
@@ -51,9 +51,9 @@ BenchArgs parse_bench_args(int argc, char** argv) {
 // slot), planned as the trainer does and where place_for_reduction put it, with nothing else
 // running; the slowest rank's figure. Overwrites the gradients.
 template <typename T>
-double time_reduce(const train::Config& config, dist::Communicator& comm,
+double time_reduce(const train::Config& config, distributed::Communicator& comm,
                    nn::Sequential<T>& model, int repeats) {
-  dist::GradientReducer<T> reducer(comm, config.reduce);
+  distributed::GradientReducer<T> reducer(comm, config.reduce);
   train::plan_reduction(reducer, model);
   const auto count = static_cast<size_t>(model.gradient_count());  // P + 1
   T* grads = model.gradients();
@@ -69,13 +69,13 @@ double time_reduce(const train::Config& config, dist::Communicator& comm,
 
 // --reduce-only: the model's gradient buffer shape, reduced repeatedly; nothing trained.
 template <typename T>
-void run_reduce_only(const train::Config& config, const BenchArgs& args, dist::Communicator& comm) {
+void run_reduce_only(const train::Config& config, const BenchArgs& args, distributed::Communicator& comm) {
   if (config.model_inputs <= 0 && config.model_input_shape.empty())
     throw ConfigError("model.input_shape", "--reduce-only needs model.input_shape or model.inputs");
   const nn::Shape input = config.model_input_shape.empty() ? nn::Shape{config.model_inputs}
                                                            : config.model_input_shape;
   nn::Sequential<T> model(input, config.layers, 1, 1);  // + the loss slot
-  dist::GradientReducer<T> reducer(comm, config.reduce);
+  distributed::GradientReducer<T> reducer(comm, config.reduce);
   train::place_for_reduction(reducer, model);
   const double reduce_s = time_reduce<T>(config, comm, model, args.reduce_repeats);
   double rss = peak_rss_mb();
@@ -84,7 +84,7 @@ void run_reduce_only(const train::Config& config, const BenchArgs& args, dist::C
   const train::Json line = {
       {"workload", std::filesystem::path(args.config.config_path).stem().string()},
       {"np", comm.size()},
-      {"reduce_algorithm", dist::to_string(reducer.algorithm())},
+      {"reduce_algorithm", distributed::to_string(reducer.algorithm())},
       {"gradient_mb", static_cast<double>(model.gradient_count()) * sizeof(T) / 1e6},
       {"reduce_ms", reduce_s * 1e3},
       {"repeats", args.reduce_repeats},
@@ -116,7 +116,7 @@ double needed_memory_mb(const train::Config& config, const nn::Sequential<T>& mo
 }
 
 template <typename T>
-void run_bench(const train::Config& config, const BenchArgs& args, dist::Communicator& comm) {
+void run_bench(const train::Config& config, const BenchArgs& args, distributed::Communicator& comm) {
   if (args.reduce_only) return run_reduce_only<T>(config, args, comm);
   train::StepProfile profile;
   train::TrainOptions options;
@@ -154,12 +154,12 @@ void run_bench(const train::Config& config, const BenchArgs& args, dist::Communi
   const double flops_per_sample = 6.0 * model.multiply_adds_per_sample();
   const double needed = needed_memory_mb(config, model, trainer.train_set(),
                                          config.per_rank_batch(comm.size()));
-  const dist::GradientReducer<T> reducer(comm, config.reduce);
+  const distributed::GradientReducer<T> reducer(comm, config.reduce);
   train::Json line = {
       {"workload", std::filesystem::path(args.config.config_path).stem().string()},
       {"np", comm.size()},
       {"threads", threads_in_use()},
-      {"reduce_algorithm", dist::to_string(reducer.algorithm())},
+      {"reduce_algorithm", distributed::to_string(reducer.algorithm())},
       {"parameters", model.parameter_count()},
       {"gradient_mb", static_cast<double>(model.parameter_count() + 1) * sizeof(T) / 1e6},
       {"samples_per_s", samples_per_s},
@@ -184,8 +184,8 @@ void run_bench(const train::Config& config, const BenchArgs& args, dist::Communi
 }  // namespace
 
 int bench_command(int argc, char** argv) {
-  dist::MpiRuntime runtime(&argc, &argv);
-  dist::MpiCommunicator comm;
+  distributed::MpiRuntime runtime(&argc, &argv);
+  distributed::MpiCommunicator comm;
   try {
     const BenchArgs args = parse_bench_args(argc, argv);
     const train::Config config = load_config(args.config, train::Json());

@@ -8,8 +8,8 @@
 #include "commands.hpp"
 #include "config_args.hpp"
 #include "mpiddp/core/error.hpp"
-#include "mpiddp/dist/launcher.hpp"
-#include "mpiddp/dist/mpi_communicator.hpp"
+#include "mpiddp/distributed/launcher.hpp"
+#include "mpiddp/distributed/mpi_communicator.hpp"
 #include "mpiddp/train/config.hpp"
 #include "mpiddp/train/trainer.hpp"
 
@@ -51,10 +51,10 @@ TrainArgs parse_train_args(int argc, char** argv) {
 }  // namespace
 
 int train_command(int argc, char** argv) {
-  const std::string launcher = dist::detect_launcher();  // before MPI_Init: see launcher.hpp
-  const int launched = dist::launched_processes();
-  dist::MpiRuntime runtime(&argc, &argv);
-  dist::MpiCommunicator comm;
+  const std::string launcher = distributed::detect_launcher();  // before MPI_Init: see launcher.hpp
+  const int launched = distributed::launched_processes();
+  distributed::MpiRuntime runtime(&argc, &argv);
+  distributed::MpiCommunicator comm;
   train::Config config;
   std::unique_ptr<train::TrainingRun> run;
 
@@ -65,7 +65,7 @@ int train_command(int argc, char** argv) {
   int code = kExitOk;
   std::string failure;
   try {
-    dist::check_world_size(launched, comm.size());
+    distributed::check_world_size(launched, comm.size());
     TrainArgs args = parse_train_args(argc, argv);
     args.options.launcher = launcher;
     config = load_config(args.config, train::default_experiment());

@@ -1,8 +1,8 @@
-#include "mpiddp/dist/bucket_plan.hpp"
+#include "mpiddp/distributed/bucket_plan.hpp"
 
 #include <algorithm>
 
-namespace mpiddp::dist {
+namespace mpiddp::distributed {
 
 std::vector<Bucket> plan_buckets(const std::vector<size_t>& tensor_begins, size_t count,
                                  size_t element_bytes, size_t first_cap_bytes, size_t cap_bytes) {
@@ -36,4 +36,4 @@ std::vector<Bucket> plan_buckets(const std::vector<size_t>& tensor_begins, size_
   return plan;
 }
 
-}  // namespace mpiddp::dist
+}  // namespace mpiddp::distributed

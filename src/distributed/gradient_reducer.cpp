@@ -1,11 +1,11 @@
-#include "mpiddp/dist/gradient_reducer.hpp"
+#include "mpiddp/distributed/gradient_reducer.hpp"
 
 #include <cassert>
 #include <type_traits>
 
 #include "mpiddp/core/error.hpp"
 
-namespace mpiddp::dist {
+namespace mpiddp::distributed {
 
 namespace {
 constexpr double kMiB = 1024.0 * 1024.0;
@@ -106,4 +106,4 @@ void GradientReducer<T>::start_ready_buckets(size_t ready_offset) {
 template class GradientReducer<float>;
 template class GradientReducer<double>;
 
-}  // namespace mpiddp::dist
+}  // namespace mpiddp::distributed

@@ -1,11 +1,11 @@
-#include "mpiddp/dist/launcher.hpp"
+#include "mpiddp/distributed/launcher.hpp"
 
 #include <cstdlib>
 #include <string>
 
 #include "mpiddp/core/error.hpp"
 
-namespace mpiddp::dist {
+namespace mpiddp::distributed {
 
 std::string detect_launcher(const EnvLookup& getenv) {
   const auto set = [&](const char* name) { return getenv(name) != nullptr; };
@@ -52,4 +52,4 @@ void check_world_size(int launched, int world_size) {
               Scope::kEveryRank);
 }
 
-}  // namespace mpiddp::dist
+}  // namespace mpiddp::distributed

@@ -1,4 +1,4 @@
-#include "mpiddp/dist/local_communicator.hpp"
+#include "mpiddp/distributed/local_communicator.hpp"
 
 #include <unistd.h>
 
@@ -7,7 +7,7 @@
 
 #include "sum_kernels.hpp"
 
-namespace mpiddp::dist {
+namespace mpiddp::distributed {
 
 void LocalCommunicator::abort(int exit_code, const std::string& message) {
   std::fprintf(stderr, "rank 0: %s\n", message.c_str());
@@ -27,4 +27,4 @@ std::string LocalCommunicator::host_name() const {
   return name;
 }
 
-}  // namespace mpiddp::dist
+}  // namespace mpiddp::distributed

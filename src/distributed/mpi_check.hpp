@@ -1,7 +1,7 @@
 #pragma once
-// The helpers every MPI call and every abort of dist/ go through (defined in
+// The helpers every MPI call and every abort of distributed/ go through (defined in
 // mpi_communicator.cpp).
-namespace mpiddp::dist {
+namespace mpiddp::distributed {
 
 // Returns when code is MPI_SUCCESS; otherwise says which call failed on which rank and
 // what to check, then ends the job.
@@ -11,4 +11,4 @@ void check_mpi(int code, const char* call);
 // that calls MPI_Abort goes through here, so that the message reaches the user first.
 [[noreturn]] void abort_job(int exit_code);
 
-}  // namespace mpiddp::dist
+}  // namespace mpiddp::distributed

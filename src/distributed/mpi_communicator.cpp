@@ -1,4 +1,4 @@
-#include "mpiddp/dist/mpi_communicator.hpp"
+#include "mpiddp/distributed/mpi_communicator.hpp"
 
 #include <mpi.h>
 
@@ -15,7 +15,7 @@
 #include "mpiddp/core/error.hpp"
 #include "sum_kernels.hpp"
 
-namespace mpiddp::dist {
+namespace mpiddp::distributed {
 
 struct MpiCommunicator::PendingSum {
   void* data;        // null once waited for
@@ -249,4 +249,4 @@ std::string MpiCommunicator::host_name() const {
   return std::string(name, static_cast<size_t>(length));
 }
 
-}  // namespace mpiddp::dist
+}  // namespace mpiddp::distributed

@@ -3,9 +3,9 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "mpiddp/dist/mpi_communicator.hpp"
+#include "mpiddp/distributed/mpi_communicator.hpp"
 
-namespace mpiddp::dist {
+namespace mpiddp::distributed {
 
 MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   int provided = 0;
@@ -23,4 +23,4 @@ MpiRuntime::~MpiRuntime() {
   if (!finalized) MPI_Finalize();
 }
 
-}  // namespace mpiddp::dist
+}  // namespace mpiddp::distributed

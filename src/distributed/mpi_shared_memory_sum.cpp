@@ -8,7 +8,7 @@
 #include "mpi_check.hpp"
 #include "sum_kernels.hpp"
 
-namespace mpiddp::dist {
+namespace mpiddp::distributed {
 
 namespace {
 // A window segment holds at most this much; larger sums go through it in pieces. Small
@@ -217,4 +217,4 @@ void SharedMemorySum::sum_across_nodes(void* slice, size_t count, ElementType ty
   scale_in_place(slice, count, type, scale);
 }
 
-}  // namespace mpiddp::dist
+}  // namespace mpiddp::distributed

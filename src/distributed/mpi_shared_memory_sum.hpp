@@ -1,5 +1,5 @@
 #pragma once
-// The one-node fast path of the gradient sum (ReduceAlgorithm::kShm), private to dist/.
+// The one-node fast path of the gradient sum (ReduceAlgorithm::kShm), private to distributed/.
 //
 // The ranks of a node share one MPI-3 window with a segment per rank. To sum a buffer:
 //   1. each rank copies its buffer into its own segment;               barrier
@@ -21,9 +21,9 @@
 #include <cstddef>
 #include <vector>
 
-#include "mpiddp/dist/communicator.hpp"
+#include "mpiddp/distributed/communicator.hpp"
 
-namespace mpiddp::dist {
+namespace mpiddp::distributed {
 
 class SharedMemorySum {
  public:
@@ -74,4 +74,4 @@ class SharedMemorySum {
   std::vector<Window> resident_;    // from allocate_resident
 };
 
-}  // namespace mpiddp::dist
+}  // namespace mpiddp::distributed

@@ -8,7 +8,7 @@
 #include "mpi_check.hpp"
 #include "mpiddp/core/error.hpp"
 
-namespace mpiddp::dist {
+namespace mpiddp::distributed {
 
 // Note [the watchdog]
 // A rank that stalls (a hung file system, a deadlock, a stopped process) leaves every other
@@ -274,7 +274,7 @@ void MpiWatchdog::report(const ProgressSnapshot& mine) {
                      : "  still waiting (watchdog.action = warn)\n";
   std::fputs(text.c_str(), stderr);
   std::fflush(stderr);
-  if (abort_job) dist::abort_job(kExitWatchdog);
+  if (abort_job) distributed::abort_job(kExitWatchdog);
 }
 
-}  // namespace mpiddp::dist
+}  // namespace mpiddp::distributed

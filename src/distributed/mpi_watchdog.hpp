@@ -1,6 +1,6 @@
 #pragma once
 // The collective watchdog: see Note [the watchdog] in mpi_watchdog.cpp and docs/reliability.md.
-// Internal to src/dist/: only mpi_*.cpp include this header.
+// Internal to src/distributed/: only mpi_*.cpp include this header.
 #include <mpi.h>
 
 #include <atomic>
@@ -10,7 +10,7 @@
 #include <mutex>
 #include <thread>
 
-namespace mpiddp::dist {
+namespace mpiddp::distributed {
 
 // The collectives MpiCommunicator makes, by number, so a rank can tell another which one
 // it is waiting in (the number travels in a status reply).
@@ -86,4 +86,4 @@ class MpiWatchdog {
   Clock::time_point next_report_;          // warn: when to report the same wait again
 };
 
-}  // namespace mpiddp::dist
+}  // namespace mpiddp::distributed

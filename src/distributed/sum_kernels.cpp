@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace mpiddp::dist {
+namespace mpiddp::distributed {
 
 namespace {
 
@@ -56,4 +56,4 @@ void sum_slice_into_every(void* const* outs, int n_outs, const void* const* in, 
     sum_typed(outs, n_outs, in, n, first, last, scale);
 }
 
-}  // namespace mpiddp::dist
+}  // namespace mpiddp::distributed

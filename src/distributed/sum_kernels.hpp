@@ -2,9 +2,9 @@
 // The arithmetic of the reduction backends, MPI-free so it is unit-testable on its own.
 #include <cstddef>
 
-#include "mpiddp/dist/communicator.hpp"
+#include "mpiddp/distributed/communicator.hpp"
 
-namespace mpiddp::dist {
+namespace mpiddp::distributed {
 
 // data: (count) of `type`; every element multiplied by scale (nothing when scale is 1).
 void scale_in_place(void* data, size_t count, ElementType type, double scale);
@@ -22,4 +22,4 @@ void sum_slice_into_every(void* const* outs, int n_outs, const void* const* in, 
 
 size_t element_bytes(ElementType type);
 
-}  // namespace mpiddp::dist
+}  // namespace mpiddp::distributed

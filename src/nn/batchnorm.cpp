@@ -31,7 +31,7 @@ namespace mpiddp::nn {
 // all carry the same factor R, and so do the parameter gradients this rank adds up (the
 // local sums of g xhat and g): the gradient reducer's division by the world size removes it
 // once, for these and for every layer below, as for a model without BatchNorm
-// (Note [why divide by the world size here] in dist/gradient_reducer.cpp).
+// (Note [why divide by the world size here] in distributed/gradient_reducer.cpp).
 
 BatchNormOptions BatchNormOptions::parse(io::JsonSection& section, int dimensions) {
   BatchNormOptions options;

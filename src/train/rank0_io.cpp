@@ -5,7 +5,7 @@
 
 namespace mpiddp::train {
 
-void on_rank0(dist::Communicator& comm, const std::function<void()>& work) {
+void on_rank0(distributed::Communicator& comm, const std::function<void()>& work) {
   // status[0]: the exit code (0: success); status[1]: the length of the message that follows.
   uint64_t status[2] = {0, 0};
   std::string message;
@@ -25,7 +25,7 @@ void on_rank0(dist::Communicator& comm, const std::function<void()>& work) {
   throw Error(static_cast<ExitCode>(status[0]), message, Scope::kEveryRank);
 }
 
-std::vector<char> bytes_from_rank0(dist::Communicator& comm,
+std::vector<char> bytes_from_rank0(distributed::Communicator& comm,
                                    const std::function<std::vector<char>()>& produce) {
   std::vector<char> bytes;
   on_rank0(comm, [&] { bytes = produce(); });

@@ -11,7 +11,7 @@
 namespace mpiddp::train {
 
 template <typename T>
-ReplicaReport check_replicas(dist::Communicator& comm, const T* params, Index count, T* scratch,
+ReplicaReport check_replicas(distributed::Communicator& comm, const T* params, Index count, T* scratch,
                              Index scratch_count) {
   if (count > 0 && scratch_count < 1)
     throw std::invalid_argument("check_replicas: the scratch must hold at least one value, not " +
@@ -44,8 +44,8 @@ ReplicaReport check_replicas(dist::Communicator& comm, const T* params, Index co
   return report;
 }
 
-template ReplicaReport check_replicas<float>(dist::Communicator&, const float*, Index, float*, Index);
-template ReplicaReport check_replicas<double>(dist::Communicator&, const double*, Index, double*,
+template ReplicaReport check_replicas<float>(distributed::Communicator&, const float*, Index, float*, Index);
+template ReplicaReport check_replicas<double>(distributed::Communicator&, const double*, Index, double*,
                                               Index);
 
 }  // namespace mpiddp::train

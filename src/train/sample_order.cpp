@@ -52,7 +52,7 @@ SampleOrder::SampleOrder(const std::vector<int64_t>& values, int64_t rows, int64
   }
 }
 
-SampleOrder load_sample_order(dist::Communicator& comm, const std::string& path, Index samples,
+SampleOrder load_sample_order(distributed::Communicator& comm, const std::string& path, Index samples,
                               int64_t epochs) {
   const std::vector<char> bytes = bytes_from_rank0(comm, [&] {
     try {

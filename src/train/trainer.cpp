@@ -103,13 +103,13 @@ RunResult Trainer<T>::run() {
   return result;
 }
 
-std::unique_ptr<TrainingRun> prepare_training(const Config& config, dist::Communicator& comm,
+std::unique_ptr<TrainingRun> prepare_training(const Config& config, distributed::Communicator& comm,
                                               TrainOptions options) {
   if (config.dtype == "float64") return std::make_unique<Trainer<double>>(config, comm, options);
   return std::make_unique<Trainer<float>>(config, comm, options);
 }
 
-RunResult run_training(const Config& config, dist::Communicator& comm, TrainOptions options) {
+RunResult run_training(const Config& config, distributed::Communicator& comm, TrainOptions options) {
   return prepare_training(config, comm, options)->run();
 }
 

@@ -55,7 +55,7 @@ void Trainer<T>::start() {
                        {"mpi_library", comm_.library_version()},
                        {"parameters", model_->parameter_count()},
                        {"threads", threads_},
-                       {"reduce_algorithm", dist::to_string(reducer_.algorithm())},
+                       {"reduce_algorithm", distributed::to_string(reducer_.algorithm())},
                        {"model", model_->describe()}};
     if (!resumed_from_.empty())
       run_record["resumed_from"] = {{"path", resumed_from_}, {"epoch", position_.epoch},

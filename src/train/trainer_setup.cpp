@@ -55,7 +55,7 @@ Index smallest_micro_batch(Index per_rank, Index batch_per_rank, Index accumulat
 }  // namespace
 
 template <typename T>
-Trainer<T>::Trainer(const Config& config, dist::Communicator& comm, TrainOptions options)
+Trainer<T>::Trainer(const Config& config, distributed::Communicator& comm, TrainOptions options)
     : config_(config), comm_(comm), options_(options),
       train_(data::load_source<T>(config.train_data, config.seed, "train")),
       reducer_(comm, config.reduce),
@@ -114,7 +114,7 @@ Trainer<T>::Trainer(const Config& config, dist::Communicator& comm, TrainOptions
 }
 
 template <typename T>
-void plan_reduction(dist::GradientReducer<T>& reducer, const nn::Sequential<T>& model) {
+void plan_reduction(distributed::GradientReducer<T>& reducer, const nn::Sequential<T>& model) {
   std::vector<size_t> tensor_begins;
   for (const auto& tensor : model.tensors()) tensor_begins.push_back(static_cast<size_t>(tensor.offset));
   tensor_begins.push_back(static_cast<size_t>(model.parameter_count()));  // the loss slot
@@ -122,16 +122,16 @@ void plan_reduction(dist::GradientReducer<T>& reducer, const nn::Sequential<T>& 
 }
 
 template <typename T>
-void place_for_reduction(dist::GradientReducer<T>& reducer, nn::Sequential<T>& model) {
+void place_for_reduction(distributed::GradientReducer<T>& reducer, nn::Sequential<T>& model) {
   if (T* shared = reducer.allocate_shared_buffer(static_cast<size_t>(model.gradient_count())))
     model.place_gradients(shared);
 }
 
-template Trainer<float>::Trainer(const Config&, dist::Communicator&, TrainOptions);
-template Trainer<double>::Trainer(const Config&, dist::Communicator&, TrainOptions);
-template void plan_reduction(dist::GradientReducer<float>&, const nn::Sequential<float>&);
-template void plan_reduction(dist::GradientReducer<double>&, const nn::Sequential<double>&);
-template void place_for_reduction(dist::GradientReducer<float>&, nn::Sequential<float>&);
-template void place_for_reduction(dist::GradientReducer<double>&, nn::Sequential<double>&);
+template Trainer<float>::Trainer(const Config&, distributed::Communicator&, TrainOptions);
+template Trainer<double>::Trainer(const Config&, distributed::Communicator&, TrainOptions);
+template void plan_reduction(distributed::GradientReducer<float>&, const nn::Sequential<float>&);
+template void plan_reduction(distributed::GradientReducer<double>&, const nn::Sequential<double>&);
+template void place_for_reduction(distributed::GradientReducer<float>&, nn::Sequential<float>&);
+template void place_for_reduction(distributed::GradientReducer<double>&, nn::Sequential<double>&);
 
 }  // namespace mpiddp::train

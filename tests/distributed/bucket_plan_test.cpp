@@ -1,8 +1,8 @@
-#include "mpiddp/dist/bucket_plan.hpp"
+#include "mpiddp/distributed/bucket_plan.hpp"
 
 #include <gtest/gtest.h>
 
-namespace mpiddp::dist {
+namespace mpiddp::distributed {
 namespace {
 
 std::vector<std::pair<size_t, size_t>> ranges(const std::vector<Bucket>& plan) {
@@ -55,4 +55,4 @@ TEST(BucketPlan, CoversTheBufferOnceInDescendingOrder) {
 TEST(BucketPlan, EmptyBufferHasNoBuckets) { EXPECT_TRUE(plan_buckets({0}, 0, 4, 64, 64).empty()); }
 
 }  // namespace
-}  // namespace mpiddp::dist
+}  // namespace mpiddp::distributed

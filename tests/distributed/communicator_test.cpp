@@ -4,11 +4,11 @@
 #include <stdexcept>
 #include <vector>
 
-#include "mpiddp/dist/gradient_reducer.hpp"
-#include "mpiddp/dist/mpi_communicator.hpp"
+#include "mpiddp/distributed/gradient_reducer.hpp"
+#include "mpiddp/distributed/mpi_communicator.hpp"
 #include "mpiddp/train/replica_check.hpp"
 
-namespace mpiddp::dist {
+namespace mpiddp::distributed {
 namespace {
 
 TEST(MpiCommunicator, AllreduceSumHasTheClosedForm) {
@@ -104,4 +104,4 @@ TEST(ReplicaCheck, RejectsAScratchOfNoValues) {
 }
 
 }  // namespace
-}  // namespace mpiddp::dist
+}  // namespace mpiddp::distributed

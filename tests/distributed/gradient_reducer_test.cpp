@@ -2,7 +2,7 @@
 // means, bit-identical results on every rank, and the overlapped form equal to the blocking
 // one. With MPIDDP_TEST_RANKS_PER_NODE=k (see tests/CMakeLists.txt) the shared-memory path
 // runs as if every k ranks were one node, which exercises its cross-node step.
-#include "mpiddp/dist/gradient_reducer.hpp"
+#include "mpiddp/distributed/gradient_reducer.hpp"
 
 #include <gtest/gtest.h>
 
@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "mpiddp/core/hash.hpp"
-#include "mpiddp/dist/mpi_communicator.hpp"
+#include "mpiddp/distributed/mpi_communicator.hpp"
 
-namespace mpiddp::dist {
+namespace mpiddp::distributed {
 namespace {
 
 // Rank r holds (r + 1) * (i % 7 + 1) at element i. The sum over N ranks is
@@ -141,4 +141,4 @@ TEST(Reducer, AutoChoosesSharedMemoryOnOneNode) {
 }
 
 }  // namespace
-}  // namespace mpiddp::dist
+}  // namespace mpiddp::distributed

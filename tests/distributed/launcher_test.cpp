@@ -1,4 +1,4 @@
-#include "mpiddp/dist/launcher.hpp"
+#include "mpiddp/distributed/launcher.hpp"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 
 #include "mpiddp/core/error.hpp"
 
-namespace mpiddp::dist {
+namespace mpiddp::distributed {
 namespace {
 
 EnvLookup lookup_in(const std::map<std::string, std::string>& env) {
@@ -70,4 +70,4 @@ TEST(Launcher, WorldOfOneUnderAManyProcessLaunchIsALaunchError) {
 }
 
 }  // namespace
-}  // namespace mpiddp::dist
+}  // namespace mpiddp::distributed

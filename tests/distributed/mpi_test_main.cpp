@@ -2,7 +2,7 @@
 // progress, but any rank's failure is printed and fails the process (and so the launcher).
 #include <gtest/gtest.h>
 
-#include "mpiddp/dist/mpi_communicator.hpp"
+#include "mpiddp/distributed/mpi_communicator.hpp"
 
 namespace {
 
@@ -23,9 +23,9 @@ class FailurePrinter : public ::testing::EmptyTestEventListener {
 }  // namespace
 
 int main(int argc, char** argv) {
-  mpiddp::dist::MpiRuntime runtime(&argc, &argv);
+  mpiddp::distributed::MpiRuntime runtime(&argc, &argv);
   ::testing::InitGoogleTest(&argc, argv);
-  const int rank = mpiddp::dist::MpiCommunicator().rank();
+  const int rank = mpiddp::distributed::MpiCommunicator().rank();
   if (rank != 0) {
     auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
     delete listeners.Release(listeners.default_result_printer());

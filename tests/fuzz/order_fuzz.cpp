@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "mpiddp/core/error.hpp"
-#include "mpiddp/dist/local_communicator.hpp"
+#include "mpiddp/distributed/local_communicator.hpp"
 #include "mpiddp/train/sample_order.hpp"
 #include "temp_input.hpp"
 
@@ -14,7 +14,7 @@ using namespace mpiddp;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = fuzz::write_temp_input(data, size, ".npy");
-  dist::LocalCommunicator comm;
+  distributed::LocalCommunicator comm;
   for (const auto& [samples, epochs] : {std::pair<Index, int64_t>{4, 2}, {3, 1}}) {
     try {
       const train::SampleOrder order = train::load_sample_order(comm, path, samples, epochs);

@@ -4,7 +4,7 @@
 // checkpointing into `checkpoint_dir` and keeping every checkpoint. 4 steps per epoch.
 #include <string>
 
-#include "mpiddp/dist/communicator.hpp"
+#include "mpiddp/distributed/communicator.hpp"
 #include "mpiddp/train/trainer.hpp"
 
 namespace mpiddp::test {
@@ -18,7 +18,7 @@ inline train::Json adam_experiment(const std::string& checkpoint_dir) {
 }
 
 // Trains quietly, resuming from `resume` when it is not empty.
-inline train::RunResult train_run(dist::Communicator& comm, const train::Json& user,
+inline train::RunResult train_run(distributed::Communicator& comm, const train::Json& user,
                                   const std::string& resume = "") {
   train::TrainOptions options;
   options.quiet = true;

@@ -5,7 +5,7 @@
 
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/data/sampler.hpp"
-#include "mpiddp/dist/local_communicator.hpp"
+#include "mpiddp/distributed/local_communicator.hpp"
 #include "mpiddp/train/trainer.hpp"
 
 namespace mpiddp::train {
@@ -20,7 +20,7 @@ Config experiment(const std::string& dtype, int64_t accumulate_steps) {
 
 template <typename T>
 double max_gradient_difference(int64_t k, Index count) {
-  dist::LocalCommunicator one;
+  distributed::LocalCommunicator one;
   const Config whole_config = experiment(sizeof(T) == 4 ? "float32" : "float64", 1);
   const Config micro_config = experiment(sizeof(T) == 4 ? "float32" : "float64", k);
   Trainer<T> whole(whole_config, one), micro(micro_config, one);
@@ -54,7 +54,7 @@ TEST(Accumulate, UnequalMicroBatchesOfAShortLastBatch) {
 }
 
 TEST(Accumulate, TrainingMatchesOneBatch) {
-  dist::LocalCommunicator one;
+  distributed::LocalCommunicator one;
   const RunResult whole = run_training(experiment("float64", 1), one, {.quiet = true});
   const RunResult micro = run_training(experiment("float64", 8), one, {.quiet = true});
   ASSERT_EQ(whole.step_losses.size(), micro.step_losses.size());
@@ -65,7 +65,7 @@ TEST(Accumulate, TrainingMatchesOneBatch) {
 }
 
 TEST(Accumulate, MustDivideThePerRankBatch) {
-  dist::LocalCommunicator one;
+  distributed::LocalCommunicator one;
   try {
     Trainer<float> t(experiment("float32", 5), one);  // 64 % 5 != 0
     FAIL() << "expected a ConfigError";

@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "mpiddp/core/error.hpp"
-#include "mpiddp/dist/local_communicator.hpp"
+#include "mpiddp/distributed/local_communicator.hpp"
 #include "mpiddp/io/atomic_file.hpp"
 #include "mpiddp/train/trainer.hpp"
 #include "../support/scratch_dir.hpp"
@@ -20,7 +20,7 @@ namespace fs = std::filesystem;
 using test::adam_experiment;
 
 RunResult train(const Json& user, const std::string& resume = "") {
-  dist::LocalCommunicator comm;
+  distributed::LocalCommunicator comm;
   return test::train_run(comm, user, resume);
 }
 

@@ -9,8 +9,8 @@
 
 #include <cmath>
 
-#include "mpiddp/dist/local_communicator.hpp"
-#include "mpiddp/dist/mpi_communicator.hpp"
+#include "mpiddp/distributed/local_communicator.hpp"
+#include "mpiddp/distributed/mpi_communicator.hpp"
 #include "mpiddp/train/trainer.hpp"
 
 namespace mpiddp::train {
@@ -79,8 +79,8 @@ double largest_difference(const RunResult& a, const RunResult& b) {
 class CnnEquivalence : public ::testing::TestWithParam<Path> {};
 
 void check_training_equivalence(const Path& path, const std::string& dtype, double rtol) {
-  dist::MpiCommunicator comm;
-  dist::LocalCommunicator one;
+  distributed::MpiCommunicator comm;
+  distributed::LocalCommunicator one;
   const Config config = experiment(dtype, path);
   const RunResult n_ranks = run_training(config, comm, {.quiet = true});
   const RunResult single = run_training(config, one, {.quiet = true});
@@ -112,8 +112,8 @@ INSTANTIATE_TEST_SUITE_P(ReductionPaths, CnnEquivalence,
 // rank 0's buffers are broadcast. The result then depends on N; the test measures by how
 // much, so docs/architectures.md can show it, and checks that it is not hidden.
 TEST(CnnEquivalenceUnsynced, ShardStatisticsChangeTheResultWithTheWorldSize) {
-  dist::MpiCommunicator comm;
-  dist::LocalCommunicator one;
+  distributed::MpiCommunicator comm;
+  distributed::LocalCommunicator one;
   const Path path{"auto", true, 1};
   const RunResult single = run_training(experiment("float64", path), one, {.quiet = true});
   const RunResult unsynced = run_training(experiment("float64", path, false), comm, {.quiet = true});

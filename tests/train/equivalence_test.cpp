@@ -7,8 +7,8 @@
 #include <cmath>
 
 #include "mpiddp/data/sampler.hpp"
-#include "mpiddp/dist/local_communicator.hpp"
-#include "mpiddp/dist/mpi_communicator.hpp"
+#include "mpiddp/distributed/local_communicator.hpp"
+#include "mpiddp/distributed/mpi_communicator.hpp"
 #include "mpiddp/train/trainer.hpp"
 
 namespace mpiddp::train {
@@ -44,8 +44,8 @@ Config experiment(const std::string& dtype, const Path& path, bool sync = true) 
 
 template <typename T>
 void check_gradient_equivalence(const Path& path, double tolerance) {
-  dist::MpiCommunicator comm;
-  dist::LocalCommunicator one;
+  distributed::MpiCommunicator comm;
+  distributed::LocalCommunicator one;
   const Config config = experiment(sizeof(T) == 4 ? "float32" : "float64", path);
   Trainer<T> distributed(config, comm), single(config, one);
   distributed.model().initialize(config.seed);
@@ -79,8 +79,8 @@ TEST_P(Equivalence, GradientsFloat32) { check_gradient_equivalence<float>(GetPar
 TEST_P(Equivalence, GradientsFloat64) { check_gradient_equivalence<double>(GetParam(), 1e-12); }
 
 void check_training_equivalence(const Path& path, const std::string& dtype, double rtol) {
-  dist::MpiCommunicator comm;
-  dist::LocalCommunicator one;
+  distributed::MpiCommunicator comm;
+  distributed::LocalCommunicator one;
   const Config config = experiment(dtype, path);
   const RunResult n_ranks = run_training(config, comm, {.quiet = true});
   const RunResult single = run_training(config, one, {.quiet = true});
@@ -113,7 +113,7 @@ INSTANTIATE_TEST_SUITE_P(ReductionPaths, Equivalence,
 // so every path must give the same bits. This also catches a gradient buffer that moved
 // to memory with another alignment: Eigen's reductions round an unaligned head otherwise.
 TEST(EquivalenceAcrossPaths, TwoRanksGiveTheSameBitsOnEveryPath) {
-  dist::MpiCommunicator comm;
+  distributed::MpiCommunicator comm;
   if (comm.size() != 2) GTEST_SKIP() << "sum orders differ beyond two ranks";
   const RunResult mpi = run_training(experiment("float32", Path{"mpi", false, 1}), comm,
                                      {.quiet = true});
@@ -125,7 +125,7 @@ TEST(EquivalenceAcrossPaths, TwoRanksGiveTheSameBitsOnEveryPath) {
 }
 
 TEST(EquivalenceNoSync, WithoutSyncReplicasDrift) {
-  dist::MpiCommunicator comm;
+  distributed::MpiCommunicator comm;
   if (comm.size() == 1) GTEST_SKIP() << "one replica cannot drift";
   const RunResult r = run_training(experiment("float32", Path{"auto", true, 1}, false), comm,
                                    {.quiet = true});

@@ -6,8 +6,8 @@
 #include <cmath>
 
 #include "mpiddp/data/sampler.hpp"
-#include "mpiddp/dist/local_communicator.hpp"
-#include "mpiddp/dist/mpi_communicator.hpp"
+#include "mpiddp/distributed/local_communicator.hpp"
+#include "mpiddp/distributed/mpi_communicator.hpp"
 #include "mpiddp/train/trainer.hpp"
 #include "../support/order_file.hpp"
 #include "../support/scratch_dir.hpp"
@@ -17,7 +17,7 @@ namespace mpiddp::train {
 namespace {
 
 // A scratch directory made by rank 0 and known to every rank.
-std::string shared_scratch_dir(dist::Communicator& comm, const std::string& name) {
+std::string shared_scratch_dir(distributed::Communicator& comm, const std::string& name) {
   std::string dir = comm.rank() == 0 ? test::scratch_dir(name) : "";
   uint64_t size = dir.size();
   comm.broadcast(&size, sizeof size, 0);
@@ -30,7 +30,7 @@ using test::adam_experiment;
 using test::train_run;
 
 TEST(ResumeMpi, MidEpochResumeIsBitwiseEqualAtTheSameWorldSize) {
-  dist::MpiCommunicator comm;
+  distributed::MpiCommunicator comm;
   const std::string dir = shared_scratch_dir(comm, "resume_mpi_mid");
   Json user = adam_experiment(dir);
   apply_override(user, "checkpoint.every_steps=3");
@@ -46,8 +46,8 @@ TEST(ResumeMpi, MidEpochResumeIsBitwiseEqualAtTheSameWorldSize) {
 }
 
 TEST(ResumeMpi, OneProcessCheckpointResumesWithinFloatTolerance) {
-  dist::MpiCommunicator comm;
-  dist::LocalCommunicator one;
+  distributed::MpiCommunicator comm;
+  distributed::LocalCommunicator one;
   const std::string dir = shared_scratch_dir(comm, "resume_mpi_cross");
   Json user = adam_experiment(dir);
   apply_override(user, "dtype=float64");
@@ -70,7 +70,7 @@ TEST(ResumeMpi, OneProcessCheckpointResumesWithinFloatTolerance) {
 }
 
 TEST(ResumeMpi, ReplayingTheSamplersOwnOrderChangesNothing) {
-  dist::MpiCommunicator comm;
+  distributed::MpiCommunicator comm;
   const std::string dir = shared_scratch_dir(comm, "order_mpi");
   if (comm.rank() == 0) {
     std::vector<int64_t> rows;

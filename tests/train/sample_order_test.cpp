@@ -6,7 +6,7 @@
 
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/data/sampler.hpp"
-#include "mpiddp/dist/local_communicator.hpp"
+#include "mpiddp/distributed/local_communicator.hpp"
 #include "mpiddp/train/trainer.hpp"
 #include "../support/order_file.hpp"
 #include "../support/scratch_dir.hpp"
@@ -17,7 +17,7 @@ namespace {
 RunResult train_with_order(const std::string& order_path) {
   Json user = default_experiment();
   if (!order_path.empty()) apply_override(user, "sampler.order=\"" + order_path + "\"");
-  dist::LocalCommunicator comm;
+  distributed::LocalCommunicator comm;
   return run_training(parse_config(user), comm, {.quiet = true});
 }
 
@@ -44,7 +44,7 @@ TEST(SampleOrder, TheFirstBatchIsTheHeadOfRowZero) {
   test::write_order(dir + "/order.npy", {4, 256}, rows);
   const RunResult replayed = train_with_order(dir + "/order.npy");
 
-  dist::LocalCommunicator comm;
+  distributed::LocalCommunicator comm;
   const Config config = parse_config(default_experiment());
   Trainer<float> probe(config, comm, {.quiet = true});
   probe.model().initialize(config.seed);

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "mpiddp/core/error.hpp"
-#include "mpiddp/dist/local_communicator.hpp"
+#include "mpiddp/distributed/local_communicator.hpp"
 #include "mpiddp/train/trainer.hpp"
 
 namespace mpiddp::train {
@@ -17,7 +17,7 @@ RunResult run_with(const std::vector<std::string>& assignments) {
   apply_override(user, "epochs=1");  // 256 samples / 64 = 4 steps
   for (const auto& a : assignments) apply_override(user, a);
   const Config config = parse_config(user);
-  dist::LocalCommunicator comm;
+  distributed::LocalCommunicator comm;
   return run_training(config, comm, {.quiet = true});
 }
 

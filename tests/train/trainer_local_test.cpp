@@ -5,13 +5,13 @@
 #include <cmath>
 
 #include "mpiddp/core/error.hpp"
-#include "mpiddp/dist/local_communicator.hpp"
+#include "mpiddp/distributed/local_communicator.hpp"
 
 namespace mpiddp::train {
 namespace {
 
 TEST(Trainer, DefaultExperimentLearns) {
-  dist::LocalCommunicator comm;
+  distributed::LocalCommunicator comm;
   const Config config = parse_config(default_experiment());
   const RunResult r = run_training(config, comm, {.quiet = true});
   ASSERT_EQ(r.epochs.size(), 4u);
@@ -27,7 +27,7 @@ TEST(Trainer, DefaultExperimentLearns) {
 }
 
 TEST(Trainer, ClassificationReportsAccuracy) {
-  dist::LocalCommunicator comm;
+  distributed::LocalCommunicator comm;
   Json user = default_experiment();
   apply_override(user, "data.train={\"source\":\"synthetic_classification\",\"samples\":512,"
                        "\"features\":6,\"classes\":3,\"generator\":\"blobs\"}");
@@ -42,7 +42,7 @@ TEST(Trainer, ClassificationReportsAccuracy) {
 }
 
 TEST(Trainer, MismatchedLossAndDataIsAConfigError) {
-  dist::LocalCommunicator comm;
+  distributed::LocalCommunicator comm;
   Json user = default_experiment();
   apply_override(user, "loss=cross_entropy");
   try {
@@ -54,7 +54,7 @@ TEST(Trainer, MismatchedLossAndDataIsAConfigError) {
 }
 
 TEST(Trainer, EvalSetIsEvaluatedSeparately) {
-  dist::LocalCommunicator comm;
+  distributed::LocalCommunicator comm;
   Json user = default_experiment();
   apply_override(user, "data.eval={\"source\":\"synthetic_regression\",\"samples\":100,\"features\":6}");
   const RunResult r = run_training(parse_config(user), comm, {.quiet = true});

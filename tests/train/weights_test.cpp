@@ -7,7 +7,7 @@
 
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/core/hash.hpp"
-#include "mpiddp/dist/local_communicator.hpp"
+#include "mpiddp/distributed/local_communicator.hpp"
 #include "mpiddp/train/trainer.hpp"
 #include "../support/layer_harness.hpp"
 #include "../support/scratch_dir.hpp"
@@ -107,7 +107,7 @@ TEST(Weights, BatchNormBuffersTravelAsAStateDictWithAnI64Counter) {
 std::string init_error(const std::string& weights_path, int* code) {
   Json user = default_experiment();
   apply_override(user, "init.weights=\"" + weights_path + "\"");
-  dist::LocalCommunicator comm;
+  distributed::LocalCommunicator comm;
   try {
     run_training(parse_config(user), comm, {.quiet = true});
   } catch (const Error& e) {
@@ -161,7 +161,7 @@ TEST(Weights, TrainingStartsFromInitWeights) {
   // Saving the seeded initialisation and starting from it reproduces the seeded run bit
   // for bit: init.weights replaces exactly the initialisation, nothing else.
   const std::string dir = test::scratch_dir("weights_start");
-  dist::LocalCommunicator comm;
+  distributed::LocalCommunicator comm;
   const Config plain = parse_config(default_experiment());
   Trainer<float> reference(plain, comm, {.quiet = true});
   reference.model().initialize(plain.seed);

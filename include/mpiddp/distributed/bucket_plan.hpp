@@ -3,7 +3,7 @@
 #include <cstddef>
 #include <vector>
 
-namespace mpiddp::dist {
+namespace mpiddp::distributed {
 
 // Elements [begin, end) of the flat gradient buffer, reduced by one collective.
 struct Bucket {
@@ -25,4 +25,4 @@ struct Bucket {
 std::vector<Bucket> plan_buckets(const std::vector<size_t>& tensor_begins, size_t count,
                                  size_t element_bytes, size_t first_cap_bytes, size_t cap_bytes);
 
-}  // namespace mpiddp::dist
+}  // namespace mpiddp::distributed

@@ -3,13 +3,13 @@
 // LocalCommunicator is the one-process implementation (every collective is the identity),
 // so model, optimizer and trainer tests need no launcher.
 //
-// This header is MPI-free on purpose: only src/dist/mpi_*.cpp include <mpi.h>.
+// This header is MPI-free on purpose: only src/distributed/mpi_*.cpp include <mpi.h>.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
-namespace mpiddp::dist {
+namespace mpiddp::distributed {
 
 enum class ElementType { kFloat32, kFloat64 };
 
@@ -55,7 +55,7 @@ class Communicator {
                         ReduceAlgorithm algorithm) = 0;
   // Memory for a buffer that start_sum(kShm) then sums where it lies, with no copy in or
   // out: this rank's part of memory the node's ranks share (Note [gradients in the shared
-  // window] in src/dist/mpi_shared_memory_sum.cpp). Collective: every rank asks for the same
+  // window] in src/distributed/mpi_shared_memory_sum.cpp). Collective: every rank asks for the same
   // size, in the same order. Null when nothing is shared (one rank per node, or kShm
   // unusable): the caller then keeps its own memory. It lives as long as the communicator.
   virtual void* allocate_shared_buffer(size_t bytes) = 0;
@@ -68,7 +68,7 @@ class Communicator {
   // Ends every rank of the job: prints "rank R: message" and never returns.
   [[noreturn]] virtual void abort(int exit_code, const std::string& message) = 0;
 
-  // The collective watchdog (Note [the watchdog] in src/dist/mpi_watchdog.cpp): when this
+  // The collective watchdog (Note [the watchdog] in src/distributed/mpi_watchdog.cpp): when this
   // rank waits in one collective longer than timeout_s, it reports which ranks have not
   // arrived and the step each one is at, then ends the job (abort_job) or only warns.
   // Local (the side channel was set up with the communicator); may be called again to
@@ -83,4 +83,4 @@ class Communicator {
   virtual std::string host_name() const = 0;
 };
 
-}  // namespace mpiddp::dist
+}  // namespace mpiddp::distributed

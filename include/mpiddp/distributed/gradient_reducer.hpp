@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "mpiddp/dist/bucket_plan.hpp"
-#include "mpiddp/dist/communicator.hpp"
+#include "mpiddp/distributed/bucket_plan.hpp"
+#include "mpiddp/distributed/communicator.hpp"
 
-namespace mpiddp::dist {
+namespace mpiddp::distributed {
 
 // The config's "reduce" section (docs/config.md).
 struct ReduceConfig {
@@ -69,4 +69,4 @@ class GradientReducer {
   std::vector<int> handles_;  // (buckets) their handles
 };
 
-}  // namespace mpiddp::dist
+}  // namespace mpiddp::distributed

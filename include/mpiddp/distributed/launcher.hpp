@@ -4,7 +4,7 @@
 #include <functional>
 #include <string>
 
-namespace mpiddp::dist {
+namespace mpiddp::distributed {
 
 // Reads an environment variable: null when unset (std::getenv by default).
 using EnvLookup = std::function<const char*(const char*)>;
@@ -29,4 +29,4 @@ int launched_processes();
 // started more than one process but MPI sees a world of one.
 void check_world_size(int launched, int world_size);
 
-}  // namespace mpiddp::dist
+}  // namespace mpiddp::distributed

@@ -1,7 +1,7 @@
 #pragma once
-#include "mpiddp/dist/communicator.hpp"
+#include "mpiddp/distributed/communicator.hpp"
 
-namespace mpiddp::dist {
+namespace mpiddp::distributed {
 
 // A world of one process: every collective leaves the data as it is.
 class LocalCommunicator final : public Communicator {
@@ -30,4 +30,4 @@ class LocalCommunicator final : public Communicator {
   std::string host_name() const override;
 };
 
-}  // namespace mpiddp::dist
+}  // namespace mpiddp::distributed

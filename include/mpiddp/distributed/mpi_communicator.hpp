@@ -1,11 +1,11 @@
 #pragma once
 #include <memory>
 
-#include "mpiddp/dist/communicator.hpp"
+#include "mpiddp/distributed/communicator.hpp"
 
-namespace mpiddp::dist {
+namespace mpiddp::distributed {
 
-class SharedMemorySum;  // src/dist/mpi_shared_memory_sum.hpp: keeps <mpi.h> out of this header
+class SharedMemorySum;  // src/distributed/mpi_shared_memory_sum.hpp: keeps <mpi.h> out of this header
 class MpiWatchdog;
 
 // Communicator over MPI_COMM_WORLD (or a duplicate of it). Every MPI call is checked
@@ -55,4 +55,4 @@ class MpiRuntime {
   MpiRuntime& operator=(const MpiRuntime&) = delete;
 };
 
-}  // namespace mpiddp::dist
+}  // namespace mpiddp::distributed

@@ -2,10 +2,10 @@
 // The distributed side of nn::StatisticsReducer: BatchNorm's per-channel sums, reduced over
 // every rank of the communicator, so that a layer normalises with the global batch's
 // statistics without knowing about ranks (nn/context.hpp).
-#include "mpiddp/dist/communicator.hpp"
+#include "mpiddp/distributed/communicator.hpp"
 #include "mpiddp/nn/context.hpp"
 
-namespace mpiddp::dist {
+namespace mpiddp::distributed {
 
 class CommunicatorStatistics final : public nn::StatisticsReducer {
  public:
@@ -18,4 +18,4 @@ class CommunicatorStatistics final : public nn::StatisticsReducer {
   Communicator& comm_;
 };
 
-}  // namespace mpiddp::dist
+}  // namespace mpiddp::distributed

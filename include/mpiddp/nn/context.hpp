@@ -1,7 +1,7 @@
 #pragma once
 // What a layer learns about the pass it is part of: one argument of forward and backward,
 // never a global. It is MPI-free; the statistics reducer behind it lives in the distributed
-// code (dist/statistics_reducer.hpp), so layers reduce across ranks without knowing how.
+// code (distributed/statistics_reducer.hpp), so layers reduce across ranks without knowing how.
 #include <cstddef>
 #include <cstdint>
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "mpiddp/data/source.hpp"
-#include "mpiddp/dist/gradient_reducer.hpp"
+#include "mpiddp/distributed/gradient_reducer.hpp"
 #include "mpiddp/io/json_reader.hpp"
 #include "mpiddp/nn/sequential.hpp"
 #include "mpiddp/optim/optimizer.hpp"
@@ -57,7 +57,7 @@ struct Config {
   // Performance (docs/config.md, parsed by parse_performance in performance_config.cpp).
   int64_t threads = 0;           // compute threads per rank; 0: from cores and ranks per node
   int64_t accumulate_steps = 1;  // micro-batches per optimizer step (gradient accumulation)
-  dist::ReduceConfig reduce;
+  distributed::ReduceConfig reduce;
 
   Json resolved;  // the full resolved config, defaults filled in, as logged in the run record
 

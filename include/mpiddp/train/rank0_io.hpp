@@ -8,15 +8,15 @@
 #include <vector>
 
 #include "mpiddp/core/error.hpp"
-#include "mpiddp/dist/communicator.hpp"
+#include "mpiddp/distributed/communicator.hpp"
 
 namespace mpiddp::train {
 
 // Runs `work` on rank 0 only; a thrown mpiddp::Error is rethrown on every rank, kEveryRank.
-void on_rank0(dist::Communicator& comm, const std::function<void()>& work);
+void on_rank0(distributed::Communicator& comm, const std::function<void()>& work);
 
 // Rank 0 produces bytes (usually a file's contents); every rank returns them.
-std::vector<char> bytes_from_rank0(dist::Communicator& comm,
+std::vector<char> bytes_from_rank0(distributed::Communicator& comm,
                                    const std::function<std::vector<char>()>& produce);
 
 // Runs `check` on every rank over identical inputs: the ranks fail together, so an Error

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "mpiddp/core/types.hpp"
-#include "mpiddp/dist/communicator.hpp"
+#include "mpiddp/distributed/communicator.hpp"
 
 namespace mpiddp::train {
 
@@ -22,7 +22,7 @@ struct ReplicaReport {
 // no default on purpose: it must be the size the scratch really has, which may be less
 // than P (the trainer's holds min(P, 2^20)).
 template <typename T>
-ReplicaReport check_replicas(dist::Communicator& comm, const T* params, Index count, T* scratch,
+ReplicaReport check_replicas(distributed::Communicator& comm, const T* params, Index count, T* scratch,
                              Index scratch_count);
 
 }  // namespace mpiddp::train

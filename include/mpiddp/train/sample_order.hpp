@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "mpiddp/core/types.hpp"
-#include "mpiddp/dist/communicator.hpp"
+#include "mpiddp/distributed/communicator.hpp"
 
 namespace mpiddp::train {
 
@@ -27,7 +27,7 @@ class SampleOrder {
 };
 
 // Rank 0 reads the .npy file (data/npy.hpp) and broadcasts it; every rank validates it.
-SampleOrder load_sample_order(dist::Communicator& comm, const std::string& path, Index samples,
+SampleOrder load_sample_order(distributed::Communicator& comm, const std::string& path, Index samples,
                               int64_t epochs);
 
 }  // namespace mpiddp::train

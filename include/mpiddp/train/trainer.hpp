@@ -4,7 +4,7 @@
 // One step (see docs/design.md):
 //   1. the sampler gives this rank its b = B/N samples of global batch k;
 //   2. forward and backward on them give the gradient of this rank's mean loss;
-//   3. the reducer sums the gradients over ranks and divides by N (dist/gradient_reducer);
+//   3. the reducer sums the gradients over ranks and divides by N (distributed/gradient_reducer);
 //   4. every rank applies the same optimizer step to the same averaged gradient.
 //
 // Where each part lives, in src/train/:
@@ -22,9 +22,9 @@
 
 #include "mpiddp/data/dataset.hpp"
 #include "mpiddp/data/sampler.hpp"
-#include "mpiddp/dist/communicator.hpp"
-#include "mpiddp/dist/gradient_reducer.hpp"
-#include "mpiddp/dist/statistics_reducer.hpp"
+#include "mpiddp/distributed/communicator.hpp"
+#include "mpiddp/distributed/gradient_reducer.hpp"
+#include "mpiddp/distributed/statistics_reducer.hpp"
 #include "mpiddp/io/jsonl_log.hpp"
 #include "mpiddp/nn/loss.hpp"
 #include "mpiddp/nn/sequential.hpp"
@@ -39,7 +39,7 @@ namespace mpiddp::train {
 
 struct TrainOptions {
   bool quiet = false;            // no table on stdout, no progress line on stderr
-  std::string launcher = "none";  // for the run record: dist::detect_launcher()
+  std::string launcher = "none";  // for the run record: distributed::detect_launcher()
   std::string resume{};  // --resume: "" (start afresh), "latest", a checkpoint or a directory
   StepProfile* profile = nullptr;  // when set, filled with step timings of epochs 2..last
   // Keep every step's loss and every epoch's result in RunResult (for tests and library
@@ -79,7 +79,7 @@ template <typename T>
 class Trainer final : public TrainingRun {
  public:
   // Local work only, no collective (see TrainingRun).
-  Trainer(const Config& config, dist::Communicator& comm, TrainOptions options = {});
+  Trainer(const Config& config, distributed::Communicator& comm, TrainOptions options = {});
 
   RunResult run() override;
 
@@ -126,21 +126,21 @@ class Trainer final : public TrainingRun {
 
   // Hands backward's "gradients ready" calls to the reducer.
   struct ReadyForwarder final : nn::GradientListener {
-    dist::GradientReducer<T>* reducer = nullptr;
+    distributed::GradientReducer<T>* reducer = nullptr;
     void gradients_ready(Index offset) override { reducer->ready_from(static_cast<size_t>(offset)); }
   };
 
   const Config& config_;
-  dist::Communicator& comm_;
+  distributed::Communicator& comm_;
   TrainOptions options_;
   data::Dataset<T> train_;
   std::optional<data::Dataset<T>> eval_;
   std::unique_ptr<nn::Sequential<T>> model_;
   std::unique_ptr<nn::Loss<T>> loss_;
   std::unique_ptr<optim::Optimizer<T>> optimizer_;
-  dist::GradientReducer<T> reducer_;
+  distributed::GradientReducer<T> reducer_;
   ReadyForwarder ready_forwarder_;
-  dist::CommunicatorStatistics statistics_;  // BatchNorm's sums over the ranks
+  distributed::CommunicatorStatistics statistics_;  // BatchNorm's sums over the ranks
   // The training pass's context: seed, epoch, step and, with batchnorm.sync on several
   // ranks, statistics_; compute_gradients points it at each micro-batch's positions.
   nn::PassContext training_pass_;
@@ -171,10 +171,10 @@ class Trainer final : public TrainingRun {
 };
 
 // Builds the trainer for config.dtype (local setup only, see TrainingRun).
-std::unique_ptr<TrainingRun> prepare_training(const Config& config, dist::Communicator& comm,
+std::unique_ptr<TrainingRun> prepare_training(const Config& config, distributed::Communicator& comm,
                                               TrainOptions options = {});
 // prepare_training, then run.
-RunResult run_training(const Config& config, dist::Communicator& comm, TrainOptions options = {});
+RunResult run_training(const Config& config, distributed::Communicator& comm, TrainOptions options = {});
 
 // The model's gradient buffer (P gradients and the loss slot) as the trainer reduces it, so
 // that `mpiddp bench --reduce-only` times exactly that. plan_reduction, local: the tensors
@@ -182,8 +182,8 @@ RunResult run_training(const Config& config, dist::Communicator& comm, TrainOpti
 // the shared-memory path the buffer moves into the reducer's shared memory, where the ranks
 // sum it without copying it (Note [gradients in the shared window]).
 template <typename T>
-void plan_reduction(dist::GradientReducer<T>& reducer, const nn::Sequential<T>& model);
+void plan_reduction(distributed::GradientReducer<T>& reducer, const nn::Sequential<T>& model);
 template <typename T>
-void place_for_reduction(dist::GradientReducer<T>& reducer, nn::Sequential<T>& model);
+void place_for_reduction(distributed::GradientReducer<T>& reducer, nn::Sequential<T>& model);
 
 }  // namespace mpiddp::train
