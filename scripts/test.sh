@@ -7,18 +7,33 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 # --with-data: Fashion-MNIST, so its smoke test runs instead of skipping (~30 MB package).
 # --with-slurm: the slurm_sbatch test (docs/launching.md); --with-mpich: the MPICH run below.
 # --with-fuzz, --with-valgrind: clang and libFuzzer, valgrind, for the steps at the end.
+# --with-chromium: the plot is rendered and checked in a real browser (cli_plot_render).
 quick=${MPIDDP_TEST_QUICK:-0}
 if [ "$quick" = 1 ]; then
-  "$root/scripts/install-deps.sh" --with-data --with-slurm --with-mpich
+  deps=(--with-data --with-slurm --with-mpich --with-chromium)
 else
-  "$root/scripts/install-deps.sh" --with-data --with-slurm --with-mpich --with-fuzz --with-valgrind
+  deps=(--with-data --with-slurm --with-mpich --with-chromium --with-fuzz --with-valgrind)
 fi
-"$root/scripts/build.sh"
-(cd "${MPIDDP_BUILD_DIR:-$root/build}" && ctest --output-on-failure -j "$(nproc)" --timeout 900)
+
+# stage NAME COMMAND...: runs one stage and prints how long it took, so a slow stage shows.
+stages=""
+stage() {
+  local name=$1 start=$SECONDS
+  shift
+  "$@"
+  stages+="$(printf '  %-10s %5d s' "$name" $((SECONDS - start)))"$'\n'
+  echo "test.sh: stage $name took $((SECONDS - start)) s" >&2
+}
+
+stage deps "$root/scripts/install-deps.sh" "${deps[@]}"
+stage build "$root/scripts/build.sh"
+run_ctest() { (cd "${MPIDDP_BUILD_DIR:-$root/build}" && ctest --output-on-failure -j "$(nproc)" --timeout 900); }
+stage ctest run_ctest
 # The tests that launch ranks again, built against MPICH in build-mpich/.
-"$root/scripts/test-mpich.sh"
+stage mpich "$root/scripts/test-mpich.sh"
 if [ "$quick" != 1 ]; then
-  "$root/scripts/test-sanitize.sh"
-  "$root/scripts/test-valgrind.sh"
-  "$root/scripts/fuzz.sh"
+  stage sanitize "$root/scripts/test-sanitize.sh"
+  stage valgrind "$root/scripts/test-valgrind.sh"
+  stage fuzz "$root/scripts/fuzz.sh"
 fi
+printf 'test.sh: time per stage\n%s  %-10s %5d s\n' "$stages" total "$SECONDS" >&2
