@@ -12,20 +12,13 @@
 #include "mpiddp/distributed/local_communicator.hpp"
 #include "mpiddp/distributed/mpi_communicator.hpp"
 #include "mpiddp/train/trainer.hpp"
+#include "../support/reduction_path.hpp"
 
 namespace mpiddp::train {
 namespace {
 
-struct Path {
-  std::string algorithm;
-  bool overlap;
-  int accumulate_steps;
-};
-
-std::string path_name(const ::testing::TestParamInfo<Path>& info) {
-  return info.param.algorithm + (info.param.overlap ? "_overlap" : "_blocking") +
-         (info.param.accumulate_steps > 1 ? "_accumulate" + std::to_string(info.param.accumulate_steps) : "");
-}
+using test::Path;
+using test::path_name;
 
 // 96 samples of 2 x 6 x 6 "images" (synthetic_classification read through model.input_shape),
 // 3 classes, global batch 24: 24, 12, 8 or 6 samples per rank at N = 1, 2, 3, 4.
@@ -56,11 +49,7 @@ Json cnn_experiment(const std::string& dtype) {
 
 Config experiment(const std::string& dtype, const Path& path, bool batchnorm_sync = true) {
   Json user = cnn_experiment(dtype);
-  apply_override(user, "reduce.algorithm=" + path.algorithm);
-  apply_override(user, std::string("reduce.overlap=") + (path.overlap ? "true" : "false"));
-  apply_override(user, "accumulate_steps=" + std::to_string(path.accumulate_steps));
-  apply_override(user, "reduce.first_bucket_mb=0.001");
-  apply_override(user, "reduce.bucket_cap_mb=0.002");
+  test::apply_path(user, path, 0.001, 0.002);
   if (!batchnorm_sync) apply_override(user, "batchnorm.sync=false");
   return parse_config(user);
 }

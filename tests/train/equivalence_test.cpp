@@ -10,22 +10,13 @@
 #include "mpiddp/distributed/local_communicator.hpp"
 #include "mpiddp/distributed/mpi_communicator.hpp"
 #include "mpiddp/train/trainer.hpp"
+#include "../support/reduction_path.hpp"
 
 namespace mpiddp::train {
 namespace {
 
-// A reduction path: a reduce.algorithm, whether buckets start during backward, and the
-// micro-batches per step.
-struct Path {
-  std::string algorithm;
-  bool overlap;
-  int accumulate_steps;
-};
-
-std::string path_name(const ::testing::TestParamInfo<Path>& info) {
-  return info.param.algorithm + (info.param.overlap ? "_overlap" : "_blocking") +
-         (info.param.accumulate_steps > 1 ? "_accumulate" + std::to_string(info.param.accumulate_steps) : "");
-}
+using test::Path;
+using test::path_name;
 
 class Equivalence : public ::testing::TestWithParam<Path> {};
 
@@ -33,12 +24,8 @@ Config experiment(const std::string& dtype, const Path& path, bool sync = true) 
   Json user = default_experiment();
   apply_override(user, "dtype=" + dtype);
   if (!sync) apply_override(user, "sync=false");
-  apply_override(user, "reduce.algorithm=" + path.algorithm);
-  apply_override(user, std::string("reduce.overlap=") + (path.overlap ? "true" : "false"));
-  apply_override(user, "accumulate_steps=" + std::to_string(path.accumulate_steps));
   // Small buckets, so the default model's few kB of gradients go in several collectives.
-  apply_override(user, "reduce.first_bucket_mb=0.001");
-  apply_override(user, "reduce.bucket_cap_mb=0.004");
+  test::apply_path(user, path, 0.001, 0.004);
   return parse_config(user);
 }
 
