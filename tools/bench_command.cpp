@@ -95,8 +95,8 @@ void run_reduce_only(const train::Config& config, const BenchArgs& args, distrib
 }
 
 // What a rank must hold, in MB: parameters, gradients (+ the loss slot), optimizer state,
-// activations (every layer's declared scratch, the model's output and the batch) and the training set, which every rank holds whole.
-// The peak RSS target is stated against this.
+// activations (every layer's declared scratch, the model's output and the batch) and the
+// training set, which every rank holds whole. The peak RSS target is stated against this.
 template <typename T>
 double needed_memory_mb(const train::Config& config, const nn::Sequential<T>& model,
                         const data::Dataset<T>& train_set, Index batch_per_rank) {

@@ -3,6 +3,7 @@
 #include <deque>
 #include <mutex>
 #include <stdexcept>
+#include <type_traits>
 
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/nn/activation.hpp"
@@ -147,18 +148,15 @@ std::vector<LayerSpec> parse_layer_list(const io::Json& list, const std::string&
   return parse_list(&list, key_path, resolved);
 }
 
-template <>
-std::unique_ptr<Layer<float>> build_layer<float>(const LayerSpec& spec, const Shape& input) {
+template <typename T>
+std::unique_ptr<Layer<T>> build_layer(const LayerSpec& spec, const Shape& input) {
   const LayerType* entry = find_layer_type(spec.type);
   if (!entry) throw ConfigError(spec.key + ".type", "unknown layer type '" + spec.type + "'");
-  return entry->build_float(spec, input);
+  if constexpr (std::is_same_v<T, float>) return entry->build_float(spec, input);
+  else return entry->build_double(spec, input);
 }
 
-template <>
-std::unique_ptr<Layer<double>> build_layer<double>(const LayerSpec& spec, const Shape& input) {
-  const LayerType* entry = find_layer_type(spec.type);
-  if (!entry) throw ConfigError(spec.key + ".type", "unknown layer type '" + spec.type + "'");
-  return entry->build_double(spec, input);
-}
+template std::unique_ptr<Layer<float>> build_layer<float>(const LayerSpec&, const Shape&);
+template std::unique_ptr<Layer<double>> build_layer<double>(const LayerSpec&, const Shape&);
 
 }  // namespace mpiddp::nn

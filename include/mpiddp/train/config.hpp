@@ -68,7 +68,8 @@ struct Config {
 
 // The model's per-sample input shape: model.input_shape, else (model.inputs), else the data's
 // own shape (npy [N, C, H, W], IDX images) or (features). A ConfigError names model.input_shape
-// (or model.inputs) when the data do not fit it; data_key names the data in the message.
+// when the data do not fit it (data_key names the data in the message); a model.inputs that
+// does not match the data is the trainer's data check's to report, as for data.eval.
 nn::Shape model_input_shape(const Config& config, const std::vector<Index>& data_shape,
                             Index data_features, const std::string& data_key);
 
