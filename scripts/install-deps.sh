@@ -9,7 +9,8 @@ set -euo pipefail
 
 packages=(build-essential cmake pkg-config libopenmpi-dev openmpi-bin
           libeigen3-dev nlohmann-json3-dev libgtest-dev zlib1g-dev
-          libxml2-utils)  # xmllint: the plot test parses the SVG
+          libxml2-utils   # xmllint: the plot test parses the SVG
+          ccache)         # CI builds five configurations; shared objects compile once
 for arg in "$@"; do
   case "$arg" in
     --with-mpich) packages+=(mpich libmpich-dev) ;;
