@@ -16,6 +16,7 @@ enum ExitCode : int {
   kExitCheckpoint = 6,   // checkpoint missing, corrupt or incompatible
   kExitWatchdog = 7,     // a collective waited longer than watchdog.timeout_s
   kExitOutput = 8,       // an output file or directory could not be written
+  kExitInterrupted = 9,  // stopped by SIGTERM, SIGINT or SIGUSR1 after writing a checkpoint
 };
 
 // Whether every rank raises the error identically (a bad config, a failed collective check)
