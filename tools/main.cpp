@@ -5,6 +5,7 @@
 #include <string>
 
 #include "commands.hpp"
+#include "data_dirs.hpp"
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/core/memory.hpp"
 
@@ -37,6 +38,13 @@ const char* kUsage =
     "\n"
     "  mpiddp --version | --help\n";
 
+// The launch scripts and configs that came with this mpiddp (docs/launching.md).
+void print_data_dirs(std::FILE* out) {
+  const mpiddp::tools::DataDirs dirs = mpiddp::tools::find_data_dirs();
+  std::fprintf(out, "\nlaunch scripts: %s%s\nconfigs:        %s\n", dirs.launch.c_str(),
+               dirs.found ? "" : " (not found)", dirs.configs.c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -45,7 +53,9 @@ int main(int argc, char** argv) {
   // naming the file, like a full disk, instead of killing the process without a word.
   std::signal(SIGXFSZ, SIG_IGN);
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
-    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    std::FILE* out = argc < 2 ? stderr : stdout;
+    std::fputs(kUsage, out);
+    print_data_dirs(out);
     return argc < 2 ? mpiddp::kExitConfig : mpiddp::kExitOk;
   }
   const std::string command = argv[1];
