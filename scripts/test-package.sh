@@ -63,6 +63,24 @@ trap 'exit 143' TERM
 version=$("$build/mpiddp" --version | awk '{print $2}')
 [ -n "$version" ] || fail "no version from $build/mpiddp --version"
 
+# Step 3 needs to install packages; an mpiddp package already installed is said at once.
+deb_check=1
+if [ "$(id -u)" -ne 0 ] && [ ${#sudo_cmd[@]} -eq 0 ]; then
+  say "the .deb check will be skipped: it installs packages, which needs root or sudo"; deb_check=0
+elif ! command -v apt-get > /dev/null || ! command -v dpkg-shlibdeps > /dev/null; then
+  say "the .deb check will be skipped: it needs apt-get and dpkg-shlibdeps (dpkg-dev)"; deb_check=0
+fi
+for p in mpiddp mpiddp-dev; do
+  if [ "$deb_check" = 1 ] && is_installed "$p"; then
+    old=$(dpkg-query -W -f='${Version}' "$p")
+    if [ "${MPIDDP_PACKAGE_REPLACE:-0}" != 1 ]; then
+      fail "package $p $old is installed already (by hand, or by a run of this script that was killed); remove it (apt-get purge $p) or set MPIDDP_PACKAGE_REPLACE=1 to let this script purge it"
+    fi
+    say "package $p $old is installed already; MPIDDP_PACKAGE_REPLACE=1: purging it (it is not put back)"
+    apt_get purge "$p" > "$tmp/purge-old.log" 2>&1 || { cat "$tmp/purge-old.log" >&2; fail "could not purge $p"; }
+  fi
+done
+
 # --- 1. install into a prefix ---------------------------------------------------------------
 step install
 cmake --build "$build" --target mpiddp > "$tmp/build.log" 2>&1 || { cat "$tmp/build.log" >&2; fail "build"; }
@@ -144,23 +162,10 @@ grep -E "OK|tests passed" "$tmp/example-test.log" >&2 || true
 "$example/swish_gradient_check" >&2
 
 # --- 3. the Debian packages -----------------------------------------------------------------
-if [ "$(id -u)" -ne 0 ] && [ ${#sudo_cmd[@]} -eq 0 ]; then
-  step_name="" ; say "skipping the .deb check: it installs packages, which needs root or sudo"
+if [ "$deb_check" != 1 ]; then
+  step ""; say "OK: installed to a prefix, example built and run against it; the .deb check was skipped (see above)"
   exit 0
 fi
-command -v apt-get > /dev/null && command -v dpkg-shlibdeps > /dev/null ||
-  { say "skipping the .deb check: needs apt-get and dpkg-shlibdeps (dpkg-dev)"; exit 0; }
-for p in mpiddp mpiddp-dev; do
-  if is_installed "$p"; then
-    old=$(dpkg-query -W -f='${Version}' "$p")
-    if [ "${MPIDDP_PACKAGE_REPLACE:-0}" != 1 ]; then
-      fail "package $p $old is installed already (by hand, or by a run of this script that was killed); remove it (apt-get purge $p) or set MPIDDP_PACKAGE_REPLACE=1 to let this script purge it"
-    fi
-    say "package $p $old is installed already; MPIDDP_PACKAGE_REPLACE=1: purging it (it is not put back)"
-    apt_get purge "$p" > "$tmp/purge-old.log" 2>&1 || { cat "$tmp/purge-old.log" >&2; fail "could not purge $p"; }
-  fi
-done
-
 step cpack
 # cpack first runs the build's "preinstall" target, which builds everything (tests too) that
 # is not built yet: nothing, after scripts/build.sh.
