@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by launch/mpirun.sh and launch/compare_baseline.sh: default_mpiddp DIR prints the
 # mpiddp program that the scripts in DIR run when MPIDDP is not set, the first of
 #   DIR/../build/mpiddp        scripts in a source tree: its build (scripts/build.sh)

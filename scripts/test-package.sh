@@ -158,8 +158,8 @@ cmake --build "$example" -j "$(nproc)" > "$tmp/example-build.log" 2>&1 \
   || { cat "$tmp/example-build.log" >&2; fail "examples/custom_layer did not build"; }
 (cd "$example" && ctest --output-on-failure) > "$tmp/example-test.log" 2>&1 \
   || { cat "$tmp/example-test.log" >&2; fail "examples/custom_layer's tests failed"; }
-grep -E "OK|tests passed" "$tmp/example-test.log" >&2 || true
-"$example/swish_gradient_check" >&2
+grep "tests passed" "$tmp/example-test.log" >&2 || true
+"$example/swish_gradient_check" >&2  # again, for its figures in the log (milliseconds)
 
 # --- 3. the Debian packages -----------------------------------------------------------------
 if [ "$deb_check" != 1 ]; then
