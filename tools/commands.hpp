@@ -3,7 +3,7 @@
 namespace mpiddp::tools {
 
 // mpiddp train [CONFIG.json] [--set KEY=VALUE]... [--log PATH] [--no-sync] [--quiet]
-//              [--resume PATH|DIR|latest] [--save-weights PATH]
+//              [--resume PATH|DIR|latest] [--save-weights PATH] [--trace PATH]
 int train_command(int argc, char** argv);
 
 // mpiddp compare BASELINE.jsonl RUN.jsonl [--rtol R] [--atol A] [--metric M] [--json]
@@ -12,6 +12,8 @@ int compare_command(int argc, char** argv);
 
 // mpiddp plot LOG.jsonl... -o curves.svg
 int plot_command(int argc, char** argv);
+// mpiddp timeline TRACE.json -o timeline.svg
+int timeline_command(int argc, char** argv);
 // mpiddp bench CONFIG.json [--set KEY=VALUE]... [--reduce-repeats N] [--reduce-only]
 int bench_command(int argc, char** argv);
 

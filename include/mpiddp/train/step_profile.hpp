@@ -1,10 +1,13 @@
 #pragma once
-// Where a training step's time goes, for `mpiddp bench`. The trainer keeps a profile only
-// when handed one (TrainOptions::profile); otherwise every lap is a single null test.
+// Where a training step's time goes, for `mpiddp bench` and the step trace (`--trace`). The
+// trainer keeps a profile only when handed one (TrainOptions::profile), and a trace only in
+// the steps trace.steps selects; otherwise every lap is a single test.
 #include <time.h>
 
 #include <chrono>
 #include <cstdint>
+
+#include "mpiddp/train/step_trace.hpp"
 
 namespace mpiddp::train {
 
@@ -34,22 +37,34 @@ inline double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// Adds the time since the previous lap to one field of a profile; does nothing without one.
+// Adds the time since the previous lap to one field of a profile and, in a traced step, a
+// span of that kind to the trace: one clock reading serves both. Does nothing without either.
 class PhaseClock {
  public:
   using Clock = std::chrono::steady_clock;
-  explicit PhaseClock(StepProfile* profile) : profile_(profile) {
-    if (profile_) last_ = Clock::now();
+  PhaseClock(StepProfile* profile, StepTrace* trace)
+      : profile_(profile), trace_(trace), on_(profile || trace) {
+    if (on_) last_ = Clock::now();
   }
-  void lap(double StepProfile::*field) {
-    if (!profile_) return;
+  void lap(double StepProfile::*field, SpanKind kind) {
+    if (!on_) return;
     const auto now = Clock::now();
-    profile_->*field += std::chrono::duration<double>(now - last_).count();
+    if (profile_) profile_->*field += std::chrono::duration<double>(now - last_).count();
+    if (trace_) trace_->add(kind, last_, now);
+    last_ = now;
+  }
+  // A lap only the trace shows: work the profile has no field for.
+  void lap(SpanKind kind) {
+    if (!on_) return;
+    const auto now = Clock::now();
+    if (trace_) trace_->add(kind, last_, now);
     last_ = now;
   }
 
  private:
   StepProfile* profile_;
+  StepTrace* trace_;
+  bool on_;
   Clock::time_point last_;
 };
 
