@@ -29,7 +29,7 @@ constexpr KindStyle kKinds[] = {
     {"data", "#8c564b", "data"},
     {"forward", "#1f77b4", "forward"},
     {"backward", "#2ca02c", "backward"},
-    {"reduction_wait", "#e8141c", "waiting for the other ranks (exposed reduction)"},
+    {"reduction_wait", "#e8141c", "waiting for other ranks (reduction)"},
     {"check", "#c5b0d5", "finiteness check"},
     {"optimizer", "#9467bd", "optimizer"},
     {"reduction", "#ff9f1c", "bucket reduction (in flight)"},

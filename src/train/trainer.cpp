@@ -45,6 +45,7 @@ RunResult Trainer<T>::run() {
       reducer_.set_listener(traced_);
       trace_.begin_step(step);
       const auto step_start = std::chrono::steady_clock::now();
+      phases_.start(options_.profile, traced_, step_start);
       comm_.publish_step(step);
       set_pass(epoch - 1, step);
       const Index first = k * batch_per_rank_;
@@ -59,7 +60,6 @@ RunResult Trainer<T>::run() {
       inject_step_fault(config_.faults.inject, comm_.rank(), step, model_->gradients());
       const double loss = config_.sync ? synchronize(local_loss) : unsynchronized_loss(local_loss);
       if (options_.keep_history) result.step_losses.push_back(loss);
-      PhaseClock clock(options_.profile, traced_);
       if (!step_is_finite(loss)) {
         handle_nonfinite_step(step, epoch);  // throws unless the step is skipped: no update
         continue;
@@ -67,11 +67,11 @@ RunResult Trainer<T>::run() {
       skipped_in_a_row_ = 0;
       const double lr = optim::scheduled_lr(config_.schedule, config_.optimizer.lr, step, epoch,
                                             total_steps, config_.epochs);
-      clock.lap(SpanKind::kCheck);  // not in the profile, which times the optimizer alone
+      phases_.lap(SpanKind::kCheck);  // not in the profile, which times the optimizer alone
       optimizer_->step(model_->parameters(), model_->gradients(), lr);
-      clock.lap(&StepProfile::optimizer_s, SpanKind::kOptimizer);
+      phases_.lap(&StepProfile::optimizer_s, SpanKind::kOptimizer);
       // The step record's time_s and the trace's step span are the same two readings.
-      const auto step_end = std::chrono::steady_clock::now();
+      const auto step_end = phases_.last_or_now();
       if (traced_) traced_->add(SpanKind::kStep, step_start, step_end);
       if (options_.profile) {
         options_.profile->cpu_s += process_cpu_seconds() - cpu_start;
@@ -96,6 +96,7 @@ RunResult Trainer<T>::run() {
       save_checkpoint({epoch + 1, 0, step});
   }
   progress.finish(seconds_since(run_start));
+  phases_.stop();  // compute_gradients called after run() (tests) times nothing
   result.steps = step;
   verify_replicas(step, true, &result);
   save_final_weights();

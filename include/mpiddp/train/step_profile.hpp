@@ -37,15 +37,24 @@ inline double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// Adds the time since the previous lap to one field of a profile and, in a traced step, a
-// span of that kind to the trace: one clock reading serves both. Does nothing without either.
+// The laps of one step: each adds the time since the previous lap to one field of a profile
+// and, in a traced step, a span of that kind to the trace, so one clock reading serves
+// both. The laps run on from the step's start to the optimizer's end without a gap, so the
+// phases add up to the step's time. Does nothing without a profile or a trace.
 class PhaseClock {
  public:
   using Clock = std::chrono::steady_clock;
-  PhaseClock(StepProfile* profile, StepTrace* trace)
-      : profile_(profile), trace_(trace), on_(profile || trace) {
-    if (on_) last_ = Clock::now();
+  PhaseClock() = default;  // off until start()
+
+  // Begins a step's laps at `start`, a reading the caller takes anyway (the step's time).
+  void start(StepProfile* profile, StepTrace* trace, Clock::time_point start) {
+    profile_ = profile;
+    trace_ = trace;
+    on_ = profile || trace;
+    last_ = start;
   }
+  void stop() { start(nullptr, nullptr, {}); }
+
   void lap(double StepProfile::*field, SpanKind kind) {
     if (!on_) return;
     const auto now = Clock::now();
@@ -60,12 +69,14 @@ class PhaseClock {
     if (trace_) trace_->add(kind, last_, now);
     last_ = now;
   }
+  // The end of the last lap; without laps, now.
+  Clock::time_point last_or_now() const { return on_ ? last_ : Clock::now(); }
 
  private:
-  StepProfile* profile_;
-  StepTrace* trace_;
-  bool on_;
-  Clock::time_point last_;
+  StepProfile* profile_ = nullptr;
+  StepTrace* trace_ = nullptr;
+  bool on_ = false;
+  Clock::time_point last_{};
 };
 
 }  // namespace mpiddp::train

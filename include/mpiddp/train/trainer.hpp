@@ -147,6 +147,7 @@ class Trainer final : public TrainingRun {
   ReadyForwarder ready_forwarder_;
   StepTrace trace_;              // trace.path: the selected steps' spans
   StepTrace* traced_ = nullptr;  // &trace_ during a selected step, else null (the one test)
+  PhaseClock phases_;            // the step's laps: compute_gradients, synchronize, run()
   distributed::CommunicatorStatistics statistics_;  // BatchNorm's sums over the ranks
   // The training pass's context: seed, epoch, step and, with batchnorm.sync on several
   // ranks, statistics_; compute_gradients points it at each micro-batch's positions.
