@@ -11,6 +11,8 @@ int compare_command(int argc, char** argv);
 
 // mpiddp plot LOG.jsonl... -o curves.svg
 int plot_command(int argc, char** argv);
+// mpiddp timeline TRACE.json -o timeline.svg
+int timeline_command(int argc, char** argv);
 // mpiddp bench CONFIG.json [--set KEY=VALUE]... [--reduce-repeats N] [--reduce-only]
 int bench_command(int argc, char** argv);
 

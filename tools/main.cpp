@@ -16,17 +16,20 @@ const char* kUsage =
     "\n"
     "commands:\n"
     "  train [CONFIG.json] [--set KEY=VALUE]... [--log PATH] [--no-sync] [--quiet]\n"
-    "        [--resume PATH|DIR|latest] [--save-weights PATH]\n"
+    "        [--resume PATH|DIR|latest] [--save-weights PATH] [--trace PATH]\n"
     "        train data-parallel; launch with mpirun -np N. Without CONFIG, runs the\n"
     "        built-in default experiment. --resume continues from a checkpoint (latest:\n"
     "        the newest in checkpoint.dir); --save-weights writes the final weights as\n"
-    "        safetensors (PyTorch nn.Sequential names).\n"
+    "        safetensors (PyTorch nn.Sequential names); --trace writes a Chrome trace of\n"
+    "        steps 2-21 (trace.steps), every rank's phases and bucket reductions.\n"
     "  compare BASELINE.jsonl RUN.jsonl [--rtol R] [--atol A]\n"
     "          [--metric eval_loss|loss|eval_accuracy|all] [--json]\n"
     "        check a run's log against a baseline's (no MPI needed). Exit 0: within\n"
     "        tolerance, 1: outside it, 2: the logs cannot be compared.\n"
     "  plot LOG.jsonl... -o curves.svg\n"
     "        loss curves of one or more runs, and their per-step differences, as SVG.\n"
+    "  timeline TRACE.json -o timeline.svg\n"
+    "        a --trace file as SVG: each rank's spans over time, waits in red.\n"
     "\n"
     "  export CHECKPOINT.safetensors|DIR OUT.safetensors\n"
     "        write a checkpoint's parameters (a directory: its newest checkpoint) as a\n"
@@ -66,6 +69,7 @@ int main(int argc, char** argv) {
   if (command == "train") return mpiddp::tools::train_command(argc - 1, argv + 1);
   if (command == "compare") return mpiddp::tools::compare_command(argc - 1, argv + 1);
   if (command == "plot") return mpiddp::tools::plot_command(argc - 1, argv + 1);
+  if (command == "timeline") return mpiddp::tools::timeline_command(argc - 1, argv + 1);
   if (command == "export") return mpiddp::tools::export_command(argc - 1, argv + 1);
   if (command == "bench") return mpiddp::tools::bench_command(argc - 1, argv + 1);
   std::fprintf(stderr, "mpiddp: unknown command '%s'\n\n%s", command.c_str(), kUsage);

@@ -13,7 +13,7 @@ namespace mpiddp::tools {
 
 // argv[0] is the command's name (ignored), argv[1..] the arguments of `mpiddp train`:
 // [CONFIG.json] [--set KEY=VALUE]... [--log PATH] [--no-sync] [--quiet] [--resume ...]
-// [--save-weights PATH]. Call it once per process: it initialises and finalises MPI.
+// [--save-weights PATH] [--trace PATH]. Call it once per process: it initialises and finalises MPI.
 int train_command(int argc, char** argv);
 
 }  // namespace mpiddp::tools
