@@ -22,6 +22,7 @@ struct ReduceConfig {
   double bucket_cap_mb = 25.0;     // MiB per bucket, as PyTorch DDP's bucket_cap_mb
   double first_bucket_mb = 1.0;    // MiB, the smaller first bucket
   bool overlap = true;             // start buckets during backward
+  std::string compress = "none";   // none | bf16: the sum between nodes (compression.hpp)
 };
 
 ReduceAlgorithm parse_reduce_algorithm(const std::string& name);
@@ -49,6 +50,9 @@ class GradientReducer {
   void finish();
 
   ReduceAlgorithm algorithm() const { return algorithm_; }
+  // The compression the sums use, and why a requested one is not used (empty if it is).
+  Compression compression() const { return compression_.applied; }
+  const std::string& compression_note() const { return compression_.note; }
   // The plan of the last begin() / reduce().
   const std::vector<Bucket>& buckets() const { return buckets_; }
 
@@ -58,6 +62,7 @@ class GradientReducer {
   Communicator& comm_;
   ReduceConfig config_;
   ReduceAlgorithm algorithm_;
+  CompressionChoice compression_;
   std::vector<size_t> tensor_begins_;
   // The plan for (planned_for_, planned_count_), recomputed only when those change.
   std::vector<Bucket> buckets_;
