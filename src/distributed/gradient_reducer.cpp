@@ -90,6 +90,8 @@ void GradientReducer<T>::finish() {
   if (comm_.size() > 1) {
     start_ready_buckets(0);
     for (size_t b = 0; b < buckets_.size(); ++b) comm_.wait_sum(handles_[b]);
+    if (exact_handle_ >= 0) comm_.wait_sum(exact_handle_);
+    exact_handle_ = -1;
   }
   started_ = 0;
   grads_ = nullptr;
@@ -110,9 +112,17 @@ void GradientReducer<T>::start_ready_buckets(size_t ready_offset) {
   // Buckets run from the end of the buffer to its start (Note [bucket order]).
   while (started_ < buckets_.size() && buckets_[started_].begin >= ready_offset) {
     const Bucket& bucket = buckets_[started_];
+    size_t end = bucket.end;
+    if (compression_.applied != Compression::kNone && bucket.begin < exact_from_ &&
+        exact_from_ < bucket.end) {
+      exact_handle_ = comm_.start_sum(grads_ + exact_from_, bucket.end - exact_from_, type, scale,
+                                      algorithm_, Compression::kNone);
+      end = exact_from_;
+    }
+    const bool exact = bucket.begin >= exact_from_;
     handles_[started_] =
-        comm_.start_sum(grads_ + bucket.begin, bucket.size(), type, scale, algorithm_,
-                        compression_.applied);
+        comm_.start_sum(grads_ + bucket.begin, end - bucket.begin, type, scale, algorithm_,
+                        exact ? Compression::kNone : compression_.applied);
     ++started_;
   }
 }

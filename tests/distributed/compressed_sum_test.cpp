@@ -142,6 +142,32 @@ TEST_P(Compressed, SharedGradientBufferReusedStepAfterStep) {
   }
 }
 
+TEST_P(Compressed, TheExactTailIsSummedUncompressed) {
+  // The trainer's loss slot: the last element, inside the first bucket with the last
+  // layer's gradients. It gets the float32 sum's bits; the rest stays compressed.
+  MpiCommunicator comm;
+  GradientReducer<float> reducer(comm, config_for(GetParam(), "bf16"));
+  GradientReducer<float> plain(comm, config_for(GetParam(), "none"));
+  const size_t count = 20001, tail = count - 1;
+  for (GradientReducer<float>* r : {&reducer, &plain}) {
+    r->set_tensor_begins({0, 12000, tail});
+    r->keep_exact_from(tail);
+  }
+  auto v = rank_values(comm.rank(), count);
+  auto u = v;
+  reducer.reduce(v.data(), count);
+  plain.reduce(u.data(), count);
+  EXPECT_EQ(v[tail], u[tail]);
+  if (reducer.compression() == Compression::kBf16) {
+    uint32_t bits = 0;
+    std::memcpy(&bits, &u[tail], 4);
+    EXPECT_NE(bits & 0xffffu, 0u) << "the float32 mean happens to be a bf16: pick other values";
+    std::memcpy(&bits, &v[tail - 1], 4);
+    EXPECT_EQ(bits & 0xffffu, 0u) << "the element before the tail is compressed";
+  }
+  expect_identical_on_every_rank(comm, v);
+}
+
 INSTANTIATE_TEST_SUITE_P(Algorithms, Compressed, ::testing::Values("mpi", "shm", "auto"));
 
 // Bytes this process has written (sockets included) since it started: /proc/self/io.

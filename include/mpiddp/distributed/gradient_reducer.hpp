@@ -8,6 +8,7 @@
 //   finish();                   // after backward: every rank holds the mean over ranks
 // Buckets (bucket_plan.hpp) are started in the same fixed order on every rank.
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,10 @@ class GradientReducer {
   // Element offsets where the buffer's tensors begin (ascending), so buckets keep tensors
   // whole. Without them a buffer is one tensor, cut only at the caps.
   void set_tensor_begins(std::vector<size_t> begins);
+  // Elements from offset on are summed uncompressed whatever reduce.compress says: the
+  // trainer's loss slot, which is reported and checked for divergence and would keep only
+  // 3 digits in bf16. The bucket holding offset is then sent as two sums.
+  void keep_exact_from(size_t offset) { exact_from_ = offset; }
 
   // Memory for a gradient buffer of count elements that this reducer sums where it lies
   // (the shared-memory path), or null when its path gains nothing from that. Collective.
@@ -72,6 +77,8 @@ class GradientReducer {
   T* grads_ = nullptr;
   size_t started_ = 0;        // buckets_[0, started_) have been started
   std::vector<int> handles_;  // (buckets) their handles
+  size_t exact_from_ = SIZE_MAX;
+  int exact_handle_ = -1;     // the uncompressed part of the bucket holding exact_from_
 };
 
 }  // namespace mpiddp::distributed
