@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "mpiddp/core/hash.hpp"
 #include "mpiddp/distributed/gradient_reducer.hpp"
 #include "mpiddp/distributed/mpi_communicator.hpp"
+#include "../support/reducer_checks.hpp"
 
 namespace mpiddp::distributed {
 namespace {
@@ -49,10 +49,7 @@ ReduceConfig config_for(const std::string& algorithm, const std::string& compres
   return c;
 }
 
-void expect_identical_on_every_rank(Communicator& comm, const std::vector<float>& v) {
-  const auto hashes = comm.allgather(fnv1a(v.data(), v.size() * sizeof(float)));
-  for (size_t r = 1; r < hashes.size(); ++r) EXPECT_EQ(hashes[r], hashes[0]) << "rank " << r;
-}
+using test::expect_identical_on_every_rank;
 
 class Compressed : public ::testing::TestWithParam<std::string> {};
 
@@ -109,16 +106,8 @@ TEST_P(Compressed, OverlappedEqualsBlocking) {
   const size_t count = 6001;
   auto blocking = rank_values(comm.rank(), count);
   reducer.reduce(blocking.data(), count);
-  const auto source = rank_values(comm.rank(), count);
   std::vector<float> overlapped(count, -1.0f);
-  reducer.begin(overlapped.data(), count);
-  size_t end = count;
-  for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
-    std::memcpy(overlapped.data() + *it, source.data() + *it, (end - *it) * sizeof(float));
-    reducer.ready_from(*it);
-    end = *it;
-  }
-  reducer.finish();
+  test::reduce_as_backward_does(reducer, overlapped, rank_values(comm.rank(), count), layers);
   EXPECT_EQ(overlapped, blocking);
   expect_identical_on_every_rank(comm, overlapped);
 }
