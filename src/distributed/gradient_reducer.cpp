@@ -28,9 +28,22 @@ std::string to_string(ReduceAlgorithm algorithm) {
 }
 
 template <typename T>
+CompressionChoice choose_compression_for(const ReduceConfig& config, const Communicator& comm) {
+  const Compression requested = parse_compression(config.compress);
+  // A float64 model is chosen for its precision (the equivalence checks, the golden
+  // files); bf16 would throw away 45 of its 53 bits. Refused on any layout, so that a
+  // config is valid or not whatever the number of nodes.
+  if (std::is_same_v<T, double> && requested != Compression::kNone)
+    throw ConfigError("reduce.compress", "\"bf16\" needs dtype \"float32\"; a float64 model "
+                                         "reduces with \"none\"");
+  return choose_compression(requested, comm.size(), comm.ranks_on_node());
+}
+
+template <typename T>
 GradientReducer<T>::GradientReducer(Communicator& comm, const ReduceConfig& config)
     : comm_(comm), config_(config),
-      algorithm_(comm.resolve(parse_reduce_algorithm(config.algorithm))) {}
+      algorithm_(comm.resolve(parse_reduce_algorithm(config.algorithm))),
+      compression_(choose_compression_for<T>(config, comm)) {}
 
 template <typename T>
 void GradientReducer<T>::set_tensor_begins(std::vector<size_t> begins) {
@@ -90,6 +103,8 @@ void GradientReducer<T>::finish() {
         listener_->bucket_reduced(
             {b, buckets_[b].size() * sizeof(T), started_at_[b], waited, Clock::now()});
     }
+    if (exact_handle_ >= 0) comm_.wait_sum(exact_handle_);
+    exact_handle_ = -1;
   }
   started_ = 0;
   grads_ = nullptr;
@@ -111,8 +126,17 @@ void GradientReducer<T>::start_ready_buckets(size_t ready_offset) {
   while (started_ < buckets_.size() && buckets_[started_].begin >= ready_offset) {
     const Bucket& bucket = buckets_[started_];
     if (listener_) started_at_[started_] = std::chrono::steady_clock::now();
+    size_t end = bucket.end;
+    if (compression_.applied != Compression::kNone && bucket.begin < exact_from_ &&
+        exact_from_ < bucket.end) {
+      exact_handle_ = comm_.start_sum(grads_ + exact_from_, bucket.end - exact_from_, type, scale,
+                                      algorithm_, Compression::kNone);
+      end = exact_from_;
+    }
+    const bool exact = bucket.begin >= exact_from_;
     handles_[started_] =
-        comm_.start_sum(grads_ + bucket.begin, bucket.size(), type, scale, algorithm_);
+        comm_.start_sum(grads_ + bucket.begin, end - bucket.begin, type, scale, algorithm_,
+                        exact ? Compression::kNone : compression_.applied);
     ++started_;
   }
 }

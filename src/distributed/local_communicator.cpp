@@ -16,7 +16,7 @@ void LocalCommunicator::abort(int exit_code, const std::string& message) {
 }
 
 int LocalCommunicator::start_sum(void* data, size_t count, ElementType type, double scale,
-                                 ReduceAlgorithm) {
+                                 ReduceAlgorithm, Compression) {
   scale_in_place(data, count, type, scale);
   return 0;
 }

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "mpi_check.hpp"
+#include "mpi_compressed_sum.hpp"
 #include "mpi_shared_memory_sum.hpp"
 #include "mpi_watchdog.hpp"
 #include "mpiddp/core/error.hpp"
@@ -24,6 +25,8 @@ struct MpiCommunicator::PendingSum {
   double scale;      // still to apply after the wait (MPI_Iallreduce only sums)
   MPI_Request request;
   bool shared;       // through SharedMemorySum, run in wait_sum
+  Compression compress;
+  int compressed;    // the CompressedSum handle of a kMpi sum in bf16, else -1
 };
 
 // Every MPI call goes through here: a failure says which call, on which rank, and what to
@@ -74,6 +77,7 @@ MpiCommunicator::MpiCommunicator() {
   check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &rank_), "MPI_Comm_rank");
   check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &size_), "MPI_Comm_size");
   shared_ = std::make_unique<SharedMemorySum>(MPI_COMM_WORLD);
+  compressed_ = std::make_unique<CompressedSum>(MPI_COMM_WORLD);
   watchdog_ = std::make_unique<MpiWatchdog>(rank_, size_);
 }
 
@@ -104,13 +108,17 @@ ReduceAlgorithm MpiCommunicator::resolve(ReduceAlgorithm algorithm) const {
 }
 
 int MpiCommunicator::start_sum(void* data, size_t count, ElementType type, double scale,
-                               ReduceAlgorithm algorithm) {
-  PendingSum sum{data, count, type, scale, MPI_REQUEST_NULL, false};
+                               ReduceAlgorithm algorithm, Compression compress) {
+  PendingSum sum{data, count, type, scale, MPI_REQUEST_NULL, false, compress, -1};
+  if (compress == Compression::kBf16 && type != ElementType::kFloat32)
+    throw Error(kExitFailure, "bf16 compression of a float64 sum", Scope::kEveryRank);
   if (resolve(algorithm) == ReduceAlgorithm::kShm) {
     // Run in wait_sum: the shared-memory sum is done by the ranks' own cores, and no core
     // is idle during backward to do it in the background; started early it would only
     // interrupt backward with node barriers. Its cost shows as exposed sync time.
     sum.shared = true;
+  } else if (compress == Compression::kBf16) {
+    sum.compressed = compressed_->start(static_cast<float*>(data), count, scale);
   } else {
     check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count),
                              type == ElementType::kFloat32 ? MPI_FLOAT : MPI_DOUBLE, MPI_SUM,
@@ -129,6 +137,10 @@ void* MpiCommunicator::allocate_shared_buffer(size_t bytes) {
 
 void MpiCommunicator::progress() {
   for (PendingSum& sum : pending_) {
+    if (sum.compressed >= 0) {
+      if (!compressed_->advance(sum.compressed)) return;
+      continue;
+    }
     if (sum.request == MPI_REQUEST_NULL) continue;
     int done = 0;
     check_mpi(MPI_Test(&sum.request, &done, MPI_STATUS_IGNORE), "MPI_Test");
@@ -142,7 +154,9 @@ void MpiCommunicator::wait_sum(int handle) {
   InCollective scope(*watchdog_, sum.type == ElementType::kFloat32 ? Collective::kAllreduceSumFloat
                                                                    : Collective::kAllreduceSumDouble);
   if (sum.shared) {
-    shared_->sum(sum.data, sum.count, sum.type, sum.scale);
+    shared_->sum(sum.data, sum.count, sum.type, sum.scale, sum.compress);
+  } else if (sum.compressed >= 0) {
+    compressed_->wait(sum.compressed);  // scaled before the last rounding
   } else {
     check_mpi(MPI_Wait(&sum.request, MPI_STATUS_IGNORE), "MPI_Wait");
     scale_in_place(sum.data, sum.count, sum.type, sum.scale);
@@ -151,8 +165,10 @@ void MpiCommunicator::wait_sum(int handle) {
   sum.data = nullptr;
   // Every sum waited for: the handles start again from 0 (clear keeps the capacity).
   if (std::all_of(pending_.begin(), pending_.end(),
-                  [](const PendingSum& s) { return s.data == nullptr; }))
+                  [](const PendingSum& s) { return s.data == nullptr; })) {
     pending_.clear();
+    compressed_->release_all();
+  }
 }
 
 void MpiCommunicator::allreduce_sum(float* data, size_t count) {

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "mpi_check.hpp"
+#include "mpi_compressed_sum.hpp"
 #include "sum_kernels.hpp"
 
 namespace mpiddp::distributed {
@@ -65,12 +66,14 @@ SharedMemorySum::SharedMemorySum(MPI_Comm world) {
   int sizes[2] = {local_size_, -local_size_};
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, sizes, 2, MPI_INT, MPI_MAX, world), "MPI_Allreduce");
   uniform_ = sizes[0] == -sizes[1];
+  if (nodes_ > 1) compressed_ = std::make_unique<CompressedSum>(cross_);
 }
 
 SharedMemorySum::~SharedMemorySum() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
+  compressed_.reset();
   free_window(staging_);
   for (Window& window : resident_) free_window(window);
   if (cross_ != MPI_COMM_NULL) MPI_Comm_free(&cross_);
@@ -146,10 +149,11 @@ void SharedMemorySum::node_barrier(MPI_Win window) {
   check_mpi(MPI_Win_sync(window), "MPI_Win_sync");
 }
 
-void SharedMemorySum::sum(void* data, size_t count, ElementType type, double scale) {
+void SharedMemorySum::sum(void* data, size_t count, ElementType type, double scale,
+                          Compression compress) {
   const size_t elem = element_bytes(type);
   if (const Window* window = resident_window_of(data, count * elem)) {
-    sum_resident(*window, data, count, type, scale);
+    sum_resident(*window, data, count, type, scale, compress);
     return;
   }
   reserve(std::min(count * elem, kMaxSegmentBytes));
@@ -167,7 +171,7 @@ void SharedMemorySum::sum(void* data, size_t count, ElementType type, double sca
       sum_slice(mine, segments, local_size_, first, last, type, scale);
     } else {
       sum_slice(mine, segments, local_size_, first, last, type, 1.0);
-      sum_across_nodes(mine + first * elem, last - first, type, scale);
+      sum_across_nodes(mine + first * elem, last - first, type, scale, compress);
     }
     node_barrier(staging_.handle);
     for (int s = 0; s < local_size_; ++s) {
@@ -181,7 +185,7 @@ void SharedMemorySum::sum(void* data, size_t count, ElementType type, double sca
 }
 
 void SharedMemorySum::sum_resident(const Window& window, void* data, size_t count,
-                                   ElementType type, double scale) {
+                                   ElementType type, double scale, Compression compress) {
   // Note [gradients in the shared window]: the trainer's gradient buffer is this rank's
   // segment of a shared window, so every rank can read and write every rank's gradients
   // where backward left them. Rank s computes slice s once and stores it into every rank's
@@ -200,7 +204,7 @@ void SharedMemorySum::sum_resident(const Window& window, void* data, size_t coun
   } else {
     sum_slice(segments[local_rank_], segments, local_size_, first, last, type, 1.0);
     char* slice = static_cast<char*>(segments[local_rank_]) + first * elem;
-    sum_across_nodes(slice, last - first, type, scale);
+    sum_across_nodes(slice, last - first, type, scale, compress);
     for (int r = 0; r < local_size_; ++r)
       if (r != local_rank_)
         std::memcpy(static_cast<char*>(segments[r]) + first * elem, slice, (last - first) * elem);
@@ -209,7 +213,13 @@ void SharedMemorySum::sum_resident(const Window& window, void* data, size_t coun
 }
 
 void SharedMemorySum::sum_across_nodes(void* slice, size_t count, ElementType type,
-                                       double scale) {
+                                       double scale, Compression compress) {
+  if (compress == Compression::kBf16 && compressed_ && count > 0) {
+    // The scale goes into the float32 sum before its one rounding (mpi_compressed_sum.cpp).
+    compressed_->wait(compressed_->start(static_cast<float*>(slice), count, scale));
+    compressed_->release_all();
+    return;
+  }
   if (count > 0)
     check_mpi(MPI_Allreduce(MPI_IN_PLACE, slice, static_cast<int>(count), mpi_type_of(type),
                             MPI_SUM, cross_),

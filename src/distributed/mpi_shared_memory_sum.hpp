@@ -19,11 +19,14 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 #include "mpiddp/distributed/communicator.hpp"
 
 namespace mpiddp::distributed {
+
+class CompressedSum;
 
 class SharedMemorySum {
  public:
@@ -40,7 +43,9 @@ class SharedMemorySum {
   // node-local rank).
   bool usable() const { return uniform_; }
   // Blocking, collective over world: data: (count) of type, in place.
-  void sum(void* data, size_t count, ElementType type, double scale);
+  // compress kBf16: the step among the nodes in bfloat16 (mpi_compressed_sum.hpp).
+  void sum(void* data, size_t count, ElementType type, double scale,
+           Compression compress = Compression::kNone);
 
   // `bytes` of memory in a new window shared by the node, at the same offset in every
   // rank's segment, zeroed and faulted in. Collective over the node (every rank asks for
@@ -62,12 +67,14 @@ class SharedMemorySum {
   // The window whose segment of this rank holds [data, data + bytes), or null.
   const Window* resident_window_of(const void* data, size_t bytes) const;
   void sum_resident(const Window& window, void* data, size_t count, ElementType type,
-                    double scale);
+                    double scale, Compression compress);
   // The node's partial sum of one slice, summed among the nodes, then scaled.
-  void sum_across_nodes(void* slice, size_t count, ElementType type, double scale);
+  void sum_across_nodes(void* slice, size_t count, ElementType type, double scale,
+                        Compression compress);
 
   MPI_Comm node_ = MPI_COMM_NULL;   // the ranks of this node
   MPI_Comm cross_ = MPI_COMM_NULL;  // the ranks with this node-local rank, one per node
+  std::unique_ptr<CompressedSum> compressed_;  // over cross_, when there are several nodes
   int local_rank_ = 0, local_size_ = 1, nodes_ = 1;
   bool uniform_ = true;
   Window staging_;                  // for buffers outside the shared memory, in pieces

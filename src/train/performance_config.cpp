@@ -14,6 +14,7 @@ void parse_performance(io::JsonSection& root, Config& c) {
   c.reduce.bucket_cap_mb = reduce.number("bucket_cap_mb", 25.0, 0.001, 1024.0);
   c.reduce.first_bucket_mb = reduce.number("first_bucket_mb", 1.0, 0.001, 1024.0);
   c.reduce.overlap = reduce.boolean("overlap", true);
+  c.reduce.compress = reduce.choice("compress", "none", {"none", "bf16"});
   reduce.finish();
 }
 

@@ -56,7 +56,14 @@ void Trainer<T>::start() {
                        {"parameters", model_->parameter_count()},
                        {"threads", threads_},
                        {"reduce_algorithm", distributed::to_string(reducer_.algorithm())},
+                       {"reduce_compress", distributed::to_string(reducer_.compression())},
                        {"model", model_->describe()}};
+    // reduce.compress set where nothing crosses between nodes: said, not silently ignored.
+    if (!reducer_.compression_note().empty()) {
+      run_record["reduce_compress_note"] = reducer_.compression_note();
+      std::fprintf(stderr, "note: reduce.compress \"%s\" changes nothing here: %s\n",
+                   config_.reduce.compress.c_str(), reducer_.compression_note().c_str());
+    }
     if (!resumed_from_.empty())
       run_record["resumed_from"] = {{"path", resumed_from_}, {"epoch", position_.epoch},
                                     {"batch", position_.batch}, {"step", position_.step}};

@@ -123,6 +123,7 @@ void plan_reduction(distributed::GradientReducer<T>& reducer, const nn::Sequenti
   for (const auto& tensor : model.tensors()) tensor_begins.push_back(static_cast<size_t>(tensor.offset));
   tensor_begins.push_back(static_cast<size_t>(model.parameter_count()));  // the loss slot
   reducer.set_tensor_begins(std::move(tensor_begins));
+  reducer.keep_exact_from(static_cast<size_t>(model.parameter_count()));
 }
 
 template <typename T>

@@ -13,6 +13,7 @@
 
 #include "mpiddp/core/hash.hpp"
 #include "mpiddp/distributed/mpi_communicator.hpp"
+#include "../support/reducer_checks.hpp"
 
 namespace mpiddp::distributed {
 namespace {
@@ -35,11 +36,7 @@ void expect_mean(const std::vector<T>& v, int world) {
   }
 }
 
-template <typename T>
-void expect_identical_on_every_rank(Communicator& comm, const std::vector<T>& v) {
-  const auto hashes = comm.allgather(fnv1a(v.data(), v.size() * sizeof(T)));
-  for (size_t r = 1; r < hashes.size(); ++r) EXPECT_EQ(hashes[r], hashes[0]) << "rank " << r;
-}
+using test::expect_identical_on_every_rank;
 
 class ReducerPaths : public ::testing::TestWithParam<std::string> {};
 
@@ -88,15 +85,7 @@ TEST_P(ReducerPaths, OverlappedEqualsBlocking) {
   // As backward does: the tail first, then layer by layer towards the start; the values
   // of a layer are written only just before it is announced ready.
   auto overlapped = std::vector<float>(count, -1.0f);
-  const auto source = rank_values<float>(comm.rank(), count);
-  reducer.begin(overlapped.data(), count);
-  size_t end = count;
-  for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
-    std::memcpy(overlapped.data() + *it, source.data() + *it, (end - *it) * sizeof(float));
-    reducer.ready_from(*it);
-    end = *it;
-  }
-  reducer.finish();
+  test::reduce_as_backward_does(reducer, overlapped, rank_values<float>(comm.rank(), count), layers);
   EXPECT_EQ(overlapped, blocking);
   EXPECT_GT(reducer.buckets().size(), 3u);
 }

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "mpiddp/distributed/compression.hpp"
+
 namespace mpiddp::distributed {
 
 enum class ElementType { kFloat32, kFloat64 };
@@ -51,8 +53,11 @@ class Communicator {
   // every element by `scale` in the backend's last pass over the data: the caller decides the
   // factor (Note [why divide by the world size here] in gradient_reducer.cpp). Every rank must
   // start the same sums, with the same counts, in the same order. Returns a handle for wait_sum.
+  // compress kBf16 (float32 data only): the part of the sum that crosses between nodes
+  // travels in bfloat16 (Note [bf16 between nodes] in src/distributed/mpi_compressed_sum.cpp):
+  // on kShm the sum among the nodes' slices, on kMpi the whole allreduce.
   virtual int start_sum(void* data, size_t count, ElementType type, double scale,
-                        ReduceAlgorithm algorithm) = 0;
+                        ReduceAlgorithm algorithm, Compression compress) = 0;
   // Memory for a buffer that start_sum(kShm) then sums where it lies, with no copy in or
   // out: this rank's part of memory the node's ranks share (Note [gradients in the shared
   // window] in src/distributed/mpi_shared_memory_sum.cpp). Collective: every rank asks for the same

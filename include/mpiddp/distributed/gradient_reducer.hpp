@@ -9,6 +9,7 @@
 // Buckets (bucket_plan.hpp) are started in the same fixed order on every rank.
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@ struct ReduceConfig {
   double bucket_cap_mb = 25.0;     // MiB per bucket, as PyTorch DDP's bucket_cap_mb
   double first_bucket_mb = 1.0;    // MiB, the smaller first bucket
   bool overlap = true;             // start buckets during backward
+  std::string compress = "none";   // none | bf16: the sum between nodes (compression.hpp)
 };
 
 // When one bucket's reduction was started, waited for and known done (the wait returned),
@@ -52,6 +54,10 @@ class GradientReducer {
   // Element offsets where the buffer's tensors begin (ascending), so buckets keep tensors
   // whole. Without them a buffer is one tensor, cut only at the caps.
   void set_tensor_begins(std::vector<size_t> begins);
+  // Elements from offset on are summed uncompressed whatever reduce.compress says: the
+  // trainer's loss slot, which is reported and checked for divergence and would keep only
+  // 3 digits in bf16. The bucket holding offset is then sent as two sums.
+  void keep_exact_from(size_t offset) { exact_from_ = offset; }
 
   // Memory for a gradient buffer of count elements that this reducer sums where it lies
   // (the shared-memory path), or null when its path gains nothing from that. Collective.
@@ -71,6 +77,9 @@ class GradientReducer {
   ReduceAlgorithm algorithm() const { return algorithm_; }
   // How many buckets a buffer of count elements is cut into (the plan begin() makes).
   size_t bucket_count(size_t count) const { return plan(count).size(); }
+  // The compression the sums use, and why a requested one is not used (empty if it is).
+  Compression compression() const { return compression_.applied; }
+  const std::string& compression_note() const { return compression_.note; }
   // The plan of the last begin() / reduce().
   const std::vector<Bucket>& buckets() const { return buckets_; }
 
@@ -81,6 +90,7 @@ class GradientReducer {
   Communicator& comm_;
   ReduceConfig config_;
   ReduceAlgorithm algorithm_;
+  CompressionChoice compression_;
   std::vector<size_t> tensor_begins_;
   // The plan for (planned_for_, planned_count_), recomputed only when those change.
   std::vector<Bucket> buckets_;
@@ -92,6 +102,8 @@ class GradientReducer {
   std::vector<int> handles_;  // (buckets) their handles
   ReductionListener* listener_ = nullptr;
   std::vector<std::chrono::steady_clock::time_point> started_at_;  // (buckets), with a listener
+  size_t exact_from_ = SIZE_MAX;
+  int exact_handle_ = -1;     // the uncompressed part of the bucket holding exact_from_
 };
 
 }  // namespace mpiddp::distributed

@@ -20,7 +20,7 @@ class LocalCommunicator final : public Communicator {
   void* allocate_shared_buffer(size_t) override { return nullptr; }
   // A sum over one rank is the data itself; only the scale is applied.
   int start_sum(void* data, size_t count, ElementType type, double scale,
-                ReduceAlgorithm algorithm) override;
+                ReduceAlgorithm algorithm, Compression compress) override;
   void progress() override {}
   void wait_sum(int) override {}
   void start_watchdog(double, bool) override {}  // nobody to wait for

@@ -7,6 +7,7 @@ namespace mpiddp::distributed {
 
 class SharedMemorySum;  // src/distributed/mpi_shared_memory_sum.hpp: keeps <mpi.h> out of this header
 class MpiWatchdog;
+class CompressedSum;
 
 // Communicator over MPI_COMM_WORLD (or a duplicate of it). Every MPI call is checked
 // through one helper that names the call and what to do next.
@@ -26,7 +27,7 @@ class MpiCommunicator final : public Communicator {
   int ranks_on_node() const override;
   ReduceAlgorithm resolve(ReduceAlgorithm algorithm) const override;
   int start_sum(void* data, size_t count, ElementType type, double scale,
-                ReduceAlgorithm algorithm) override;
+                ReduceAlgorithm algorithm, Compression compress) override;
   void* allocate_shared_buffer(size_t bytes) override;
   void progress() override;
   void wait_sum(int handle) override;
@@ -39,6 +40,7 @@ class MpiCommunicator final : public Communicator {
  private:
   int rank_ = 0, size_ = 1;
   std::unique_ptr<SharedMemorySum> shared_;
+  std::unique_ptr<CompressedSum> compressed_;  // the kMpi path's bf16 sums over the world
   // Started sums, by handle (defined in the .cpp: it holds an MPI_Request).
   struct PendingSum;
   std::vector<PendingSum> pending_;
