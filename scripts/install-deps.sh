@@ -8,6 +8,7 @@
 set -euo pipefail
 
 packages=(build-essential cmake pkg-config libopenmpi-dev openmpi-bin
+          libopenblas-dev libblis-dev libdnnl-dev  # compute.gemm: measured against Eigen
           libeigen3-dev nlohmann-json3-dev libgtest-dev zlib1g-dev
           libxml2-utils   # xmllint: the plot test parses the SVG
           ccache)         # CI builds five configurations; shared objects compile once

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "mpiddp/core/error.hpp"
+#include "mpiddp/nn/gemm.hpp"
 
 namespace mpiddp::nn {
 
@@ -202,9 +203,9 @@ void Conv2d<T>::forward(const PassContext&, ConstMatrixView<T> x, MatrixView<T> 
     // The bias goes in first and the product is added to it (as in Linear).
     if (bias_) {
       ys.rowwise() = ConstRowView<T>(bias_, o);
-      ys.noalias() += cols * wt;  // y = cols W^T + b: (P, K)(K, O)
+      multiply(ys, cols, Op::kNone, wt, Op::kNone, Accumulate::kAdd);  // y = cols W^T + b: (P, K)(K, O)
     } else {
-      ys.noalias() = cols * wt;
+      multiply(ys, cols, Op::kNone, wt, Op::kNone, Accumulate::kOverwrite);
     }
   }
 }
@@ -220,15 +221,23 @@ void Conv2d<T>::backward(const PassContext&, ConstMatrixView<T> x, ConstMatrixVi
     if (cols_) im2col(xs, cols_);
     ConstMatrixView<T> cols(cols_ ? cols_ : xs, p, k);
     ConstMatrixView<T> dys(dy.data() + s * this->outputs(), p, o);
-    dwt.noalias() += cols.transpose() * dys;  // dW^T += cols^T dy: (K, P)(P, O)
+    multiply(dwt, cols, Op::kTranspose, dys, Op::kNone, Accumulate::kAdd);  // dW^T += cols^T dy: (K, P)(P, O)
     if (bias_grad_) VectorView<T>(bias_grad_, o) += dys.colwise().sum().transpose();
     if (!dx) continue;
     T* dxs = dx->data() + s * this->inputs();
     // dcols = dy W: (P, O)(O, K); cols is no longer needed, so its memory takes dcols.
     MatrixView<T> dcols(cols_ ? cols_ : dxs, p, k);
-    dcols.noalias() = dys * wt.transpose();
+    multiply(dcols, dys, Op::kNone, wt, Op::kTranspose, Accumulate::kOverwrite);
     if (cols_) col2im(cols_, dxs);
   }
+}
+
+template <typename T>
+void Conv2d<T>::gemm_calls(Index batch, std::vector<GemmCall>& calls) const {
+  const Index p = positions(), k = taps(), o = options_.out;
+  calls.push_back({{p, o, k, Op::kNone, Op::kNone}, batch});       // forward, per sample
+  calls.push_back({{k, o, p, Op::kTranspose, Op::kNone}, batch});  // weight gradient
+  calls.push_back({{p, k, o, Op::kNone, Op::kTranspose}, batch});  // input gradient
 }
 
 template class Conv2d<float>;

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "mpiddp/core/error.hpp"
+#include "mpiddp/nn/gemm.hpp"
 
 namespace mpiddp::nn {
 
@@ -55,7 +56,7 @@ void Linear<T>::forward(const PassContext&, ConstMatrixView<T> x, MatrixView<T> 
   // goes in first and the product is added to it: "=" would zero y and then add anyway, so
   // the bias costs no pass of its own.
   y.colwise() = b;
-  y.noalias() += wt.transpose() * x;
+  multiply(y, wt, Op::kTranspose, x, Op::kNone, Accumulate::kAdd);
 }
 
 template <typename T>
@@ -63,12 +64,20 @@ void Linear<T>::backward(const PassContext&, ConstMatrixView<T> x, ConstMatrixVi
                          ConstMatrixView<T> dy, MatrixView<T>* dx) {
   MatrixView<T> dwt(weight_grad_, this->inputs(), this->outputs());
   VectorView<T> db(bias_grad_, this->outputs());
-  dwt.noalias() += x * dy.transpose();  // dW^T = x dy^T: (F, B)(B, O)
+  multiply(dwt, x, Op::kNone, dy, Op::kTranspose, Accumulate::kAdd);  // dW^T += x dy^T: (F, B)(B, O)
   db.noalias() += dy.rowwise().sum();
   if (dx) {
     ConstMatrixView<T> wt(weight_, this->inputs(), this->outputs());
-    dx->noalias() = wt * dy;  // dx = W^T dy: (F, O)(O, B)
+    multiply(*dx, wt, Op::kNone, dy, Op::kNone, Accumulate::kOverwrite);  // dx = W^T dy: (F, O)(O, B)
   }
+}
+
+template <typename T>
+void Linear<T>::gemm_calls(Index batch, std::vector<GemmCall>& calls) const {
+  const Index f = this->inputs(), o = this->outputs();
+  calls.push_back({{o, batch, f, Op::kTranspose, Op::kNone}});  // forward
+  calls.push_back({{f, o, batch, Op::kNone, Op::kTranspose}});  // weight gradient
+  calls.push_back({{f, batch, o, Op::kNone, Op::kNone}});       // input gradient
 }
 
 template class Linear<float>;

@@ -1,7 +1,8 @@
-// The performance keys of a config: how many threads, how gradients are reduced, and how
-// many micro-batches make one step. None of them changes the arithmetic of training beyond
-// float rounding (docs/config.md).
+// The performance keys of a config: how many threads, how gradients are reduced, how many
+// micro-batches make one step, and which library computes the matrix products. None of them
+// changes the arithmetic of training beyond float rounding (docs/config.md).
 #include "mpiddp/core/error.hpp"
+#include "mpiddp/nn/gemm.hpp"
 #include "mpiddp/train/config.hpp"
 
 namespace mpiddp::train {
@@ -16,6 +17,18 @@ void parse_performance(io::JsonSection& root, Config& c) {
   c.reduce.overlap = reduce.boolean("overlap", true);
   c.reduce.compress = reduce.choice("compress", "none", {"none", "bf16"});
   reduce.finish();
+  auto compute = root.section("compute");
+  std::vector<std::string> choices = nn::gemm_backend_names();
+  choices.insert(choices.begin(), "auto");
+  c.gemm = compute.choice("gemm", "auto", choices);
+  nn::GemmBackend backend;
+  if (c.gemm != "auto" && !nn::find_gemm_backend(c.gemm, &backend)) {
+    std::string built;
+    for (nn::GemmBackend b : nn::available_gemm_backends()) built += std::string(built.empty() ? "" : ", ") + nn::gemm_backend_name(b);
+    throw ConfigError(compute.key_path("gemm"), c.gemm + " is not built into this mpiddp (built in: " + built +
+                                                    "); scripts/install-deps.sh installs the libraries, then rebuild");
+  }
+  compute.finish();
 }
 
 }  // namespace mpiddp::train

@@ -43,6 +43,7 @@ void Trainer<T>::start() {
                       hex64(all[r]) + " vs " + hex64(all[0]) +
                       "): every rank must run the same config and build",
                   Scope::kEveryRank);
+  select_gemm();
   // Every rank's host, in rank order (a collective: every rank takes part).
   const std::vector<std::string> hosts = comm_.allgather_string(comm_.host_name());
   if (comm_.rank() == 0) {
@@ -55,6 +56,7 @@ void Trainer<T>::start() {
                        {"mpi_library", comm_.library_version()},
                        {"parameters", model_->parameter_count()},
                        {"threads", threads_},
+                       {"gemm", gemm_record(gemm_)},
                        {"reduce_algorithm", distributed::to_string(reducer_.algorithm())},
                        {"reduce_compress", distributed::to_string(reducer_.compression())},
                        {"model", model_->describe()}};

@@ -118,6 +118,21 @@ Trainer<T>::Trainer(const Config& config, distributed::Communicator& comm, Train
 }
 
 template <typename T>
+void Trainer<T>::select_gemm() {
+  // An explicit compute.gemm is every rank's already; `auto` is measured once, on rank 0
+  // (Note [the choice is remembered]), and sent: replicas must not mix libraries.
+  if (config_.gemm != "auto") {
+    gemm_ = choose_gemm<T>(config_.gemm, {}, threads_);
+  } else {
+    if (comm_.rank() == 0) gemm_ = choose_gemm<T>(config_.gemm, model_->gemm_calls(batch_per_rank_), threads_);
+    int32_t backend = static_cast<int32_t>(gemm_.backend);
+    comm_.broadcast(&backend, sizeof backend, 0);
+    gemm_.backend = static_cast<nn::GemmBackend>(backend);
+  }
+  nn::use_gemm_backend(gemm_.backend, threads_);
+}
+
+template <typename T>
 void plan_reduction(distributed::GradientReducer<T>& reducer, const nn::Sequential<T>& model) {
   std::vector<size_t> tensor_begins;
   for (const auto& tensor : model.tensors()) tensor_begins.push_back(static_cast<size_t>(tensor.offset));
@@ -134,6 +149,8 @@ void place_for_reduction(distributed::GradientReducer<T>& reducer, nn::Sequentia
 
 template Trainer<float>::Trainer(const Config&, distributed::Communicator&, TrainOptions);
 template Trainer<double>::Trainer(const Config&, distributed::Communicator&, TrainOptions);
+template void Trainer<float>::select_gemm();
+template void Trainer<double>::select_gemm();
 template void plan_reduction(distributed::GradientReducer<float>&, const nn::Sequential<float>&);
 template void plan_reduction(distributed::GradientReducer<double>&, const nn::Sequential<double>&);
 template void place_for_reduction(distributed::GradientReducer<float>&, nn::Sequential<float>&);

@@ -32,6 +32,9 @@ class LayerStack final : public Layer<T> {
   std::vector<BufferSpec> buffers() const override;
   size_t scratch_bytes(Index max_batch) const override;
   double multiply_adds_per_sample() const override;
+  void gemm_calls(Index batch, std::vector<GemmCall>& calls) const override {
+    for (const auto& layer : layers_) layer->gemm_calls(batch, calls);
+  }
   void check_training_batch(Index smallest) const override {
     for (const auto& layer : layers_) layer->check_training_batch(smallest);
   }

@@ -23,6 +23,7 @@ class Linear final : public Layer<T> {
   double multiply_adds_per_sample() const override {
     return static_cast<double>(this->inputs()) * static_cast<double>(this->outputs());
   }
+  void gemm_calls(Index batch, std::vector<GemmCall>& calls) const override;
   void bind(const LayerMemory<T>& memory) override;
   // PyTorch's default: W and b uniform in [-1/sqrt(F), 1/sqrt(F)), weights first, row by row.
   void initialize(Rng& rng) override;

@@ -51,6 +51,11 @@ class Sequential {
   const std::vector<BufferTensor>& buffer_tensors() const { return buffer_tensors_; }
   // Multiply-adds of one sample's forward pass, the sum of the layers' own figures.
   double multiply_adds_per_sample() const { return stack_.multiply_adds_per_sample(); }
+  std::vector<GemmCall> gemm_calls(Index batch) const {
+    std::vector<GemmCall> calls;
+    stack_.gemm_calls(batch, calls);
+    return calls;
+  }
   // "6-linear48-tanh-linear1", "1x28x28-conv2d8k3s1p1-relu-...": identifies the
   // architecture in hashes, logs and checkpoints.
   std::string describe() const;

@@ -60,6 +60,7 @@ struct Config {
   int64_t threads = 0;           // compute threads per rank; 0: from cores and ranks per node
   int64_t accumulate_steps = 1;  // micro-batches per optimizer step (gradient accumulation)
   distributed::ReduceConfig reduce;
+  std::string gemm = "auto";     // compute.gemm: auto, or a library of nn/gemm.hpp
 
   Json resolved;  // the full resolved config, defaults filled in, as logged in the run record
 

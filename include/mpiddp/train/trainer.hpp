@@ -28,6 +28,7 @@
 #include "mpiddp/io/jsonl_log.hpp"
 #include "mpiddp/nn/loss.hpp"
 #include "mpiddp/nn/sequential.hpp"
+#include "mpiddp/train/gemm_choice.hpp"
 #include "mpiddp/optim/optimizer.hpp"
 #include "mpiddp/train/config.hpp"
 #include "mpiddp/train/checkpoint.hpp"
@@ -115,6 +116,8 @@ class Trainer final : public TrainingRun {
   double unsynchronized_loss(double local_loss);
   void handle_nonfinite_step(int64_t step, int64_t epoch);
   void start();
+  // The library for the matrix products: rank 0 decides, every rank follows (a collective).
+  void select_gemm();
   // Rank 0's buffers (BatchNorm's running statistics) become every rank's.
   void broadcast_buffers();
   // Defined in trainer_checkpointing.cpp: where the parameters and optimizer state come
@@ -157,6 +160,7 @@ class Trainer final : public TrainingRun {
   bool broadcast_buffers_each_step_ = false;
   bool sync_started_ = false;  // compute_gradients began the reduction, synchronize finishes it
   int threads_ = 1;            // compute threads of this rank (core/threads.hpp)
+  GemmChoice gemm_;            // rank 0's reasons; every rank's backend
   data::DistributedSampler sampler_;
   Index batch_per_rank_;
   std::unique_ptr<io::JsonlLog> log_;

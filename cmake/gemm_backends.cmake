@@ -1,0 +1,68 @@
+# The matrix-product libraries built into mpiddp_core beside Eigen (nn/gemm.hpp): OpenBLAS,
+# BLIS and oneDNN, each from its Debian package (scripts/install-deps.sh installs them).
+# MPIDDP_GEMM: "auto" builds in every one found, "none" Eigen only, or a ;-list of the ones
+# required (openblas;blis;onednn), which fails when one is missing. Which one computes is
+# decided at run time (compute.gemm), by measurement with `auto`.
+set(MPIDDP_GEMM "auto" CACHE STRING "Matrix-product libraries beside Eigen: auto, none, or a list of openblas;blis;onednn")
+
+set(_mpiddp_gemm_wanted openblas blis onednn)
+set(_mpiddp_gemm_required "")
+if(MPIDDP_GEMM STREQUAL "none")
+  set(_mpiddp_gemm_wanted "")
+elseif(NOT MPIDDP_GEMM STREQUAL "auto")
+  set(_mpiddp_gemm_wanted ${MPIDDP_GEMM})
+  set(_mpiddp_gemm_required ${MPIDDP_GEMM})
+  foreach(lib IN LISTS _mpiddp_gemm_wanted)
+    if(NOT lib MATCHES "^(openblas|blis|onednn)$")
+      message(FATAL_ERROR "MPIDDP_GEMM: '${lib}' is not one of openblas, blis, onednn (or auto, none)")
+    endif()
+  endforeach()
+endif()
+
+set(MPIDDP_GEMM_FOUND "")
+set(_gemm_dir ${CMAKE_CURRENT_SOURCE_DIR}/src/nn/gemm_backends)
+if("openblas" IN_LIST _mpiddp_gemm_wanted)
+  find_package(OpenBLAS CONFIG QUIET)
+  if(OpenBLAS_FOUND)
+    target_sources(mpiddp_core PRIVATE ${_gemm_dir}/openblas_gemm.cpp)
+    set_source_files_properties(${_gemm_dir}/openblas_gemm.cpp PROPERTIES INCLUDE_DIRECTORIES "${OpenBLAS_INCLUDE_DIRS}")
+    target_link_libraries(mpiddp_core PRIVATE ${OpenBLAS_LIBRARIES})
+    target_compile_definitions(mpiddp_core PRIVATE MPIDDP_HAVE_OPENBLAS)
+    list(APPEND MPIDDP_GEMM_FOUND openblas)
+  endif()
+endif()
+if("blis" IN_LIST _mpiddp_gemm_wanted)
+  # Debian puts each threading variant's header in its own directory.
+  find_path(MPIDDP_BLIS_INCLUDE blis.h PATH_SUFFIXES x86_64-linux-gnu/blis-openmp
+            x86_64-linux-gnu/blis-pthread x86_64-linux-gnu/blis-serial blis)
+  find_library(MPIDDP_BLIS_LIBRARY blis)
+  if(MPIDDP_BLIS_INCLUDE AND MPIDDP_BLIS_LIBRARY)
+    target_sources(mpiddp_core PRIVATE ${_gemm_dir}/blis_gemm.cpp)
+    set_source_files_properties(${_gemm_dir}/blis_gemm.cpp PROPERTIES INCLUDE_DIRECTORIES "${MPIDDP_BLIS_INCLUDE}")
+    # After OpenBLAS: BLIS exports cblas_* too, and the first library linked answers them.
+    target_link_libraries(mpiddp_core PRIVATE ${MPIDDP_BLIS_LIBRARY})
+    target_compile_definitions(mpiddp_core PRIVATE MPIDDP_HAVE_BLIS)
+    list(APPEND MPIDDP_GEMM_FOUND blis)
+  endif()
+endif()
+if("onednn" IN_LIST _mpiddp_gemm_wanted)
+  # Not Debian's dnnl-config.cmake: it requires the OpenCL headers of the GPU runtime.
+  find_path(MPIDDP_DNNL_INCLUDE oneapi/dnnl/dnnl.h)
+  find_library(MPIDDP_DNNL_LIBRARY dnnl)
+  if(MPIDDP_DNNL_INCLUDE AND MPIDDP_DNNL_LIBRARY)
+    target_sources(mpiddp_core PRIVATE ${_gemm_dir}/onednn_gemm.cpp)
+    # -I/usr/include would break the C++ headers' #include_next <stdlib.h>.
+    if(NOT MPIDDP_DNNL_INCLUDE IN_LIST CMAKE_CXX_IMPLICIT_INCLUDE_DIRECTORIES)
+      set_source_files_properties(${_gemm_dir}/onednn_gemm.cpp PROPERTIES INCLUDE_DIRECTORIES "${MPIDDP_DNNL_INCLUDE}")
+    endif()
+    target_link_libraries(mpiddp_core PRIVATE ${MPIDDP_DNNL_LIBRARY})
+    target_compile_definitions(mpiddp_core PRIVATE MPIDDP_HAVE_ONEDNN)
+    list(APPEND MPIDDP_GEMM_FOUND onednn)
+  endif()
+endif()
+foreach(lib IN LISTS _mpiddp_gemm_required)
+  if(NOT lib IN_LIST MPIDDP_GEMM_FOUND)
+    message(FATAL_ERROR "MPIDDP_GEMM asks for ${lib}, which was not found: scripts/install-deps.sh installs it")
+  endif()
+endforeach()
+message(STATUS "mpiddp: matrix products by eigen ${MPIDDP_GEMM_FOUND}")

@@ -1,0 +1,109 @@
+#include "mpiddp/nn/gemm_calibration.hpp"
+
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+
+namespace mpiddp::nn {
+namespace {
+
+// Single-threaded products are timed by the thread's CPU time, which other processes on a
+// busy machine disturb far less than the wall clock (they take the core, not our cycles);
+// with more threads only the wall clock sees the workers.
+double now_seconds(bool single_thread) {
+  if (single_thread) {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+Index rows_of_a(const GemmShape& s) { return s.op_a == Op::kTranspose ? s.k : s.m; }
+Index cols_of_a(const GemmShape& s) { return s.op_a == Op::kTranspose ? s.m : s.k; }
+Index rows_of_b(const GemmShape& s) { return s.op_b == Op::kTranspose ? s.n : s.k; }
+Index cols_of_b(const GemmShape& s) { return s.op_b == Op::kTranspose ? s.k : s.n; }
+
+constexpr Index kMaxRunsPerCall = 8;
+
+// Operands for the largest of the calls, filled with small values (no denormals, no
+// overflow), shared by all of them.
+template <typename T>
+struct Operands {
+  std::vector<T> a, b, c;
+  explicit Operands(const std::vector<GemmCall>& calls) {
+    Index a_size = 0, b_size = 0, c_size = 0;
+    for (const GemmCall& call : calls) {
+      a_size = std::max(a_size, call.shape.m * call.shape.k);
+      b_size = std::max(b_size, call.shape.k * call.shape.n);
+      c_size = std::max(c_size, call.shape.m * call.shape.n);
+    }
+    a.resize(a_size);
+    b.resize(b_size);
+    c.assign(c_size, T(0));
+    for (size_t i = 0; i < a.size(); ++i) a[i] = T(0.001) * static_cast<T>(i % 97);
+    for (size_t i = 0; i < b.size(); ++i) b[i] = T(0.001) * static_cast<T>(i % 89);
+  }
+};
+
+template <typename T>
+double one_pass(const std::vector<GemmCall>& calls, Operands<T>& ops, bool single_thread) {
+  double total = 0.0;
+  for (const GemmCall& call : calls) {
+    const GemmShape& s = call.shape;
+    const Index runs = std::min(call.count, kMaxRunsPerCall);
+    const double start = now_seconds(single_thread);
+    for (Index r = 0; r < runs; ++r)
+      multiply(MatrixView<T>(ops.c.data(), s.m, s.n),
+               ConstMatrixView<T>(ops.a.data(), rows_of_a(s), cols_of_a(s)), s.op_a,
+               ConstMatrixView<T>(ops.b.data(), rows_of_b(s), cols_of_b(s)), s.op_b,
+               Accumulate::kOverwrite);
+    const double seconds = now_seconds(single_thread) - start;
+    total += seconds * static_cast<double>(call.count) / static_cast<double>(runs);
+  }
+  return total;
+}
+
+}  // namespace
+
+template <typename T>
+std::vector<GemmTiming> time_gemm_backends(const std::vector<GemmCall>& calls, int threads, double budget_s) {
+  const GemmBackend previous = gemm_backend_in_use();
+  const auto backends = available_gemm_backends();
+  Operands<T> ops(calls);
+  std::vector<GemmTiming> timings;
+  const double share = budget_s / static_cast<double>(backends.size());
+  for (GemmBackend backend : backends) {
+    use_gemm_backend(backend, threads);
+    one_pass(calls, ops, threads == 1);  // warm-up: the library's buffers, its threads, the caches
+    double best = std::numeric_limits<double>::infinity(), spent = 0.0;
+    for (int pass = 0; pass < 3 || (spent < share && pass < 50); ++pass) {
+      const double seconds = one_pass(calls, ops, threads == 1);
+      best = std::min(best, seconds);
+      spent += seconds;
+    }
+    timings.push_back({backend, best});
+  }
+  use_gemm_backend(previous, threads);
+  return timings;
+}
+
+template std::vector<GemmTiming> time_gemm_backends<float>(const std::vector<GemmCall>&, int, double);
+template std::vector<GemmTiming> time_gemm_backends<double>(const std::vector<GemmCall>&, int, double);
+
+GemmBackend fastest_gemm_backend(const std::vector<GemmTiming>& timings, double margin) {
+  GemmBackend best = GemmBackend::kEigen;
+  double best_seconds = std::numeric_limits<double>::infinity();
+  for (const GemmTiming& t : timings)
+    if (t.backend == GemmBackend::kEigen) best_seconds = t.seconds / (1.0 + margin);
+  for (const GemmTiming& t : timings)
+    if (t.backend != GemmBackend::kEigen && t.seconds < best_seconds) {
+      best = t.backend;
+      best_seconds = t.seconds;
+    }
+  return best;
+}
+
+}  // namespace mpiddp::nn

@@ -1,0 +1,115 @@
+// Every matrix-product library built in computes the same products as a plain triple loop in
+// long double, for every operand orientation and both modes; Eigen's backend keeps exactly the
+// bits of the Eigen expressions the layers used before there was a choice.
+#include "mpiddp/nn/gemm.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+namespace mpiddp::nn {
+namespace {
+
+// Restores the process's backend after each test: the others run on Eigen.
+class GemmTest : public ::testing::Test {
+ protected:
+  void TearDown() override { use_gemm_backend(GemmBackend::kEigen, 1); }
+};
+
+template <typename T>
+std::vector<T> random_values(Index count, unsigned seed) {
+  std::mt19937 engine(seed);
+  std::uniform_real_distribution<double> uniform(-1.0, 1.0);
+  std::vector<T> v(count);
+  for (T& x : v) x = static_cast<T>(uniform(engine));
+  return v;
+}
+
+// op(a)(i, p) of a column-major (rows, cols) array.
+template <typename T>
+long double element(const std::vector<T>& a, Index rows, Op op, Index i, Index p) {
+  return op == Op::kTranspose ? a[i * rows + p] : a[p * rows + i];
+}
+
+template <typename T>
+void check_backend(GemmBackend backend, double tolerance) {
+  const Index m = 37, n = 23, k = 51;
+  for (Op op_a : {Op::kNone, Op::kTranspose})
+    for (Op op_b : {Op::kNone, Op::kTranspose})
+      for (Accumulate mode : {Accumulate::kOverwrite, Accumulate::kAdd}) {
+        const Index a_rows = op_a == Op::kTranspose ? k : m, a_cols = op_a == Op::kTranspose ? m : k;
+        const Index b_rows = op_b == Op::kTranspose ? n : k, b_cols = op_b == Op::kTranspose ? k : n;
+        const auto a = random_values<T>(a_rows * a_cols, 1), b = random_values<T>(b_rows * b_cols, 2);
+        const auto c0 = random_values<T>(m * n, 3);
+        std::vector<T> c = c0;
+        use_gemm_backend(backend, 1);
+        multiply(MatrixView<T>(c.data(), m, n), ConstMatrixView<T>(a.data(), a_rows, a_cols), op_a,
+                 ConstMatrixView<T>(b.data(), b_rows, b_cols), op_b, mode);
+        for (Index j = 0; j < n; ++j)
+          for (Index i = 0; i < m; ++i) {
+            long double expected = mode == Accumulate::kAdd ? c0[j * m + i] : 0.0L;
+            for (Index p = 0; p < k; ++p)
+              expected += element(a, a_rows, op_a, i, p) * element(b, b_rows, op_b, p, j);
+            ASSERT_NEAR(static_cast<double>(c[j * m + i]), static_cast<double>(expected), tolerance)
+                << gemm_backend_name(backend) << " " << gemm_shape_text({m, n, k, op_a, op_b})
+                << (mode == Accumulate::kAdd ? " +=" : " =") << " at (" << i << ", " << j << ")";
+          }
+        // The same product again gives the same bits: a run is repeatable.
+        std::vector<T> again = c0;
+        multiply(MatrixView<T>(again.data(), m, n), ConstMatrixView<T>(a.data(), a_rows, a_cols), op_a,
+                 ConstMatrixView<T>(b.data(), b_rows, b_cols), op_b, mode);
+        ASSERT_EQ(again, c) << gemm_backend_name(backend);
+      }
+}
+
+TEST_F(GemmTest, EveryBackendMatchesALongDoubleReference) {
+  for (GemmBackend backend : available_gemm_backends()) {
+    SCOPED_TRACE(gemm_backend_name(backend));
+    check_backend<float>(backend, 2e-5);   // 51 products of values below 1: a few float ulps
+    check_backend<double>(backend, 1e-13);
+  }
+}
+
+TEST_F(GemmTest, EigenBackendKeepsTheBitsOfEigensExpressions) {
+  const Index m = 64, n = 48, k = 96;
+  const auto a = random_values<float>(k * m, 4), b = random_values<float>(k * n, 5);
+  const auto bias = random_values<float>(m * n, 6);
+  std::vector<float> ours = bias;
+  Matrix<float> expected = Eigen::Map<const Matrix<float>>(bias.data(), m, n);
+  use_gemm_backend(GemmBackend::kEigen, 1);
+  multiply(MatrixView<float>(ours.data(), m, n), ConstMatrixView<float>(a.data(), k, m), Op::kTranspose,
+           ConstMatrixView<float>(b.data(), k, n), Op::kNone, Accumulate::kAdd);
+  expected.noalias() += ConstMatrixView<float>(a.data(), k, m).transpose() * ConstMatrixView<float>(b.data(), k, n);
+  EXPECT_EQ(0, std::memcmp(ours.data(), expected.data(), ours.size() * sizeof(float)));
+}
+
+TEST_F(GemmTest, NamesAndAvailability) {
+  const auto found = available_gemm_backends();
+  ASSERT_FALSE(found.empty());
+  EXPECT_EQ(found.front(), GemmBackend::kEigen);
+  GemmBackend backend{};
+  EXPECT_TRUE(find_gemm_backend("eigen", &backend));
+  EXPECT_EQ(backend, GemmBackend::kEigen);
+  EXPECT_FALSE(find_gemm_backend("mkl", &backend));
+  EXPECT_EQ(gemm_backend_names(), (std::vector<std::string>{"eigen", "openblas", "blis", "onednn"}));
+  EXPECT_EQ(gemm_shape_text({1024, 128, 784, Op::kTranspose, Op::kNone}), "1024x128x784 TN");
+}
+
+// OpenBLAS and BLIS both export cblas_*; each backend must run its own library's code.
+TEST_F(GemmTest, EachLibraryAnswersForItself) {
+  for (GemmBackend backend : available_gemm_backends()) {
+    const std::string library = gemm_backend_library(backend);
+    SCOPED_TRACE(library);
+    const char* expected = backend == GemmBackend::kOpenBlas ? "openblas"
+                           : backend == GemmBackend::kBlis   ? "blis"
+                           : backend == GemmBackend::kOneDnn ? "dnnl"
+                                                             : "Eigen";
+    EXPECT_NE(library.find(expected), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace mpiddp::nn
