@@ -13,6 +13,7 @@
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/core/hash.hpp"
 #include "mpiddp/core/rng.hpp"
+#include "mpiddp/distributed/reduction_levels.hpp"
 #include "mpiddp/train/step_profile.hpp"
 
 namespace mpiddp::train {
@@ -45,6 +46,9 @@ void Trainer<T>::start() {
                   Scope::kEveryRank);
   // Every rank's host, in rank order (a collective: every rank takes part).
   const std::vector<std::string> hosts = comm_.allgather_string(comm_.host_name());
+  // What the reduction does inside a node and between nodes (distributed/reduction_levels.hpp).
+  const auto levels =
+      distributed::reduction_levels(reducer_.algorithm(), hosts, comm_.ranks_on_node());
   if (comm_.rank() == 0) {
     Json run_record = {{"kind", "run"},
                        {"world_size", comm_.size()},
@@ -56,6 +60,10 @@ void Trainer<T>::start() {
                        {"parameters", model_->parameter_count()},
                        {"threads", threads_},
                        {"reduce_algorithm", distributed::to_string(reducer_.algorithm())},
+                       {"reduction", {{"nodes", levels.nodes},
+                                      {"ranks_per_node", levels.ranks_per_node},
+                                      {"within_node", levels.within_node},
+                                      {"between_nodes", levels.between_nodes}}},
                        {"model", model_->describe()}};
     if (!resumed_from_.empty())
       run_record["resumed_from"] = {{"path", resumed_from_}, {"epoch", position_.epoch},
