@@ -165,6 +165,11 @@ cat >"$state/env.sh" <<EOF
 # Source this to use the cluster in $state (written by launch/local-cluster/start.sh).
 export SLURM_CONF="$state/slurm.conf"
 export MPIDDP_CLUSTER_STATE="$state"
+# MPICH's UCX transport recognises the nodes as one machine (by its machine id, not the host
+# name) and would carry messages between them through shared memory or cross-memory attach,
+# around the network and its faults: TCP only (the gradient sum inside a node uses MPI-3
+# shared windows, which do not depend on it). Open MPI goes by PMIx's node names already.
+export UCX_TLS=tcp,self
 case ":\$PATH:" in *":$state/bin:"*) ;; *) export PATH="$state/bin:\$PATH" ;; esac
 # cluster_link NODE up|down: brings node NODE's link up or down at the bridge (from outside
 # the node, like pulling its cable at the switch).
