@@ -64,14 +64,7 @@ mkdir -p "$state/bin" "$state/nodes"
 { echo "nodes $nodes"; echo "head $head_ns"; printf 'node %s\n' "${node_ns[@]}"; } >"$state/cluster"
 
 # On any failure from here on, show why, and remove what was made.
-abort() {
-  trap - ERR
-  echo "local-cluster: start failed: $*; the daemons' logs:" >&2
-  tail -n 20 "$state"/log/* >&2 || true
-  "$here/stop.sh" --keep "$state" >&2 || true
-  exit 1
-}
-trap 'abort "a command failed (line $LINENO)"' ERR
+slurm_abort_on_error local-cluster "$here/stop.sh"
 
 # limit_link NS: limits eth0's egress in namespace NS (so both directions of a node pair are
 # limited, each by its sender's qdisc) and prints what it did. netem carries a delay (and a

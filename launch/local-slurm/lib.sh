@@ -43,6 +43,21 @@ slurm_make_state() {
   : >"$state/pids"
 }
 
+# slurm_abort_on_error PREFIX STOP_SCRIPT: from now on, a failing command (or a call of
+# `abort MESSAGE`) shows why and the daemons' logs, stops what was started (STOP_SCRIPT --keep
+# $state) and exits 1.
+slurm_abort_on_error() {
+  abort_prefix=$1 abort_stop=$2
+  abort() {
+    trap - ERR
+    echo "$abort_prefix: start failed: $*; the daemons' logs:" >&2
+    tail -n 20 "$state"/log/* >&2 || true
+    "$abort_stop" --keep "$state" >&2 || true
+    exit 1
+  }
+  trap 'abort "a command failed (line $LINENO)"' ERR
+}
+
 # slurm_start_daemon NAME COMMAND...: starts one daemon in the background, its output in
 # log/NAME.out, and records its pid. COMMAND must exec the daemon (so the pid is the
 # daemon's) and name $state on its command line (stop checks that before signalling).

@@ -58,14 +58,7 @@ ctld_port="$(free_port 16817)"
 slurmd_port="$(free_port 16818 "$ctld_port")"
 
 # On any failure from here on, show why, and stop what was started.
-abort() {
-  trap - ERR
-  echo "local-slurm: start failed: $*; the daemons' logs:" >&2
-  tail -n 20 "$state"/log/* >&2 || true
-  "$here/stop.sh" --keep "$state" >&2 || true
-  exit 1
-}
-trap 'abort "a command failed (line $LINENO)"' ERR
+slurm_abort_on_error local-slurm "$here/stop.sh"
 
 slurm_start_munge || abort "munged did not create its socket"
 slurm_write_conf "launch/local-slurm/start.sh: a one-node cluster of user $(id -un)" \

@@ -18,18 +18,7 @@ ip netns del "$probe"
 
 # Not under $WORK: munge wants every directory above its socket searchable by all.
 state="$(mktemp -d "${TMPDIR:-/tmp}/mpiddp-cluster-test.XXXXXX")"
-cluster_up=0
-teardown() {
-  local rc=$?
-  if [ "$cluster_up" -eq 1 ]; then
-    [ "$rc" -eq 0 ] || tail -n 30 "$state"/log/slurm*.log >&2 || true
-    "$local_cluster/stop.sh" "$state" || true
-  fi
-  rm -rf "$WORK" "$state"
-  exit "$rc"
-}
-trap teardown EXIT
-trap 'exit 143' TERM INT  # so that a ctest timeout or Ctrl-C still tears the cluster down
+tear_down_cluster_on_exit "$local_cluster/stop.sh"
 t0=$(date +%s.%N)
 "$local_cluster/start.sh" --state "$state" ${CLUSTER_START_ARGS:-} 2 > /dev/null
 cluster_up=1

@@ -2,6 +2,24 @@
 # (slurm_kill, the cluster tests): a job's fields, the newest checkpoint, and the check that a
 # resumed job continues exactly as an uninterrupted run does. Sourced after tests/cli/lib.sh.
 
+# tear_down_cluster_on_exit STOP_SCRIPT: on every exit of the test, stop the cluster in $state
+# while $cluster_up is 1 (its Slurm logs shown when the test failed) and remove $WORK and
+# $state; SIGTERM and SIGINT (a ctest timeout, Ctrl-C) become exits, so they tear down too.
+tear_down_cluster_on_exit() {
+  cluster_stop=$1 cluster_up=0
+  teardown() {
+    local rc=$?
+    if [ "$cluster_up" -eq 1 ]; then
+      [ "$rc" -eq 0 ] || tail -n 30 "$state"/log/slurm*.log >&2 || true
+      "$cluster_stop" "$state" || true
+    fi
+    rm -rf "$WORK" "$state"
+    exit "$rc"
+  }
+  trap teardown EXIT
+  trap 'exit 143' TERM INT
+}
+
 # job_field JOB FIELD: a field of `scontrol show job`, such as JobState or ExitCode.
 job_field() { scontrol show job "$1" | grep -oE "(^| )$2=[^ ]*" | cut -d= -f2; }
 

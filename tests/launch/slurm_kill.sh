@@ -6,7 +6,6 @@
 # Skips (exit 77) when Slurm and munge are not installed: scripts/install-deps.sh --with-slurm.
 source "$(dirname "$0")/../cli/lib.sh"
 source "$(dirname "$0")/slurm_cluster.sh"
-source "$(dirname "$0")/job_lib.sh"
 
 # Adam has state a resume must restore; 4 steps per epoch, a checkpoint every 10 steps (so the
 # newest is usually mid-epoch), the newest two kept.
