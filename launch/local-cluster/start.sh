@@ -159,10 +159,9 @@ cat >"$state/env.sh" <<EOF
 export SLURM_CONF="$state/slurm.conf"
 export MPIDDP_CLUSTER_STATE="$state"
 # MPICH's UCX transport recognises the nodes as one machine (by its machine id, not the host
-# name) and would carry messages between them through shared memory or cross-memory attach,
-# around the network and its faults: TCP only (the gradient sum inside a node uses MPI-3
-# shared windows, which do not depend on it). Open MPI goes by PMIx's node names already.
-export UCX_TLS=tcp,self
+# name) and carries messages between them through shared memory or cross-memory attach,
+# around the network and its faults; UCX_TLS=tcp,self keeps them on the link, but MPICH jobs
+# then hung intermittently here (2 of 5), so it is not set. Open MPI uses TCP between nodes.
 case ":\$PATH:" in *":$state/bin:"*) ;; *) export PATH="$state/bin:\$PATH" ;; esac
 # cluster_link NODE up|down: brings node NODE's link up or down at the bridge (from outside
 # the node, like pulling its cable at the switch).
