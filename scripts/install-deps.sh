@@ -16,7 +16,7 @@ for arg in "$@"; do
   case "$arg" in
     --with-mpich) packages+=(mpich libmpich-dev) ;;
     --with-data)  packages+=(dataset-fashion-mnist) ;;
-    --with-slurm) packages+=(slurm-wlm munge libpmix-dev) ;;
+    --with-slurm) packages+=(slurm-wlm munge libpmix-dev iproute2 util-linux) ;;  # iproute2, util-linux: launch/local-cluster
     --with-chromium) packages+=(chromium) ;;  # the optional plot render test
     --with-torch) packages+=(python3-torch python3-numpy) ;;
     --with-fuzz) packages+=(clang-14 libclang-rt-14-dev) ;;  # libFuzzer (scripts/fuzz.sh)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds mpiddp against MPICH in a build directory of its own and runs the tests that launch
-# ranks there (labels mpi, cli and slurm), so the code is checked against a second MPI library.
+# ranks there (labels mpi, cli, slurm and cluster), so the code is checked against a second MPI library.
 # Usage: scripts/test-mpich.sh [CTEST ARGS...]; MPIDDP_MPICH_BUILD_DIR overrides build-mpich/.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -15,4 +15,4 @@ grep -q 'libmpich' "$build/CMakeCache.txt" \
 cmake --build "$build" -j "$(nproc)"
 cd "$build"
 # Not the Fashion-MNIST smoke run: it tests the data pipeline, not MPI, and costs the most.
-ctest --output-on-failure -j "$(nproc)" --timeout 900 -L 'mpi|cli|slurm' -E '^cli_fashion_mnist$' "$@"
+ctest --output-on-failure -j "$(nproc)" --timeout 900 -L 'mpi|cli|slurm|cluster' -E '^cli_fashion_mnist$' "$@"

@@ -5,7 +5,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 # --with-data: Fashion-MNIST, so its smoke test runs instead of skipping (~30 MB package).
-# --with-slurm: the slurm_sbatch test (docs/launching.md); --with-mpich: the MPICH run below.
+# --with-slurm: the slurm and cluster tests (docs/launching.md); --with-mpich: the MPICH run below.
 # --with-fuzz, --with-valgrind: clang and libFuzzer, valgrind, for the steps at the end.
 # --with-chromium: the plot is rendered and checked in a real browser (cli_plot_render).
 quick=${MPIDDP_TEST_QUICK:-0}

@@ -24,13 +24,10 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$here/lib.sh"
 die() { echo "local-slurm: $*" >&2; exit 1; }
 
-for tool in munged mungekey slurmctld slurmd sinfo scontrol; do
-  command -v "$tool" >/dev/null 2>&1 || PATH="$PATH:/usr/sbin:/sbin"
-  command -v "$tool" >/dev/null 2>&1 ||
-    die "'$tool' not found; install Slurm and munge with scripts/install-deps.sh --with-slurm"
-done
+slurm_require_tools local-slurm munged mungekey slurmctld slurmd sinfo scontrol
 
 cpus=""
 if [ "${1:-}" = "--cpus" ]; then
@@ -38,28 +35,8 @@ if [ "${1:-}" = "--cpus" ]; then
   cpus="$2"; shift 2
 fi
 if [ $# -gt 1 ]; then die "usage: start.sh [--cpus N] [STATE_DIR]"; fi
-if [ $# -eq 1 ]; then
-  state="$1"
-  mkdir -p "$state"
-  [ -z "$(ls -A "$state")" ] || die "state directory '$state' is not empty; give a new one"
-else
-  state="$(mktemp -d "${TMPDIR:-/tmp}/mpiddp-slurm.XXXXXX")"
-fi
-state="$(cd "$state" && pwd)"
-# munged refuses a socket under a directory that others cannot search (a 0700 mktemp -d, a
-# private home): say so now rather than through its log.
-dir="$state"
-while [ "$dir" != / ]; do
-  dir="$(dirname "$dir")"
-  [ -n "$(find "$dir" -maxdepth 0 -perm -o+x)" ] ||
-    die "munge needs the directories above its socket searchable by all, '$dir' is not; give a state directory elsewhere"
-done
-# munge wants every directory on its socket's path searchable by all (0755), its key 0600.
-mkdir -p "$state/munge" "$state/log" "$state/ctld" "$state/spool"
-chmod 0755 "$state" "$state/munge"
-: >"$state/pids"
+slurm_make_state local-slurm mpiddp-slurm "${1:-}"
 
-user="$(id -un)"
 # The node must be named as slurmd sees itself; its CPU and memory line comes from slurmd -C.
 node_line="$(slurmd -C | head -n 1)"
 node="$(sed -n 's/^NodeName=\([^ ]*\).*/\1/p' <<<"$node_line")"
@@ -80,84 +57,23 @@ free_port() {
 ctld_port="$(free_port 16817)"
 slurmd_port="$(free_port 16818 "$ctld_port")"
 
-# Starts one daemon in the background, its output in log/NAME.out, and records its pid for stop.sh.
-start_daemon() {
-  local name="$1"; shift
-  "$@" </dev/null >"$state/log/$name.out" 2>&1 &
-  echo "$name $!" >>"$state/pids"
-}
-
 # On any failure from here on, show why, and stop what was started.
-abort() {
-  trap - ERR
-  echo "local-slurm: start failed: $*; the daemons' logs:" >&2
-  tail -n 20 "$state"/log/* >&2 || true
-  "$here/stop.sh" --keep "$state" >&2 || true
-  exit 1
-}
-trap 'abort "a command failed (line $LINENO)"' ERR
+slurm_abort_on_error local-slurm "$here/stop.sh"
 
-mungekey --create --keyfile="$state/munge/munge.key" >/dev/null
-chmod 0600 "$state/munge/munge.key"
-socket="$state/munge/munge.socket"
-start_daemon munged munged -F --key-file="$state/munge/munge.key" --socket="$socket" \
-  --pid-file="$state/munge/munged.pid" --seed-file="$state/munge/munged.seed" \
-  --log-file="$state/log/munged.log"
-munged_pid="$(awk '$1 == "munged" { print $2 }' "$state/pids")"
-for _ in $(seq 50); do
-  [ -S "$socket" ] && break
-  kill -0 "$munged_pid" 2>/dev/null || break  # it exited: its log says why
-  sleep 0.1
-done
-[ -S "$socket" ] || abort "munged did not create its socket"
-
-cat >"$state/slurm.conf" <<EOF
-# Written by launch/local-slurm/start.sh: a one-node cluster of user $user, state in $state.
-ClusterName=mpiddp-local
-SlurmctldHost=$node(127.0.0.1)
-SlurmUser=$user
-SlurmdUser=$user
-SlurmctldPort=$ctld_port
-SlurmdPort=$slurmd_port
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=socket=$socket
-StateSaveLocation=$state/ctld
-SlurmdSpoolDir=$state/spool
-SlurmctldPidFile=$state/slurmctld.pid
+slurm_start_munge || abort "munged did not create its socket"
+slurm_write_conf "launch/local-slurm/start.sh: a one-node cluster of user $(id -un)" \
+  "$node" 127.0.0.1 "$ctld_port" "$slurmd_port" "$node" "$node_line NodeAddr=127.0.0.1 State=UNKNOWN" \
+  "SlurmdSpoolDir=$state/spool
 SlurmdPidFile=$state/slurmd.pid
-SlurmctldLogFile=$state/log/slurmctld.log
 SlurmdLogFile=$state/log/slurmd.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-MpiDefault=none
-ReturnToService=2
-SlurmdTimeout=30
-InactiveLimit=0
-KillWait=5
-MailProg=/bin/true
-$slurmd_parameters
-$node_line NodeAddr=127.0.0.1 State=UNKNOWN
-PartitionName=local Nodes=$node Default=YES MaxTime=INFINITE State=UP
-EOF
+$slurmd_parameters"
 export SLURM_CONF="$state/slurm.conf"
 
-start_daemon slurmctld slurmctld -D -c -f "$SLURM_CONF"
-start_daemon slurmd slurmd -D -f "$SLURM_CONF"
-
-# Ready when the node reports idle: slurmd registered and the controller accepts jobs.
-for _ in $(seq 150); do
-  node_state="$(sinfo -h -n "$node" -o %T 2>/dev/null || true)"
-  [ "$node_state" = "idle" ] && break
-  sleep 0.2
-done
-[ "$node_state" = "idle" ] || abort "node $node is '${node_state:-unreachable}' after 30 s, not idle"
+slurm_start_daemon slurmctld slurmctld -D -c -f "$SLURM_CONF"
+slurm_start_daemon slurmd slurmd -D -f "$SLURM_CONF"
+slurm_wait_idle 30 "$node" || abort "node $node is not idle after 30 s"
 
 trap - ERR
-echo "local-slurm: one-node cluster up (node $node, ports $ctld_port/$slurmd_port, user $user)" >&2
+echo "local-slurm: one-node cluster up (node $node, ports $ctld_port/$slurmd_port, user $(id -un))" >&2
 echo "local-slurm: export SLURM_CONF=\"$SLURM_CONF\"; stop with $here/stop.sh \"$state\"" >&2
 echo "$state"

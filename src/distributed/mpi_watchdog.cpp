@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -44,19 +45,20 @@ double seconds_between(std::chrono::steady_clock::time_point a,
   return std::chrono::duration<double>(b - a).count();
 }
 
-std::string describe_peer(int rank, const ProgressSnapshot& p) {
-  char text[256];
+std::string describe_peer(int rank, const ProgressSnapshot& p, const std::string& host) {
+  char text[400];
   if (p.waiting)
     std::snprintf(text, sizeof text,
                   "  rank %d: waiting in a different collective, %s (collective #%lld, step "
-                  "%lld) for %.1f s: the ranks' code paths diverged\n",
+                  "%lld) for %.1f s on host %s: the ranks' code paths diverged\n",
                   rank, collective_name(p.call), static_cast<long long>(p.collectives),
-                  static_cast<long long>(p.step), p.seconds_in_state);
+                  static_cast<long long>(p.step), p.seconds_in_state, host.c_str());
   else
     std::snprintf(text, sizeof text,
-                  "  rank %d: at step %lld, busy outside MPI for %.1f s (after collective #%lld)\n",
+                  "  rank %d: at step %lld, busy outside MPI for %.1f s (after collective #%lld) "
+                  "on host %s\n",
                   rank, static_cast<long long>(p.step), p.seconds_in_state,
-                  static_cast<long long>(p.collectives));
+                  static_cast<long long>(p.collectives), host.c_str());
   return text;
 }
 
@@ -83,6 +85,17 @@ MpiWatchdog::MpiWatchdog(int rank, int size) : rank_(rank), size_(size) {
   // MPI_Comm_dup (a collective) cannot be held up by a rank stuck in setup. The thread runs
   // from now on, so a rank stuck in setup still answers where it is; it reports nothing
   // until start() sets a timeout.
+  // Every rank's host, gathered now while every rank is here (fixed-size names: one call).
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int length = 0;
+  MPI_Get_processor_name(name, &length);
+  std::vector<char> names(static_cast<size_t>(size_) * MPI_MAX_PROCESSOR_NAME);
+  MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names.data(), MPI_MAX_PROCESSOR_NAME,
+                MPI_CHAR, MPI_COMM_WORLD);
+  for (int r = 0; r < size_; ++r) {
+    const char* begin = names.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME;
+    hosts_.emplace_back(begin, strnlen(begin, MPI_MAX_PROCESSOR_NAME));
+  }
   int provided = MPI_THREAD_SINGLE;
   MPI_Query_thread(&provided);
   can_query_ = provided >= MPI_THREAD_MULTIPLE;
@@ -238,13 +251,13 @@ void MpiWatchdog::report(const ProgressSnapshot& mine) {
   for (int r = 0; r < rank_; ++r)
     if (with_me(r)) return;
 
-  char head[320];
+  char head[640];
   std::snprintf(head, sizeof head,
-                "rank %d: watchdog: waited %.1f s in %s (collective #%lld, step %lld), longer "
-                "than watchdog.timeout_s = %g; ranks that have not arrived:\n",
+                "rank %d: watchdog: waited %.1f s in %s (collective #%lld, step %lld) on host "
+                "%s, longer than watchdog.timeout_s = %g; ranks that have not arrived:\n",
                 rank_, mine.seconds_in_state, collective_name(mine.call),
                 static_cast<long long>(mine.collectives), static_cast<long long>(mine.step),
-                timeout_s);
+                hosts_[rank_].c_str(), timeout_s);
   std::string text = head;
   std::string waiting = std::to_string(rank_);
   int lagging = 0;
@@ -253,16 +266,16 @@ void MpiWatchdog::report(const ProgressSnapshot& mine) {
     if (with_me(r)) {
       waiting += ", " + std::to_string(r);
     } else if (answered[r]) {
-      text += describe_peer(r, peers[r]);
+      text += describe_peer(r, peers[r], hosts_[r]);
       ++lagging;
     } else {
-      char line[200];
+      char line[400];
       std::snprintf(line, sizeof line,
-                    can_query_ ? "  rank %d: no answer within %.0f s (process stopped, or its "
-                                 "MPI progress is blocked)\n"
+                    can_query_ ? "  rank %d: no answer within %.0f s (process stopped, its "
+                                 "MPI progress blocked, or host %s unreachable)\n"
                                : "  rank %d: unknown (%.0f s; the MPI library lacks "
-                                 "MPI_THREAD_MULTIPLE, so the watchdog cannot ask peers)\n",
-                    r, answer_wait_s);
+                                 "MPI_THREAD_MULTIPLE, so the watchdog cannot ask peers; host %s)\n",
+                    r, answer_wait_s, hosts_[r].c_str());
       text += line;
       ++lagging;
     }

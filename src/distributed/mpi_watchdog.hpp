@@ -8,7 +8,9 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 namespace mpiddp::distributed {
 
@@ -64,6 +66,9 @@ class MpiWatchdog {
   void report(const ProgressSnapshot& mine);
 
   const int rank_, size_;
+  // (size) every rank's host (MPI_Get_processor_name), so a report names where a rank runs:
+  // across nodes, "no answer" from every rank of one host points at that host or its link.
+  std::vector<std::string> hosts_;
   // Set by start(), which may be called again to change them; read by the thread.
   std::atomic<double> timeout_s_{0.0};
   std::atomic<bool> abort_job_{true};

@@ -13,6 +13,7 @@
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/core/hash.hpp"
 #include "mpiddp/core/rng.hpp"
+#include "mpiddp/distributed/reduction_levels.hpp"
 #include "mpiddp/train/step_profile.hpp"
 
 namespace mpiddp::train {
@@ -46,6 +47,9 @@ void Trainer<T>::start() {
   select_gemm();
   // Every rank's host, in rank order (a collective: every rank takes part).
   const std::vector<std::string> hosts = comm_.allgather_string(comm_.host_name());
+  // What the reduction does inside a node and between nodes (distributed/reduction_levels.hpp).
+  const auto levels =
+      distributed::reduction_levels(reducer_.algorithm(), hosts, comm_.ranks_on_node());
   if (comm_.rank() == 0) {
     Json run_record = {{"kind", "run"},
                        {"world_size", comm_.size()},
@@ -59,6 +63,10 @@ void Trainer<T>::start() {
                        {"gemm", gemm_record(gemm_)},
                        {"reduce_algorithm", distributed::to_string(reducer_.algorithm())},
                        {"reduce_compress", distributed::to_string(reducer_.compression())},
+                       {"reduction", {{"nodes", levels.nodes},
+                                      {"ranks_per_node", levels.ranks_per_node},
+                                      {"within_node", levels.within_node},
+                                      {"between_nodes", levels.between_nodes}}},
                        {"model", model_->describe()}};
     // reduce.compress set where nothing crosses between nodes: said, not silently ignored.
     if (!reducer_.compression_note().empty()) {

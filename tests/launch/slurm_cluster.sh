@@ -2,6 +2,7 @@
 # (torn down on every exit, its logs shown when the test failed) and submits jobs through
 # launch/slurm.sbatch. Sourced after tests/cli/lib.sh; exits 77 (skip) when Slurm and munge
 # are not installed: scripts/install-deps.sh --with-slurm.
+source "$(dirname "${BASH_SOURCE[0]}")/job_lib.sh"
 # A test may set both first, to the installed copies (slurm_installed.sh).
 sbatch_script="${sbatch_script:-$SOURCE_DIR/launch/slurm.sbatch}"
 local_slurm="${local_slurm:-$SOURCE_DIR/launch/local-slurm}"
@@ -13,18 +14,7 @@ done
 
 # Not under $WORK: munge wants every directory above its socket searchable by all.
 state="$(mktemp -d "${TMPDIR:-/tmp}/mpiddp-slurm-test.XXXXXX")"
-cluster_up=0
-teardown() {
-  local rc=$?
-  if [ "$cluster_up" -eq 1 ]; then
-    [ "$rc" -eq 0 ] || tail -n 30 "$state"/log/slurm*.log >&2 || true
-    "$local_slurm/stop.sh" "$state" || true
-  fi
-  rm -rf "$WORK" "$state"
-  exit "$rc"
-}
-trap teardown EXIT
-trap 'exit 143' TERM INT  # so that a ctest timeout or Ctrl-C still tears the cluster down
+tear_down_cluster_on_exit "$local_slurm/stop.sh"
 start_args=()
 # 2 tasks need 2 CPUs on the node; on a smaller machine, declare them.
 [ "$(slurmd -C | sed -nE 's/.* CPUs=([0-9]+).*/\1/p')" -ge 2 ] || start_args=(--cpus 2)

@@ -7,18 +7,11 @@
 source "$(dirname "$0")/../cli/lib.sh"
 source "$(dirname "$0")/slurm_cluster.sh"
 
-# records FILE: the step records, time fields removed.
-records() { grep '"kind":"step"' "$1" | sed -E 's/,"time_s":[^,}]*//'; }
-checksum_of() { grep '"kind":"end"' "$1" | sed -E 's/.*"param_checksum":"([0-9a-f]+)".*/\1/'; }
-
 # Adam has state a resume must restore; 4 steps per epoch, a checkpoint every 10 steps (so the
 # newest is usually mid-epoch), the newest two kept.
 ckpt="$WORK/checkpoints"
 common=(--quiet --set 'optimizer={"type":"adam","lr":0.01}' --set checkpoint.dir="$ckpt"
         --set checkpoint.every_steps=10 --set checkpoint.keep=2)
-
-# job_field JOB FIELD: a field of `scontrol show job`, such as JobState or ExitCode.
-job_field() { scontrol show job "$1" | grep -oE "(^| )$2=[^ ]*" | cut -d= -f2; }
 
 # A job far longer than the test, killed once two checkpoints exist.
 job=$(submit --no-wait auto "" "${common[@]}" --set epochs=1000000 | cut -d';' -f1)
@@ -51,9 +44,8 @@ fi
 echo "kill -9 of rank pid $victim: job $job ended in $secs s, JobState=$job_state, ExitCode=$exit_code"
 
 # The newest complete checkpoint, and an epoch count that trains two epochs past it.
-latest=$(ls "$ckpt" | grep -E '^step-[0-9]+\.safetensors$' | tail -n 1)
-[ -n "$latest" ] || fail "no complete checkpoint after the kill"
-step=$((10#$(sed -E 's/step-([0-9]+)\.safetensors/\1/' <<< "$latest")))
+latest=$(latest_checkpoint "$ckpt")
+step=$(checkpoint_step "$latest")
 epochs=$(( step / 4 + 2 ))
 rc=0
 job=$(submit auto "" "${common[@]}" --set epochs="$epochs" --resume latest) || rc=$?
@@ -62,22 +54,4 @@ resumed="$WORK/runs/slurm-$job/train.jsonl"
 grep -q "\"resumed_from\":{\"path\":\"[^\"]*$latest\"" "$resumed" || fail "resume job $job did not resume from $latest"
 
 # The uninterrupted run, by the tests' launcher: the resumed steps are the same, bit for bit.
-run_np 2 train --quiet --set 'optimizer={"type":"adam","lr":0.01}' --set epochs="$epochs" \
-  --log "$WORK/straight.jsonl"
-records "$WORK/straight.jsonl" | grep -A100000 "\"step\":$((step + 1))," > "$WORK/straight.records"
-records "$resumed" > "$WORK/resumed.records"
-[ -s "$WORK/resumed.records" ] || fail "the resumed job logged no steps"
-cmp -s "$WORK/straight.records" "$WORK/resumed.records" ||
-  { diff "$WORK/straight.records" "$WORK/resumed.records" | head; fail "resumed steps differ from the uninterrupted run"; }
-# compare pairs epochs and steps from the first: the baseline is the uninterrupted run's tail,
-# from the epoch the resumed job started in (steps after the checkpoint's).
-awk -v s="$step" -v e0=$(( step / 4 + 1 )) '
-  /"kind":"step"/ { match($0, /"step":[0-9]+/); if (substr($0, RSTART + 7, RLENGTH - 7) + 0 <= s) next }
-  /"kind":"epoch"/ { match($0, /"epoch":[0-9]+/); if (substr($0, RSTART + 8, RLENGTH - 8) + 0 < e0) next }
-  { print }' "$WORK/straight.jsonl" > "$WORK/straight_tail.jsonl"
-"$MPIDDP" compare "$WORK/straight_tail.jsonl" "$resumed" > "$WORK/compare.txt" ||
-  { cat "$WORK/compare.txt"; fail "mpiddp compare: the resumed job does not match the uninterrupted run"; }
-[ "$(checksum_of "$WORK/straight.jsonl")" = "$(checksum_of "$resumed")" ] ||
-  fail "the resumed job's final parameters differ from the uninterrupted run's"
-echo "resume from $latest (step $step) through slurm.sbatch: steps $((step + 1))..$(( epochs * 4 )) and" \
-     "final parameters equal to the uninterrupted run's; compare: $(tail -n 1 "$WORK/compare.txt")"
+expect_resume_exact "$step" 4 "$epochs" "$resumed" --set 'optimizer={"type":"adam","lr":0.01}'
