@@ -10,6 +10,11 @@ int train_command(int argc, char** argv);
 // Exit 0: within tolerance, 1: outside, 2: not comparable (see docs/compare.md).
 int compare_command(int argc, char** argv);
 
+// mpiddp flight FILE... [--json]: the flight recorder files side by side, and where the
+// ranks first disagree. Exit 0: the rings agree, 1: a disagreement (or a missing rank, or
+// every rank stuck in one collective), 2: a file cannot be read or is not a flight file.
+int flight_command(int argc, char** argv);
+
 // mpiddp plot LOG.jsonl... -o curves.svg
 int plot_command(int argc, char** argv);
 // mpiddp bench CONFIG.json [--set KEY=VALUE]... [--reduce-repeats N] [--reduce-only]
