@@ -101,6 +101,44 @@ echo "$json" | grep -qF "mismatched collective #$m0: ranks 0, 2 are in allreduce
   || fail "mismatch: summary '$json'"
 echo "$json" | grep -qF "rank 1 is in barrier of 0 bytes at step 5" || fail "mismatch: summary '$json'"
 
+# An exception on one rank: it aborts (MPI_Abort), after asking rank 0's watchdog to write.
+# shellcheck disable=SC2046
+train 2 "${long[@]}" $(inject 1 5 throw) --log "$WORK/throw.jsonl"
+[ "$rc" -eq 1 ] || { cat "$WORK/err"; fail "throw: exit code $rc, expected 1"; }
+grep -q '"reason":"abort, exit code 1"' "$WORK/throw.jsonl.flight.rank1.json" \
+  || { cat "$WORK/err"; fail "throw: rank 1 wrote no flight file before MPI_Abort"; }
+[ -s "$WORK/throw.jsonl.flight.rank0.json" ] || { cat "$WORK/err"; fail "throw: rank 0 wrote no flight file"; }
+flight "$WORK"/throw.jsonl.flight.rank*.json
+expect_json ranks '[1]' throw  # rank 1 threw before the gradient sum rank 0 waits in
+
+# SIGTERM to the ranks of a job that hangs with the watchdog off: rank 0 is stuck in the
+# gradient sum, rank 1's main thread asleep, neither reaches a step boundary; each one's
+# watchdog thread writes its file on the signal. (The job is then killed by the test.)
+# shellcheck disable=SC2086,SC2046
+"$MPIEXEC" -n 2 $MPIEXEC_FLAGS "$MPIDDP" train --quiet "${long[@]}" $(inject 1 5 stall) \
+  --set watchdog.timeout_s=0 --log "$WORK/term.jsonl" > /dev/null 2> "$WORK/err" &
+launcher=$!
+# Step 4's record is the last one written: step 5 never completes.
+for _ in $(seq 300); do grep -q '"kind":"step","epoch":1,"step":4' "$WORK/term.jsonl" 2> /dev/null && break; sleep 0.1; done
+sleep 1  # and rank 0 is in the sum of step 5 by then
+ranks=$(rank_pids "$launcher")
+# shellcheck disable=SC2086
+kill -TERM $ranks
+for _ in $(seq 100); do
+  [ -s "$WORK/term.jsonl.flight.rank0.json" ] && [ -s "$WORK/term.jsonl.flight.rank1.json" ] && break
+  sleep 0.1
+done
+# shellcheck disable=SC2086
+kill -9 $ranks 2> /dev/null || true
+wait "$launcher" 2> /dev/null || true
+for r in 0 1; do
+  grep -q '"reason":"signal 15"' "$WORK/term.jsonl.flight.rank$r.json" 2> /dev/null \
+    || { cat "$WORK/err"; fail "SIGTERM: rank $r wrote no flight file for the signal"; }
+done
+flight "$WORK"/term.jsonl.flight.rank*.json
+expect_json verdict '"progress"' SIGTERM
+expect_json ranks '[1]' SIGTERM
+
 # A healthy run writes no flight file.
 train 2 --set epochs=2 --log "$WORK/healthy.jsonl"
 [ "$rc" -eq 0 ] || { cat "$WORK/err"; fail "healthy run: exit $rc"; }
