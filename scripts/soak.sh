@@ -2,10 +2,11 @@
 # Soak run: many steps of a small model at np=2 with replica checks, a checkpoint every
 # CHECKPOINT_EVERY steps and the flight recorder on (it always is), sampling every rank's
 # resident memory (VmRSS) and open file descriptors. Fails when, after the warm-up (the first
-# quarter of the samples), a rank's RSS rises more than SOAK_RSS_LIMIT_KIB (1024) above its
-# value at the end of the warm-up, when a rank ends with more file descriptors than it had
-# then, when a temporary file is left, or when the stale temporary file planted in the
-# checkpoint directory before the start is not removed and named.
+# third of the samples), a rank's RSS rises more than SOAK_RSS_LIMIT_KIB (1024) above its
+# value at the end of the warm-up, when a rank has more than 2 file descriptors more than it
+# had then (at most a checkpoint file and its directory are open for a moment), when a
+# temporary file is left, or when the stale temporary file planted in the checkpoint
+# directory before the start is not removed and named.
 # Usage: scripts/soak.sh [EPOCHS] [MPIDDP] ; 4 steps per epoch (20,000 steps by default).
 # Environment: CHECKPOINT_EVERY (500), SOAK_SAMPLE_S (1), SOAK_RSS_LIMIT_KIB (1024), MPIEXEC.
 set -euo pipefail
@@ -69,13 +70,19 @@ awk -v limit="$limit_kib" '
     bad = 0
     for (p in n) {
       if (n[p] < 4) { printf "  rank pid %s: only %d samples\n", p, n[p]; bad = 1; continue }
-      w = int(n[p] / 4); if (w < 1) w = 1          # the end of the warm-up
-      peak = 0
-      for (i = w; i <= n[p]; i++) if (rss[p, i] > peak) peak = rss[p, i]
+      w = int(n[p] / 3); if (w < 1) w = 1          # the end of the warm-up
+      # Peaks, not the last sample, which may catch the process while it exits.
+      peak = 0; fd_peak = 0
+      for (i = w; i <= n[p]; i++) {
+        if (rss[p, i] > peak) peak = rss[p, i]
+        if (fds[p, i] > fd_peak) fd_peak = fds[p, i]
+      }
       growth = peak - rss[p, w]
-      printf "  rank pid %s: RSS first %d KiB, after warm-up %d KiB, end %d KiB, peak after warm-up %d KiB (%+d KiB); fds after warm-up %d, end %d (%d samples)\n",
-             p, rss[p, 1], rss[p, w], rss[p, n[p]], peak, growth, fds[p, w], fds[p, n[p]], n[p]
+      printf "  rank pid %s: RSS first %d KiB, after warm-up %d KiB, end %d KiB, peak after warm-up %d KiB (%+d KiB); fds after warm-up %d, peak after %d (%d samples)\n",
+             p, rss[p, 1], rss[p, w], rss[p, n[p]], peak, growth, fds[p, w], fd_peak, n[p]
       if (growth > limit) { printf "  FAIL: RSS grew %d KiB after the warm-up, more than %d\n", growth, limit; bad = 1 }
-      if (fds[p, n[p]] > fds[p, w]) { printf "  FAIL: file descriptors %d -> %d\n", fds[p, w], fds[p, n[p]]; bad = 1 }
+      # +2: a checkpoint being written (its file, then its directory for the fsync) may be
+      # open at the moment of a sample; a leak of one per checkpoint or log record is far more.
+      if (fd_peak > fds[p, w] + 2) { printf "  FAIL: file descriptors %d -> %d\n", fds[p, w], fd_peak; bad = 1 }
     }
     exit bad }' "$WORK/samples" || fail "soak: memory or file descriptors grew"
