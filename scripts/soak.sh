@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Soak run: many steps of a small model at np=2 with replica checks, a checkpoint every
 # CHECKPOINT_EVERY steps and the flight recorder on (it always is), sampling every rank's
-# resident memory (VmRSS) and open file descriptors. Fails when, after the warm-up (the first
-# third of the samples), a rank's RSS rises more than SOAK_RSS_LIMIT_KIB (1024) above its
+# resident memory (VmRSS) and open file descriptors. Fails when, after the warm-up (until a
+# fifth of the checkpoints, at least 2, are written), a rank's RSS rises more than SOAK_RSS_LIMIT_KIB (1024) above its
 # value at the end of the warm-up, when a rank has more than 2 file descriptors more than it
 # had then (at most a checkpoint file and its directory are open for a moment), when a
 # temporary file is left, or when the stale temporary file planted in the checkpoint
@@ -34,17 +34,27 @@ mkdir -p "$ckpt"
 echo partial > "$ckpt/.step-000000000007.safetensors.tmp"
 echo mine > "$ckpt/.notes.tmp"
 
+# The warm-up ends once a fifth of the checkpoints (at least 2) are written: the first ones
+# allocate the buffers that later ones reuse.
+warm_checkpoints=$(( epochs * 4 / every / 5 ))
+[ "$warm_checkpoints" -ge 2 ] || warm_checkpoints=2
 start=$(date +%s)
 run_np 2 train --quiet --set epochs="$epochs" --set check_every_steps=100 \
   --set log.every_steps=1000 --log "$WORK/soak.jsonl" --set checkpoint.dir="\"$ckpt\"" \
   --set checkpoint.every_steps="$every" > "$WORK/out" 2> "$WORK/err" &
 launcher=$!
 : > "$WORK/samples"
+pids=""
 while kill -0 "$launcher" 2> /dev/null; do
-  for pid in $(rank_pids "$launcher"); do
+  # Found once (the search is slow), so that sampling is quick.
+  [ "$(echo "$pids" | wc -w)" -ge 2 ] || pids=$(rank_pids "$launcher")
+  written=$(grep -c '"kind":"checkpoint"' "$WORK/soak.jsonl" 2> /dev/null || true)
+  warm=0
+  [ "${written:-0}" -lt "$warm_checkpoints" ] || warm=1
+  for pid in $pids; do
     rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status" 2> /dev/null || true)
     fds=$(ls "/proc/$pid/fd" 2> /dev/null | wc -l || true)
-    [ -n "$rss" ] && echo "$pid $rss $fds" >> "$WORK/samples"
+    [ -n "$rss" ] && echo "$pid $rss $fds $warm" >> "$WORK/samples"
   done
   sleep "$sample_s"
 done
@@ -65,12 +75,15 @@ ls "$WORK"/soak.jsonl.flight.* > /dev/null 2>&1 && fail "soak: a healthy run wro
 echo "  no temporary file left; the stale one was removed at start; $(ls "$ckpt" | wc -l) checkpoints kept"
 
 awk -v limit="$limit_kib" '
-  { n[$1]++; rss[$1, n[$1]] = $2; fds[$1, n[$1]] = $3 }
+  { n[$1]++; rss[$1, n[$1]] = $2; fds[$1, n[$1]] = $3; if ($4 && !($1 in warm_at)) warm_at[$1] = n[$1] }
   END {
     bad = 0
     for (p in n) {
-      if (n[p] < 4) { printf "  rank pid %s: only %d samples\n", p, n[p]; bad = 1; continue }
-      w = int(n[p] / 3); if (w < 1) w = 1          # the end of the warm-up
+      if (!(p in warm_at) || n[p] - warm_at[p] < 2) {
+        printf "  rank pid %s: %d samples, too few after the warm-up (a longer run, or a smaller SOAK_SAMPLE_S)\n", p, n[p]
+        bad = 1; continue
+      }
+      w = warm_at[p]  # the first sample after the warm-up
       # Peaks, not the last sample, which may catch the process while it exits.
       peak = 0; fd_peak = 0
       for (i = w; i <= n[p]; i++) {

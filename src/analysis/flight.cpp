@@ -73,22 +73,21 @@ std::vector<std::pair<Key, std::vector<int>>> group_ranks(const std::vector<cons
   return groups;
 }
 
+const FlightFile& file_of(const std::vector<const FlightFile*>& files, int rank) {
+  return **std::find_if(files.begin(), files.end(), [&](const FlightFile* f) { return f->rank == rank; });
+}
+
 // Sentences "rank 1 is in ...; ranks 0, 2 wait in ..." for the given ranks, grouped.
 std::string positions(const std::vector<const FlightFile*>& files, const std::set<int>& ahead) {
   const auto groups = group_ranks<std::string>(
       files, [&](const FlightFile& f) { return position(f, ahead.count(f.rank) > 0, false); });
   std::string text;
   for (const auto& [where, ranks] : groups) {
-    const FlightFile& first = **std::find_if(files.begin(), files.end(),
-                                             [&](const FlightFile* f) { return f->rank == ranks[0]; });
+    const FlightFile& first = file_of(files, ranks[0]);
     text += (text.empty() ? "" : "; ") + rank_list(ranks) + " " +
             position(first, ahead.count(first.rank) > 0, ranks.size() > 1);
   }
   return text;
-}
-
-const FlightFile& file_of(const std::vector<const FlightFile*>& files, int rank) {
-  return **std::find_if(files.begin(), files.end(), [&](const FlightFile* f) { return f->rank == rank; });
 }
 
 }  // namespace
