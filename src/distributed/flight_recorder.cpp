@@ -28,7 +28,9 @@ namespace mpiddp::distributed {
 //     since the main thread may be stuck in a collective that never completes (Open MPI's
 //     mpirun sends SIGTERM to the surviving ranks when one dies). Never the handler itself.
 // The copy is taken under the progress mutex, so the main thread cannot change the ring
-// halfway through it; the file is written atomically (a reader never sees half of one).
+// halfway through it; the file is written atomically (a reader never sees half of one), by
+// a short-lived thread that the caller waits for at most 2 s, so that a hung file system
+// (itself a common cause of hangs) cannot hold up the watchdog's report or MPI_Abort.
 // `mpiddp flight` (src/analysis/flight.cpp) reads the files of all ranks and aligns them
 // by collective number, which is the same on every rank for the same collective.
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,8 @@ constexpr std::chrono::milliseconds kPoll{100};
 // A request of this value asks the peer to write its flight file (no reply); status queries
 // are numbered from 1.
 constexpr int64_t kWriteFlightRequest = -1;
+// How long a flight file write may hold up the watchdog or an abort.
+constexpr std::chrono::seconds kFlightWriteWait{2};
 
 // The watchdog of this process, for abort_job (a free function, called from any thread).
 std::atomic<MpiWatchdog*> active_watchdog{nullptr};
@@ -124,7 +127,7 @@ void MpiWatchdog::set_flight_file(const std::string& path) {
 }
 
 void MpiWatchdog::write_flight(const std::string& reason) {
-  FlightDump dump;
+  auto dump = std::make_shared<FlightDump>();
   std::string path;
   {
     // The copy under the mutex the main thread takes around each collective: the ring
@@ -132,21 +135,46 @@ void MpiWatchdog::write_flight(const std::string& reason) {
     std::lock_guard<std::mutex> lock(progress_mutex_);
     if (flight_file_.empty()) return;
     path = flight_file_;
-    dump.step = step_;
-    dump.entries = ring_.entries();
+    dump->step = step_;
+    dump->entries = ring_.entries();
   }
-  dump.rank = rank_;
-  dump.size = size_;
-  dump.reason = reason;
-  std::lock_guard<std::mutex> writing(flight_write_mutex_);
-  try {
-    write_flight_file(path, dump);
-    std::fprintf(stderr, "rank %d: flight recorder: wrote %s (%s)\n", rank_, path.c_str(),
-                 reason.c_str());
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "rank %d: flight recorder: %s\n", rank_, e.what());
+  dump->rank = rank_;
+  dump->size = size_;
+  dump->reason = reason;
+  // A hung file system is one of the hangs the watchdog reports: the file is written by a
+  // thread of its own, waited for at most kFlightWriteWait, so that neither the report nor
+  // MPI_Abort waits on it. The thread owns what it uses (it may outlive this watchdog).
+  struct Done {
+    std::mutex mutex;
+    std::condition_variable cv;
+    bool done = false;
+  };
+  auto done = std::make_shared<Done>();
+  std::thread([dump, path, done] {
+    // One writer at a time: they share the temporary name. Never freed, like the thread.
+    static std::mutex* const writing = new std::mutex;
+    {
+      std::lock_guard<std::mutex> one(*writing);
+      try {
+        write_flight_file(path, *dump);
+        std::fprintf(stderr, "rank %d: flight recorder: wrote %s (%s)\n", dump->rank,
+                     path.c_str(), dump->reason.c_str());
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "rank %d: flight recorder: %s\n", dump->rank, e.what());
+      }
+      std::fflush(stderr);
+    }
+    std::lock_guard<std::mutex> lock(done->mutex);
+    done->done = true;
+    done->cv.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> lock(done->mutex);
+  if (!done->cv.wait_for(lock, kFlightWriteWait, [&] { return done->done; })) {
+    std::fprintf(stderr, "rank %d: flight recorder: %s not written within %lld s (is its file "
+                         "system stuck?); going on without it\n",
+                 rank_, path.c_str(), static_cast<long long>(kFlightWriteWait.count()));
+    std::fflush(stderr);
   }
-  std::fflush(stderr);
 }
 
 void MpiWatchdog::before_abort(int exit_code) {

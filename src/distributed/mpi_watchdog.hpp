@@ -74,7 +74,6 @@ class MpiWatchdog {
   FlightRing ring_;           // Note [the flight recorder] in flight_recorder.cpp
   std::string flight_file_;
 
-  std::mutex flight_write_mutex_;  // one writer at a time: they share the temporary name
   bool signal_written_ = false;    // thread only: the file was written for the signal
   bool peer_asked_ = false;        // thread only: a peer's query or request came in
 

@@ -145,6 +145,18 @@ flight "$WORK"/term.jsonl.flight.rank*.json
 expect_json verdict '"progress"' SIGTERM
 expect_json ranks '[1]' SIGTERM
 
+# A flight file that cannot be written (its temporary name is a FIFO nobody reads: fopen
+# blocks, as on a hung file system) holds up neither the watchdog's report nor the abort.
+mkdir "$WORK/stuck"
+mkfifo "$WORK/stuck/.flight.rank0.json.tmp"
+# shellcheck disable=SC2046
+train 2 "${long[@]}" $(inject 1 5 stall) --set watchdog.timeout_s=2 --set debug.flight_dir="\"$WORK/stuck\""
+[ "$rc" -eq 7 ] || { cat "$WORK/err"; fail "stuck file system: exit code $rc, expected 7"; }
+grep -q "rank 0: watchdog: waited" "$WORK/err" || { cat "$WORK/err"; fail "stuck file system: no watchdog report"; }
+grep -q "rank 0: flight recorder: $WORK/stuck/flight.rank0.json not written within 2 s" "$WORK/err" \
+  || { cat "$WORK/err"; fail "stuck file system: the stuck write is not reported"; }
+[ -s "$WORK/stuck/flight.rank1.json" ] || fail "stuck file system: rank 1's own file is missing"
+
 # A healthy run writes no flight file.
 train 2 --set epochs=2 --log "$WORK/healthy.jsonl"
 [ "$rc" -eq 0 ] || { cat "$WORK/err"; fail "healthy run: exit $rc"; }
