@@ -9,6 +9,11 @@ namespace mpiddp::tools {
 // Exit 0: within tolerance, 1: outside, 2: not comparable (see docs/compare.md).
 int compare_command(int argc, char** argv);
 
+// mpiddp flight FILE... [--json]: the flight recorder files side by side, and where the
+// ranks first disagree. Exit 0: the rings agree, 1: a disagreement (or a missing rank, or
+// every rank stuck in one collective), 2: a file cannot be read or is not a flight file.
+int flight_command(int argc, char** argv);
+
 // mpiddp plot LOG.jsonl... -o curves.svg
 int plot_command(int argc, char** argv);
 // mpiddp timeline TRACE.json -o timeline.svg

@@ -26,6 +26,11 @@ const char* kUsage =
     "          [--metric eval_loss|loss|eval_accuracy|all] [--json]\n"
     "        check a run's log against a baseline's (no MPI needed). Exit 0: within\n"
     "        tolerance, 1: outside it, 2: the logs cannot be compared.\n"
+    "  flight FILE... [--json]\n"
+    "        the flight recorder files of a job's ranks (LOG.flight.rankR.json, written\n"
+    "        on a watchdog report, an abort or a signal) side by side, and where the ranks\n"
+    "        first disagree. Exit 0: they agree, 1: a disagreement or a missing rank,\n"
+    "        2: a file cannot be read.\n"
     "  plot LOG.jsonl... -o curves.svg\n"
     "        loss curves of one or more runs, and their per-step differences, as SVG.\n"
     "  timeline TRACE.json -o timeline.svg\n"
@@ -68,6 +73,7 @@ int main(int argc, char** argv) {
   }
   if (command == "train") return mpiddp::tools::train_command(argc - 1, argv + 1);
   if (command == "compare") return mpiddp::tools::compare_command(argc - 1, argv + 1);
+  if (command == "flight") return mpiddp::tools::flight_command(argc - 1, argv + 1);
   if (command == "plot") return mpiddp::tools::plot_command(argc - 1, argv + 1);
   if (command == "timeline") return mpiddp::tools::timeline_command(argc - 1, argv + 1);
   if (command == "export") return mpiddp::tools::export_command(argc - 1, argv + 1);

@@ -8,6 +8,8 @@
 #include "commands.hpp"
 #include "config_args.hpp"
 #include "mpiddp/core/error.hpp"
+#include "mpiddp/core/interrupt.hpp"
+#include "mpiddp/distributed/flight_recorder.hpp"
 #include "mpiddp/distributed/launcher.hpp"
 #include "mpiddp/distributed/mpi_communicator.hpp"
 #include "mpiddp/train/config.hpp"
@@ -56,6 +58,9 @@ int train_command(int argc, char** argv) {
   const std::string launcher = distributed::detect_launcher();  // before MPI_Init: see launcher.hpp
   const int launched = distributed::launched_processes();
   distributed::MpiRuntime runtime(&argc, &argv);
+  // SIGTERM, SIGINT and SIGUSR1 become a flag: the watchdog thread writes the flight
+  // recorder on it (Note [the flight recorder]).
+  install_interrupt_handlers();
   distributed::MpiCommunicator comm;
   train::Config config;
   std::unique_ptr<train::TrainingRun> run;
@@ -71,6 +76,9 @@ int train_command(int argc, char** argv) {
     TrainArgs args = parse_train_args(argc, argv);
     args.options.launcher = launcher;
     config = load_config(args.config, train::default_experiment());
+    // Before the rest of setup, so that a rank stuck in it writes its flight file too.
+    comm.set_flight_file(distributed::flight_file_path(config.faults.flight_dir, config.log_path,
+                                                       comm.rank()));
     run = train::prepare_training(config, comm, args.options);
   } catch (const Error& e) {
     code = e.code();

@@ -50,6 +50,9 @@ void abort_job(int exit_code) {
   // The launcher forwards each rank's stderr through a pipe; MPICH's Hydra can kill the job
   // before it has passed on the line just written (seen in cli_outputs and in the watchdog's
   // report in cli_faults). A moment's wait, on this path only, lets the message arrive.
+  // The wait also lets the peers' watchdogs write their flight files (before_abort asks
+  // them to) before MPI_Abort ends them.
+  MpiWatchdog::before_abort(exit_code);
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   MPI_Abort(MPI_COMM_WORLD, exit_code);
   std::_Exit(exit_code);  // MPI_Abort does not return; this satisfies [[noreturn]]
@@ -60,8 +63,8 @@ namespace {
 // Marks the time this rank spends inside one collective, for the watchdog.
 class InCollective {
  public:
-  InCollective(MpiWatchdog& watchdog, Collective call) : watchdog_(watchdog) {
-    watchdog_.enter(call);
+  InCollective(MpiWatchdog& watchdog, Collective call, size_t bytes) : watchdog_(watchdog) {
+    watchdog_.enter(call, static_cast<int64_t>(bytes));
   }
   ~InCollective() { watchdog_.leave(); }
   InCollective(const InCollective&) = delete;
@@ -70,6 +73,18 @@ class InCollective {
  private:
   MpiWatchdog& watchdog_;
 };
+
+// MPI counts are int. A larger count cast to int would silently reduce some other number of
+// elements (a wrapped count); every caller passes the same count on every rank, so every
+// rank refuses it alike. (The trainer's buckets are capped far below: reduce.bucket_cap_mb.)
+int mpi_count(size_t count, const char* call) {
+  if (count > static_cast<size_t>(INT32_MAX))
+    throw Error(kExitFailure,
+                std::string(call) + ": " + std::to_string(count) +
+                    " elements, more than an MPI count holds (2^31 - 1); reduce in pieces",
+                Scope::kEveryRank);
+  return static_cast<int>(count);
+}
 
 }  // namespace
 
@@ -88,6 +103,8 @@ void MpiCommunicator::start_watchdog(double timeout_s, bool abort_job) {
 }
 
 void MpiCommunicator::publish_step(int64_t step) { watchdog_->publish_step(step); }
+
+void MpiCommunicator::set_flight_file(const std::string& path) { watchdog_->set_flight_file(path); }
 
 int MpiCommunicator::ranks_on_node() const { return shared_->ranks_on_node(); }
 
@@ -120,7 +137,7 @@ int MpiCommunicator::start_sum(void* data, size_t count, ElementType type, doubl
   } else if (compress == Compression::kBf16) {
     sum.compressed = compressed_->start(static_cast<float*>(data), count, scale);
   } else {
-    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count),
+    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data, mpi_count(count, "MPI_Iallreduce"),
                              type == ElementType::kFloat32 ? MPI_FLOAT : MPI_DOUBLE, MPI_SUM,
                              MPI_COMM_WORLD, &sum.request),
               "MPI_Iallreduce");
@@ -131,7 +148,7 @@ int MpiCommunicator::start_sum(void* data, size_t count, ElementType type, doubl
 
 void* MpiCommunicator::allocate_shared_buffer(size_t bytes) {
   if (shared_->ranks_on_node() < 2 || !shared_->usable()) return nullptr;
-  InCollective scope(*watchdog_, Collective::kSharedWindow);
+  InCollective scope(*watchdog_, Collective::kSharedWindow, bytes);
   return shared_->allocate_resident(bytes);
 }
 
@@ -151,8 +168,10 @@ void MpiCommunicator::progress() {
 void MpiCommunicator::wait_sum(int handle) {
   PendingSum& sum = pending_.at(static_cast<size_t>(handle));
   // The gradient sum is where a stalled peer is most often noticed: the watchdog watches it.
-  InCollective scope(*watchdog_, sum.type == ElementType::kFloat32 ? Collective::kAllreduceSumFloat
-                                                                   : Collective::kAllreduceSumDouble);
+  const bool single = sum.type == ElementType::kFloat32;
+  InCollective scope(*watchdog_,
+                     single ? Collective::kAllreduceSumFloat : Collective::kAllreduceSumDouble,
+                     sum.count * (single ? sizeof(float) : sizeof(double)));
   if (sum.shared) {
     shared_->sum(sum.data, sum.count, sum.type, sum.scale, sum.compress);
   } else if (sum.compressed >= 0) {
@@ -172,22 +191,22 @@ void MpiCommunicator::wait_sum(int handle) {
 }
 
 void MpiCommunicator::allreduce_sum(float* data, size_t count) {
-  InCollective scope(*watchdog_, Collective::kAllreduceSumFloat);
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM,
+  InCollective scope(*watchdog_, Collective::kAllreduceSumFloat, count * sizeof(float));
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, data, mpi_count(count, "MPI_Allreduce"), MPI_FLOAT, MPI_SUM,
                           MPI_COMM_WORLD),
             "MPI_Allreduce(float, sum)");
 }
 
 void MpiCommunicator::allreduce_sum(double* data, size_t count) {
-  InCollective scope(*watchdog_, Collective::kAllreduceSumDouble);
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_DOUBLE, MPI_SUM,
+  InCollective scope(*watchdog_, Collective::kAllreduceSumDouble, count * sizeof(double));
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, data, mpi_count(count, "MPI_Allreduce"), MPI_DOUBLE, MPI_SUM,
                           MPI_COMM_WORLD),
             "MPI_Allreduce(double, sum)");
 }
 
 void MpiCommunicator::allreduce_max(double* data, size_t count) {
-  InCollective scope(*watchdog_, Collective::kAllreduceMaxDouble);
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_DOUBLE, MPI_MAX,
+  InCollective scope(*watchdog_, Collective::kAllreduceMaxDouble, count * sizeof(double));
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, data, mpi_count(count, "MPI_Allreduce"), MPI_DOUBLE, MPI_MAX,
                           MPI_COMM_WORLD),
             "MPI_Allreduce(double, max)");
 }
@@ -196,7 +215,7 @@ void MpiCommunicator::broadcast(void* data, size_t bytes, int root) {
   // MPI counts are int: large buffers go in chunks of at most 1 GiB.
   constexpr size_t kChunk = size_t{1} << 30;
   auto* p = static_cast<char*>(data);
-  InCollective scope(*watchdog_, Collective::kBroadcast);
+  InCollective scope(*watchdog_, Collective::kBroadcast, bytes);
   for (size_t done = 0; done < bytes; done += kChunk) {
     const size_t n = bytes - done < kChunk ? bytes - done : kChunk;
     check_mpi(MPI_Bcast(p + done, static_cast<int>(n), MPI_BYTE, root, MPI_COMM_WORLD),
@@ -206,7 +225,7 @@ void MpiCommunicator::broadcast(void* data, size_t bytes, int root) {
 
 std::vector<uint64_t> MpiCommunicator::allgather(uint64_t value) {
   std::vector<uint64_t> values(size_);
-  InCollective scope(*watchdog_, Collective::kAllgather);
+  InCollective scope(*watchdog_, Collective::kAllgather, sizeof value);
   check_mpi(MPI_Allgather(&value, 1, MPI_UINT64_T, values.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD),
             "MPI_Allgather");
   return values;
@@ -227,7 +246,8 @@ std::vector<std::string> MpiCommunicator::allgather_string(const std::string& va
     total += lengths[r];
   }
   std::string all(total, '\0');
-  InCollective scope(*watchdog_, Collective::kAllgatherStrings);
+  // The total, not this rank's part: the same on every rank (docs/log-format.md).
+  InCollective scope(*watchdog_, Collective::kAllgatherStrings, static_cast<size_t>(total));
   check_mpi(MPI_Allgatherv(value.data(), static_cast<int>(value.size()), MPI_CHAR, all.data(),
                            counts.data(), offsets.data(), MPI_CHAR, MPI_COMM_WORLD),
             "MPI_Allgatherv(strings)");
@@ -237,7 +257,7 @@ std::vector<std::string> MpiCommunicator::allgather_string(const std::string& va
 }
 
 void MpiCommunicator::barrier() {
-  InCollective scope(*watchdog_, Collective::kBarrier);
+  InCollective scope(*watchdog_, Collective::kBarrier, 0);
   check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
 }
 

@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "mpi_check.hpp"
 #include "mpiddp/core/error.hpp"
+#include "mpiddp/core/interrupt.hpp"
 
 namespace mpiddp::distributed {
 
@@ -39,6 +41,18 @@ constexpr int kTagRequest = 1;
 constexpr int kTagReplyBase = 100;  // + query number, so a late answer never matches a new query
 constexpr int kReplyFields = 5;     // step, collectives, waiting, call, milliseconds in state
 constexpr std::chrono::milliseconds kPoll{100};
+// A request of this value asks the peer to write its flight file (no reply); status queries
+// are numbered from 1.
+constexpr int64_t kWriteFlightRequest = -1;
+// How long a flight file write may hold up the watchdog or an abort.
+constexpr std::chrono::seconds kFlightWriteWait{2};
+
+// The watchdog of this process, for abort_job (a free function, called from any thread).
+std::atomic<MpiWatchdog*> active_watchdog{nullptr};
+
+int64_t steady_ns(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
 
 double seconds_between(std::chrono::steady_clock::time_point a,
                        std::chrono::steady_clock::time_point b) {
@@ -64,22 +78,8 @@ std::string describe_peer(int rank, const ProgressSnapshot& p, const std::string
 
 }  // namespace
 
-const char* collective_name(Collective c) {
-  switch (c) {
-    case Collective::kNone: return "no collective";
-    case Collective::kAllreduceSumFloat: return "MPI_Allreduce(float, sum)";
-    case Collective::kAllreduceSumDouble: return "MPI_Allreduce(double, sum)";
-    case Collective::kAllreduceMaxDouble: return "MPI_Allreduce(double, max)";
-    case Collective::kBroadcast: return "MPI_Bcast";
-    case Collective::kAllgather: return "MPI_Allgather";
-    case Collective::kAllgatherStrings: return "MPI_Allgatherv(strings)";
-    case Collective::kBarrier: return "MPI_Barrier";
-    case Collective::kSharedWindow: return "MPI_Win_allocate_shared";
-  }
-  return "an unknown collective";
-}
-
 MpiWatchdog::MpiWatchdog(int rank, int size) : rank_(rank), size_(size) {
+  active_watchdog = this;
   if (size_ == 1) return;  // nobody to wait for
   // Here, right after MPI_Init, every rank is at the same point: the side channel's
   // MPI_Comm_dup (a collective) cannot be held up by a rank stuck in setup. The thread runs
@@ -106,19 +106,24 @@ MpiWatchdog::MpiWatchdog(int rank, int size) : rank_(rank), size_(size) {
   thread_ = std::thread(&MpiWatchdog::run, this);
 }
 
-MpiWatchdog::~MpiWatchdog() { stop(); }
+MpiWatchdog::~MpiWatchdog() {
+  MpiWatchdog* self = this;
+  active_watchdog.compare_exchange_strong(self, nullptr);
+  stop();
+}
 
 void MpiWatchdog::publish_step(int64_t step) {
   std::lock_guard<std::mutex> lock(progress_mutex_);
   step_ = step;
 }
 
-void MpiWatchdog::enter(Collective call) {
+void MpiWatchdog::enter(Collective call, int64_t bytes) {
   const auto now = Clock::now();
   std::lock_guard<std::mutex> lock(progress_mutex_);
   ++collectives_;
   call_ = call;
   since_ = now;
+  ring_.enter(collectives_, call, bytes, step_, steady_ns(now));
 }
 
 void MpiWatchdog::leave() {
@@ -126,6 +131,82 @@ void MpiWatchdog::leave() {
   std::lock_guard<std::mutex> lock(progress_mutex_);
   call_ = Collective::kNone;
   since_ = now;
+  ring_.leave(steady_ns(now));
+}
+
+void MpiWatchdog::set_flight_file(const std::string& path) {
+  std::lock_guard<std::mutex> lock(progress_mutex_);
+  flight_file_ = path;
+}
+
+void MpiWatchdog::write_flight(const std::string& reason) {
+  auto dump = std::make_shared<FlightDump>();
+  std::string path;
+  {
+    // The copy under the mutex the main thread takes around each collective: the ring
+    // cannot change halfway through it (Note [the flight recorder]).
+    std::lock_guard<std::mutex> lock(progress_mutex_);
+    if (flight_file_.empty()) return;
+    path = flight_file_;
+    dump->step = step_;
+    dump->entries = ring_.entries();
+  }
+  dump->rank = rank_;
+  dump->size = size_;
+  dump->reason = reason;
+  // A hung file system is one of the hangs the watchdog reports: the file is written by a
+  // thread of its own, waited for at most kFlightWriteWait, so that neither the report nor
+  // MPI_Abort waits on it. The thread owns what it uses (it may outlive this watchdog).
+  struct Done {
+    std::mutex mutex;
+    std::condition_variable cv;
+    bool done = false;
+  };
+  auto done = std::make_shared<Done>();
+  std::thread([dump, path, done] {
+    // One writer at a time: they share the temporary name. Never freed, like the thread.
+    static std::mutex* const writing = new std::mutex;
+    {
+      std::lock_guard<std::mutex> one(*writing);
+      try {
+        write_flight_file(path, *dump);
+        std::fprintf(stderr, "rank %d: flight recorder: wrote %s (%s)\n", dump->rank,
+                     path.c_str(), dump->reason.c_str());
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "rank %d: flight recorder: %s\n", dump->rank, e.what());
+      }
+      std::fflush(stderr);
+    }
+    std::lock_guard<std::mutex> lock(done->mutex);
+    done->done = true;
+    done->cv.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> lock(done->mutex);
+  if (!done->cv.wait_for(lock, kFlightWriteWait, [&] { return done->done; })) {
+    std::fprintf(stderr, "rank %d: flight recorder: %s not written within %lld s (is its file "
+                         "system stuck?); going on without it\n",
+                 rank_, path.c_str(), static_cast<long long>(kFlightWriteWait.count()));
+    std::fflush(stderr);
+  }
+}
+
+void MpiWatchdog::before_abort(int exit_code) {
+  MpiWatchdog* self = active_watchdog.load();
+  if (!self) return;
+  self->ask_peers_to_write_flight();
+  self->write_flight("abort, exit code " + std::to_string(exit_code));
+}
+
+void MpiWatchdog::ask_peers_to_write_flight() {
+  if (!can_query_ || side_ == MPI_COMM_NULL) return;
+  // Fire and forget: the job ends in a moment, and a peer that is gone must not hold us up.
+  static const int64_t request = kWriteFlightRequest;
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    MPI_Request sent = MPI_REQUEST_NULL;
+    if (MPI_Isend(&request, 1, MPI_INT64_T, r, kTagRequest, side_, &sent) == MPI_SUCCESS)
+      MPI_Request_free(&sent);
+  }
 }
 
 ProgressSnapshot MpiWatchdog::snapshot() {
@@ -162,6 +243,15 @@ void MpiWatchdog::run() {
     lock.unlock();
     serve_requests();
     check_own_wait();
+    // Written here, not in serve_requests (which report() also calls while it waits).
+    if (peer_asked_) {
+      peer_asked_ = false;
+      write_flight("peer watchdog");
+    }
+    if (interrupt_requested() && !signal_written_) {
+      signal_written_ = true;
+      write_flight("signal " + std::to_string(interrupt_signal()));
+    }
     lock.lock();
   }
 }
@@ -173,6 +263,13 @@ void MpiWatchdog::serve_requests() {
     MPI_Status status;
     MPI_Test(&request_recv_, &arrived, &status);
     if (!arrived) return;
+    // Peers ask only after a timeout, or when they abort: either way a reason to write.
+    peer_asked_ = true;
+    if (request_buffer_ == kWriteFlightRequest) {
+      MPI_Irecv(&request_buffer_, 1, MPI_INT64_T, MPI_ANY_SOURCE, kTagRequest, side_,
+                &request_recv_);
+      continue;
+    }
     const ProgressSnapshot s = snapshot();
     const int64_t reply[kReplyFields] = {s.step, s.collectives, s.waiting ? 1 : 0,
                                          static_cast<int64_t>(s.call),
@@ -189,6 +286,8 @@ void MpiWatchdog::check_own_wait() {
   const ProgressSnapshot mine = snapshot();
   if (!mine.waiting || mine.seconds_in_state < timeout_s) return;
   if (mine.collectives == reported_collective_ && Clock::now() < next_report_) return;
+  write_flight("watchdog: waited " + std::to_string(static_cast<int64_t>(mine.seconds_in_state)) +
+               " s in collective #" + std::to_string(mine.collectives));
   report(mine);
 }
 

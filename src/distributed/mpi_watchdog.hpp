@@ -12,22 +12,9 @@
 #include <thread>
 #include <vector>
 
-namespace mpiddp::distributed {
+#include "mpiddp/distributed/flight_recorder.hpp"
 
-// The collectives MpiCommunicator makes, by number, so a rank can tell another which one
-// it is waiting in (the number travels in a status reply).
-enum class Collective : int64_t {
-  kNone = 0,
-  kAllreduceSumFloat,
-  kAllreduceSumDouble,
-  kAllreduceMaxDouble,
-  kBroadcast,
-  kAllgather,
-  kAllgatherStrings,
-  kBarrier,
-  kSharedWindow,  // MPI_Win_allocate_shared: the node's ranks create a window together
-};
-const char* collective_name(Collective c);
+namespace mpiddp::distributed {
 
 // What one rank is doing, as the watchdog sees it. Written by the main thread around every
 // collective and at every step, read by the watchdog thread and sent to peers on request.
@@ -52,10 +39,19 @@ class MpiWatchdog {
   void start(double timeout_s, bool abort_job);
   void stop();
 
-  // Main thread, cheap (a mutex nobody else holds except for microseconds).
+  // Main thread, cheap (a mutex nobody else holds except for microseconds). enter also
+  // records the collective in the flight recorder's ring, with its payload in bytes.
   void publish_step(int64_t step);
-  void enter(Collective call);
+  void enter(Collective call, int64_t bytes);
   void leave();
+
+  // Where this rank's flight recorder file goes (flight_file_path); "" writes none. Local.
+  void set_flight_file(const std::string& path);
+  // Writes the flight recorder file now (any thread; never from a signal handler).
+  void write_flight(const std::string& reason);
+  // abort_job's hook, before MPI_Abort: asks every peer's watchdog to write its flight
+  // file, then writes this rank's. Does nothing when no watchdog exists.
+  static void before_abort(int exit_code);
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -64,6 +60,7 @@ class MpiWatchdog {
   void serve_requests();
   void check_own_wait();
   void report(const ProgressSnapshot& mine);
+  void ask_peers_to_write_flight();
 
   const int rank_, size_;
   // (size) every rank's host (MPI_Get_processor_name), so a report names where a rank runs:
@@ -74,10 +71,15 @@ class MpiWatchdog {
   std::atomic<bool> abort_job_{true};
   bool can_query_ = false;  // MPI_THREAD_MULTIPLE: the thread may talk to peers
 
-  std::mutex progress_mutex_;  // guards the four fields below
+  std::mutex progress_mutex_;  // guards the six fields below
   int64_t step_ = 0, collectives_ = 0;
   Collective call_ = Collective::kNone;
   Clock::time_point since_ = Clock::now();
+  FlightRing ring_;           // Note [the flight recorder] in flight_recorder.cpp
+  std::string flight_file_;
+
+  bool signal_written_ = false;    // thread only: the file was written for the signal
+  bool peer_asked_ = false;        // thread only: a peer's query or request came in
 
   // Thread state.
   std::thread thread_;

@@ -115,6 +115,20 @@ std::vector<std::string> list_checkpoints(const std::string& dir) {
   return paths;
 }
 
+std::vector<std::string> remove_stale_temporaries(const std::string& dir) {
+  std::vector<std::string> removed;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(dir, error)) {
+    const std::string name = entry.path().filename().string();
+    // ".NAME.tmp" of a checkpoint NAME, and nothing else: other files there are the user's.
+    const bool ours = name.size() > 5 && name[0] == '.' && name.ends_with(".tmp") &&
+                      step_of_file_name(name.substr(1, name.size() - 5)) >= 0;
+    if (ours && entry.is_regular_file() && fs::remove(entry.path(), error)) removed.push_back(name);
+  }
+  std::sort(removed.begin(), removed.end());
+  return removed;
+}
+
 std::string resolve_resume_path(const std::string& spec, const std::string& checkpoint_dir) {
   std::string dir;
   if (spec == "latest") {

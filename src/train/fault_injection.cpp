@@ -56,6 +56,10 @@ void inject_step_fault(const FaultInjection& f, int rank, int64_t step, T* grads
   if (f.kind == "huge" && f.in_window(step)) grads[0] = std::numeric_limits<T>::max();
 }
 
+void inject_collective_fault(const FaultInjection& f, distributed::Communicator& comm, int64_t step) {
+  if (f.fires(comm.rank(), step, "mismatch")) comm.barrier();
+}
+
 template <typename T>
 void inject_update_fault(const FaultInjection& f, int rank, int64_t step, T* params) {
   if (f.fires(rank, step, "perturb"))

@@ -58,6 +58,7 @@ RunResult Trainer<T>::run() {
       const double local_loss =
           compute_gradients(sampler_.indices().data() + first, count, overlap);
       inject_step_fault(config_.faults.inject, comm_.rank(), step, model_->gradients());
+      inject_collective_fault(config_.faults.inject, comm_, step);
       const double loss = config_.sync ? synchronize(local_loss) : unsynchronized_loss(local_loss);
       if (options_.keep_history) result.step_losses.push_back(loss);
       if (!step_is_finite(loss)) {

@@ -2,6 +2,7 @@
 // checkpoint, init.weights or the seed) and what it writes (checkpoints, final weights).
 // Kept apart from trainer.cpp so the training loop holds only the calls.
 #include <chrono>
+#include <cstdio>
 
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/io/atomic_file.hpp"
@@ -26,6 +27,17 @@ RunIdentity Trainer<T>::identity() const {
 
 template <typename T>
 TrainingPosition Trainer<T>::initial_state() {
+  // A run killed while writing a checkpoint leaves its temporary file; nothing else will.
+  if (comm_.rank() == 0 && !config_.checkpoint.dir.empty()) {
+    const auto stale = remove_stale_temporaries(config_.checkpoint.dir);
+    std::string names;
+    for (const auto& name : stale) names += (names.empty() ? "" : ", ") + name;
+    if (!stale.empty())
+      std::fprintf(stderr, "mpiddp: removed %zu stale temporary file%s of an interrupted "
+                           "checkpoint write from '%s': %s\n",
+                   stale.size(), stale.size() == 1 ? "" : "s", config_.checkpoint.dir.c_str(),
+                   names.c_str());
+  }
   if (!options_.resume.empty()) {
     // Rank 0 finds and reads the checkpoint; every rank validates the same bytes and
     // restores from them, so the replicas start identical.

@@ -2,8 +2,10 @@
 
 #include <numeric>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
+#include "mpiddp/core/error.hpp"
 #include "mpiddp/distributed/gradient_reducer.hpp"
 #include "mpiddp/distributed/mpi_communicator.hpp"
 #include "mpiddp/train/replica_check.hpp"
@@ -35,6 +37,30 @@ TEST(MpiCommunicator, MaxBroadcastAllgather) {
   ASSERT_EQ(all.size(), static_cast<size_t>(comm.size()));
   for (int r = 0; r < comm.size(); ++r) EXPECT_EQ(all[r], static_cast<uint64_t>(r * 10));
   EXPECT_NE(comm.library_version(), "");
+}
+
+// A count above an MPI int used to be cast and wrap (2^31 became -2^31: some other count);
+// now every rank refuses it alike, before MPI sees it (the buffer is never touched).
+TEST(MpiCommunicator, CountsAboveAnMpiIntAreRefusedOnEveryRank) {
+  MpiCommunicator comm;
+  float f = 1.0f;
+  double d = 1.0;
+  const size_t too_many = size_t{1} << 31;
+  for (auto call : {+[](MpiCommunicator& c, float* x, double*, size_t n) { c.allreduce_sum(x, n); },
+                    +[](MpiCommunicator& c, float*, double* y, size_t n) { c.allreduce_sum(y, n); },
+                    +[](MpiCommunicator& c, float*, double* y, size_t n) { c.allreduce_max(y, n); }}) {
+    try {
+      call(comm, &f, &d, too_many);
+      ADD_FAILURE() << "no error for 2^31 elements";
+    } catch (const Error& e) {
+      EXPECT_TRUE(e.on_every_rank());
+      EXPECT_NE(std::string(e.what()).find("2147483648 elements, more than an MPI count holds"),
+                std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(f, 1.0f);
+  comm.allreduce_sum(&d, 1);  // the communicator still works, in step on every rank
+  EXPECT_EQ(d, comm.size());
 }
 
 TEST(MpiCommunicator, AllgatherStringKeepsEachRanksBytesInRankOrder) {

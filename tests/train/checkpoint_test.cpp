@@ -87,6 +87,20 @@ TEST(Checkpoint, LatestSkipsTemporaryAndForeignFilesAndKeepPrunes) {
   EXPECT_EQ(resumed.steps, 20);
 }
 
+TEST(Checkpoint, StaleTemporariesAreRemovedAndNamedOthersKept) {
+  const std::string dir = test::scratch_dir("ckpt_stale");
+  const std::string ours = io::temporary_name(checkpoint_path(dir, 7));  // ".step-…7.safetensors.tmp"
+  for (const std::string& name : {ours, dir + "/.notes.tmp", dir + "/.step-12x.safetensors.tmp",
+                                  checkpoint_path(dir, 5)})
+    std::ofstream(name) << "x";
+  EXPECT_EQ(remove_stale_temporaries(dir), std::vector<std::string>{".step-000000000007.safetensors.tmp"});
+  EXPECT_FALSE(fs::exists(ours));
+  EXPECT_TRUE(fs::exists(dir + "/.notes.tmp"));                  // not a checkpoint's
+  EXPECT_TRUE(fs::exists(dir + "/.step-12x.safetensors.tmp"));   // nor this
+  EXPECT_TRUE(fs::exists(checkpoint_path(dir, 5)));
+  EXPECT_TRUE(remove_stale_temporaries(dir + "/absent").empty());
+}
+
 std::string refusal(const Json& user, const std::string& path, int expected_code = kExitCheckpoint) {
   try {
     train(user, path);

@@ -53,6 +53,14 @@ TEST(FaultConfig, KeysAsDocumented) {
   EXPECT_FALSE(f.fires(1, 5, "throw"));
 }
 
+TEST(FaultConfig, MismatchAndTheFlightDirectory) {
+  const Config c = with({"debug.fail_rank=1", "debug.fail_kind=mismatch", "debug.flight_dir=/tmp/f"});
+  EXPECT_TRUE(c.faults.inject.fires(1, 1, "mismatch"));
+  EXPECT_EQ(c.faults.flight_dir, "/tmp/f");
+  EXPECT_EQ(with({}).faults.flight_dir, "");
+  EXPECT_EQ(with({}).resolved["debug"]["flight_dir"], "");
+}
+
 TEST(FaultConfig, BadValuesNameTheKey) {
   EXPECT_EQ(error_key("on_nonfinite=ignore"), "on_nonfinite");
   EXPECT_EQ(error_key("max_skipped=-1"), "max_skipped");

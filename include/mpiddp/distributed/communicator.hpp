@@ -81,6 +81,10 @@ class Communicator {
   virtual void start_watchdog(double timeout_s, bool abort_job) = 0;
   // Makes this rank's current step known to the watchdog's reports. Cheap: call every step.
   virtual void publish_step(int64_t step) = 0;
+  // Where this rank's flight recorder file goes (Note [the flight recorder] in
+  // src/distributed/flight_recorder.cpp): written on a watchdog report, an abort or a
+  // terminating signal. "" writes none. Local.
+  virtual void set_flight_file(const std::string& path) = 0;
 
   // The MPI library's version line ("Open MPI v4.1.4, ..."), or "none" for one process.
   virtual std::string library_version() const = 0;

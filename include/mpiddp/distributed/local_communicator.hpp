@@ -25,6 +25,7 @@ class LocalCommunicator final : public Communicator {
   void wait_sum(int) override {}
   void start_watchdog(double, bool) override {}  // nobody to wait for
   void publish_step(int64_t) override {}
+  void set_flight_file(const std::string&) override {}  // no collective can hang
   [[noreturn]] void abort(int exit_code, const std::string& message) override;
   std::string library_version() const override { return "none"; }
   std::string host_name() const override;

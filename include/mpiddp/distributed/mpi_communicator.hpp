@@ -33,6 +33,7 @@ class MpiCommunicator final : public Communicator {
   void wait_sum(int handle) override;
   void start_watchdog(double timeout_s, bool abort_job) override;
   void publish_step(int64_t step) override;
+  void set_flight_file(const std::string& path) override;
   [[noreturn]] void abort(int exit_code, const std::string& message) override;
   std::string library_version() const override;
   std::string host_name() const override;

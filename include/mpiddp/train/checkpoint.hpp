@@ -48,6 +48,10 @@ std::string checkpoint_path(const std::string& dir, int64_t step);
 // The complete checkpoints in dir, oldest first; temporary files of an interrupted write
 // are not checkpoints and are skipped.
 std::vector<std::string> list_checkpoints(const std::string& dir);
+// Removes the temporary files of checkpoint writes that a killed run left in dir
+// (".step-*.safetensors.tmp", io::temporary_name) and returns their names. Rank 0, at start:
+// no other writer is running then.
+std::vector<std::string> remove_stale_temporaries(const std::string& dir);
 // --resume PATH|latest: "latest" is the newest checkpoint in checkpoint_dir, a directory
 // means its newest checkpoint, anything else is taken as a file.
 // Error(kExitCheckpoint) when there is none.

@@ -15,7 +15,7 @@ struct FaultInjection {
   int64_t rank = -1;          // debug.fail_rank: -1 = no injection
   int64_t step = 1;           // debug.fail_step: 1-based optimizer step; 0 = during setup
   int64_t count = 1;          // debug.fail_count: consecutive steps that fail (nan, huge, perturb)
-  std::string kind = "throw"; // debug.fail_kind: throw | nan | huge | stall | exit | kill | perturb
+  std::string kind = "throw"; // debug.fail_kind: throw | nan | huge | stall | exit | kill | perturb | mismatch
   double stall_s = 0.0;       // debug.stall_s: how long "stall" sleeps; 0 = forever
 
   bool enabled() const { return rank >= 0; }
@@ -36,6 +36,7 @@ struct FaultConfig {
   double watchdog_timeout_s = 300.0;   // watchdog.timeout_s: 0 = off
   std::string watchdog_action = "abort";    // watchdog.action: abort | warn
   FaultInjection inject;
+  std::string flight_dir;  // debug.flight_dir: where the flight recorder files go; "": next to the log
 };
 
 // Reads on_nonfinite, max_skipped and the divergence, watchdog and debug sections of the

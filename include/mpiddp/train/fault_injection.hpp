@@ -5,6 +5,7 @@
 // simulates and the test that uses it.
 #include <cstdint>
 
+#include "mpiddp/distributed/communicator.hpp"
 #include "mpiddp/train/fault_config.hpp"
 
 namespace mpiddp::train {
@@ -16,6 +17,11 @@ void inject_setup_fault(const FaultInjection& f, int rank);
 // grads: (P) this rank's gradients; nan poisons the first one.
 template <typename T>
 void inject_step_fault(const FaultInjection& f, int rank, int64_t step, T* grads);
+
+// Right before the gradients are reduced: mismatch makes this rank enter a barrier where
+// every other rank enters the gradient sum (a code path that diverged between ranks), so the
+// job hangs in mismatched collectives of the same number until the watchdog ends it.
+void inject_collective_fault(const FaultInjection& f, distributed::Communicator& comm, int64_t step);
 
 // After the optimizer step: perturb moves this rank's first parameter by one ulp, the
 // smallest possible replica divergence.
