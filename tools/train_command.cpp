@@ -1,5 +1,6 @@
 // mpiddp train: parse the command line and config on every rank, then train.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -8,6 +9,7 @@
 #include "commands.hpp"
 #include "config_args.hpp"
 #include "mpiddp/core/error.hpp"
+#include "mpiddp/core/interrupt.hpp"
 #include "mpiddp/distributed/launcher.hpp"
 #include "mpiddp/distributed/mpi_communicator.hpp"
 #include "mpiddp/train/config.hpp"
@@ -36,6 +38,8 @@ TrainArgs parse_train_args(int argc, char** argv) {
       args.config.overrides.push_back("sync=false");
     } else if (arg == "--resume") {
       args.options.resume = option_value(argc, argv, i, "--resume");
+    } else if (arg == "--restart") {
+      args.options.restart = train::parse_restart_info(option_value(argc, argv, i, "--restart"));
     } else if (arg == "--save-weights") {
       args.config.overrides.push_back(
           "save_weights=" + as_json_string(option_value(argc, argv, i, "--save-weights")));
@@ -54,6 +58,9 @@ int train_command(int argc, char** argv) {
   const std::string launcher = distributed::detect_launcher();  // before MPI_Init: see launcher.hpp
   const int launched = distributed::launched_processes();
   distributed::MpiRuntime runtime(&argc, &argv);
+  // After MPI_Init, so that ours are the handlers: SIGTERM, SIGINT and SIGUSR1 stop every
+  // rank together at a step boundary with a checkpoint (Note [stopping on a signal]).
+  install_interrupt_handlers();
   distributed::MpiCommunicator comm;
   train::Config config;
   std::unique_ptr<train::TrainingRun> run;
@@ -70,6 +77,9 @@ int train_command(int argc, char** argv) {
     args.options.launcher = launcher;
     config = load_config(args.config, train::default_experiment());
     run = train::prepare_training(config, comm, args.options);
+    if (comm.rank() == 0 && config.checkpoint.dir.empty() && std::getenv("SLURM_JOB_ID"))
+      std::fprintf(stderr, "mpiddp: warning: no checkpoint.dir: if Slurm ends this job (time "
+                           "limit, preemption), the run stops cleanly but cannot continue\n");
   } catch (const Error& e) {
     code = e.code();
     failure = e.what();

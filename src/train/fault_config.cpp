@@ -30,7 +30,7 @@ FaultConfig parse_fault_config(io::JsonSection& root) {
     inject.step = debug.integer("fail_step", 1, 0, kMaxCount);
     inject.count = debug.integer("fail_count", 1, 1, kMaxCount);
     inject.kind = debug.choice("fail_kind", "throw",
-                               {"throw", "nan", "huge", "stall", "exit", "kill", "perturb"});
+                               {"throw", "nan", "huge", "stall", "exit", "kill", "signal", "perturb"});
     inject.stall_s = debug.number("stall_s", 0.0, 0.0, 7 * 24 * 3600.0);
     debug.finish();
     if (inject.enabled() && inject.step == 0 && inject.kind != "throw" && inject.kind != "exit" &&

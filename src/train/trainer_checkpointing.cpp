@@ -32,6 +32,8 @@ TrainingPosition Trainer<T>::initial_state() {
       return std::vector<char>(path.begin(), path.end());
     });
     resumed_from_.assign(path_bytes.begin(), path_bytes.end());
+  }
+  if (!resumed_from_.empty()) {  // empty for --resume auto without a checkpoint yet
     std::vector<char> bytes = bytes_from_rank0(
         comm_, [&] { return io::read_whole_file(resumed_from_, kExitCheckpoint, "--resume"); });
     const TrainingPosition position = collectively([&] {
@@ -54,6 +56,7 @@ TrainingPosition Trainer<T>::initial_state() {
 
 template <typename T>
 void Trainer<T>::save_checkpoint(const TrainingPosition& position) {
+  last_checkpoint_step_ = position.step;  // on every rank: stop_for_interrupt reads it
   if (comm_.rank() != 0) return;  // rank 0 owns checkpoints; the replicas are identical
   const std::string path =
       write_checkpoint(config_.checkpoint, position, identity(), *model_, *optimizer_);
