@@ -8,7 +8,6 @@
 # checkpoint valid.
 source "$(dirname "$0")/lib.sh"
 
-checksum_of() { grep '"kind":"end"' "$1" | sed -E 's/.*"param_checksum":"([0-9a-f]+)".*/\1/'; }
 ADAM=(--set 'optimizer={"type":"adam","lr":0.01}')
 # Rank 1 (rank 0 at np=1) gets SIGTERM after backward of step 6 (debug.fail_kind=signal).
 signal_at_6() { echo --set debug.fail_rank="$1" --set debug.fail_step=6 --set debug.fail_kind=signal; }

@@ -9,13 +9,22 @@ source "$(dirname "$0")/lib.sh"
 
 export MPIRUN="$MPIEXEC"
 launch="$SOURCE_DIR/launch/mpirun.sh"
-checksum_of() { grep '"kind":"end"' "$1" | sed -E 's/.*"param_checksum":"([0-9a-f]+)".*/\1/'; }
 # newest_checkpoint_step LOG: the step of the newest checkpoint record, 0 when none.
 newest_checkpoint_step() {
   { grep -o '"kind":"checkpoint","path":"[^"]*","epoch":[0-9]*,"batch":[0-9]*,"step":[0-9]*' "$1" 2> /dev/null || true; } |
     tail -n 1 | sed -nE 's/.*"step":([0-9]+)$/\1/p' | grep . || echo 0
 }
 
+# MPICH's Hydra reports a rank killed by SIGKILL with exit code 9, an interrupted run's, so
+# launch/mpirun.sh does not restart it there (docs/launching.md): only part 3 applies.
+if [[ "$("$MPIEXEC" --version 2>&1)" == *HYDRA* ]]; then
+  echo "parts 1 and 2 SKIPPED under MPICH: Hydra's exit code for a rank killed by SIGKILL is 9"
+  kills=0
+else
+  kills=1
+fi
+
+if [ "$kills" -eq 1 ]; then
 # 1. Two kills at the same world size. 400 epochs of 4 steps, a checkpoint every 20 steps.
 common=(--quiet --set 'optimizer={"type":"adam","lr":0.01}' --set epochs=400
         --set checkpoint.every_steps=20)
@@ -47,10 +56,7 @@ grep -qE '"kind":"restart","attempt":2,.*"step":'"$second"'\},"previous_world_si
   { grep restart "$log"; fail "the second restart record is not from step $second at 2 ranks"; }
 grep -q "restart 2 of 2 at 2 ranks" "$WORK/run.out" || fail "the script did not say it restarted"
 run_np 2 train "${common[@]}" --set checkpoint.dir="$WORK/ck_straight" --log "$WORK/straight.jsonl"
-"$MPIDDP" compare "$WORK/straight.jsonl" "$log" > "$WORK/compare.txt" ||
-  { cat "$WORK/compare.txt"; fail "the restarted run does not compare equal to the uninterrupted run"; }
-[ "$(checksum_of "$WORK/straight.jsonl")" = "$(checksum_of "$log")" ] ||
-  fail "the restarted run's final parameters differ from the uninterrupted run's"
+expect_same_run "$WORK/straight.jsonl" "$log" "the restarted run"
 echo "two kills (after the checkpoints of steps $first and $second), two restarts: parameters" \
      "$(checksum_of "$log") as uninterrupted; compare: $(tail -n 1 "$WORK/compare.txt")"
 
@@ -70,6 +76,7 @@ run_np 1 train "${kill7[@]}" --set checkpoint.dir="$WORK/ck_baseline" --log "$WO
 "$MPIDDP" compare "$WORK/min_baseline.jsonl" "$WORK/min.jsonl" > "$WORK/min_compare.txt" ||
   { cat "$WORK/min_compare.txt"; fail "--min-np: the run at fewer ranks is outside the tolerance"; }
 echo "--min-np 1: two failures at 2 ranks, finished at 1 rank; compare: $(tail -n 1 "$WORK/min_compare.txt")"
+fi
 
 # 3. Not restarted: a config error (2) and a non-finite step (5) end the run at once.
 for case in "2 --set optimizer.lr=-1" "5 --set debug.fail_rank=0 --set debug.fail_kind=nan"; do

@@ -9,7 +9,6 @@
 source "$(dirname "$0")/../cli/lib.sh"
 source "$(dirname "$0")/slurm_cluster.sh"
 
-checksum_of() { grep '"kind":"end"' "$1" | sed -E 's/.*"param_checksum":"([0-9a-f]+)".*/\1/'; }
 job_field() { scontrol show job "$1" | grep -oE "(^| )$2=[^ ]*" | cut -d= -f2; }
 
 # 300 epochs of 4 steps: long enough to be signalled mid-run on a loaded machine.
@@ -60,9 +59,6 @@ grep -qE "\"kind\":\"restart\",\"attempt\":1,\"exit_code\":9,.*\"from\":\{\"path
 
 # The uninterrupted run, by the tests' launcher: the same steps and parameters, bit for bit.
 run_np 2 train "${common[@]}" --set checkpoint.dir="$WORK/straight" --log "$WORK/straight.jsonl"
-"$MPIDDP" compare "$WORK/straight.jsonl" "$log" > "$WORK/compare.txt" ||
-  { cat "$WORK/compare.txt"; fail "mpiddp compare: the requeued run does not match the uninterrupted run"; }
-[ "$(checksum_of "$WORK/straight.jsonl")" = "$(checksum_of "$log")" ] ||
-  fail "the requeued run's final parameters differ from the uninterrupted run's"
+expect_same_run "$WORK/straight.jsonl" "$log" "the requeued run"
 echo "slurm requeue: job $job stopped by SIGUSR1 after step $step, requeued, finished with the" \
      "uninterrupted run's parameters ($(checksum_of "$log")); compare: $(tail -n 1 "$WORK/compare.txt")"
