@@ -42,7 +42,11 @@ TrainingPosition Trainer<T>::initial_state() {
       const io::SafetensorsFile file(std::move(bytes), resumed_from_, kExitCheckpoint);
       return restore_checkpoint(file, identity(), *model_, *optimizer_);
     });
-    if (position.epoch > config_.epochs)
+    // A launcher's restart (--resume auto) may find the checkpoint of a run that had already
+    // finished training when it died (say, while saving its weights): the run then only
+    // finishes (replica check, weights, end record). Asked for explicitly, it is a mistake.
+    const bool finished = options_.resume == "auto" && position.epoch == config_.epochs + 1;
+    if (position.epoch > config_.epochs && !finished)
       throw ConfigError("epochs", "the checkpoint '" + resumed_from_ + "' has completed " +
                                       std::to_string(position.epoch - 1) + " epochs; set epochs "
                                       "above that to train on (--set epochs=N)");

@@ -25,8 +25,8 @@ else
 fi
 
 if [ "$kills" -eq 1 ]; then
-# 1. Two kills at the same world size. 400 epochs of 4 steps, a checkpoint every 20 steps.
-common=(--quiet --set 'optimizer={"type":"adam","lr":0.01}' --set epochs=400
+# 1. Two kills at the same world size. 800 epochs of 4 steps, a checkpoint every 20 steps.
+common=(--quiet --set 'optimizer={"type":"adam","lr":0.01}' --set epochs=800
         --set checkpoint.every_steps=20)
 log="$WORK/run.jsonl"
 "$launch" --max-restarts 2 2 default "${common[@]}" --set checkpoint.dir="$WORK/ck" --log "$log" \
@@ -43,13 +43,20 @@ kill_rank_after() {  # kill_rank_after STEP: kill -9 one rank once a checkpoint 
   kill -9 "$(head -n 1 <<< "$ranks")"
   newest_checkpoint_step "$log"
 }
-first=$(kill_rank_after 40)
+# restart_from N: the step the N-th restart record resumed from (rank 0 may write one more
+# checkpoint between the kill of another rank and its own end).
+restart_from() { grep '"kind":"restart","attempt":'"$1"',' "$log" | sed -nE 's/.*"from":\{[^}]*"step":([0-9]+)\}.*/\1/p'; }
+kill_rank_after 40 > /dev/null
 for _ in $(seq 600); do grep -q '"kind":"restart"' "$log" 2> /dev/null && break; sleep 0.05; done
-second=$(kill_rank_after $((first + 40)))
+first=$(restart_from 1)
+[ -n "$first" ] || { cat "$WORK/run.out"; fail "no first restart record"; }
+kill_rank_after $((first + 40)) > /dev/null
 rc=0
 wait "$script" || rc=$?
 [ "$rc" -eq 0 ] || { cat "$WORK/run.out"; fail "two kills, --max-restarts 2: exit code $rc"; }
 [ "$(grep -c '"kind":"restart"' "$log")" -eq 2 ] || fail "not two restart records"
+second=$(restart_from 2)
+[ "$second" -ge $((first + 40)) ] || fail "the second restart resumed from step $second, before the second kill"
 grep -qE '"kind":"restart","attempt":1,"exit_code":137,"reason":"attempt 0 at 2 ranks ended with exit code 137 \(SIGKILL\)","from":\{"path":"[^"]*step-0*'"$first"'.safetensors"' "$log" ||
   { grep restart "$log"; fail "the first restart record is not from step $first after SIGKILL"; }
 grep -qE '"kind":"restart","attempt":2,.*"step":'"$second"'\},"previous_world_size":2,"world_size":2' "$log" ||

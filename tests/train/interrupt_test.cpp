@@ -89,6 +89,11 @@ TEST(Interrupt, ResumeAutoStartsAfreshWithoutACheckpoint) {
   const RunResult fresh = run_training(experiment(dir, 0), comm, {.quiet = true, .resume = "auto"});
   EXPECT_EQ(fresh.step_losses.size(), 16u);
   EXPECT_EQ(resolve_resume_path("auto", dir), checkpoint_path(dir, 16));
+  // A restart after the last checkpoint of a finished run only finishes it; "latest" refuses.
+  const RunResult again = run_training(experiment(dir, 0), comm, {.quiet = true, .resume = "auto"});
+  EXPECT_TRUE(again.step_losses.empty());
+  EXPECT_EQ(again.replicas.checksum, fresh.replicas.checksum);
+  EXPECT_THROW(run_training(experiment(dir, 0), comm, {.quiet = true, .resume = "latest"}), ConfigError);
 }
 
 TEST(Restart, ParsesTheLaunchersObject) {
