@@ -55,7 +55,7 @@ double time_reduce(const train::Config& config, distributed::Communicator& comm,
                    nn::Sequential<T>& model, int repeats) {
   distributed::GradientReducer<T> reducer(comm, config.reduce);
   train::plan_reduction(reducer, model);
-  const auto count = static_cast<size_t>(model.gradient_count());  // P + 1
+  const auto count = static_cast<size_t>(model.gradient_count());  // P + reserved slots
   T* grads = model.gradients();
   std::fill_n(grads, count, T(1));
   for (int i = 0; i < 3; ++i) reducer.reduce(grads, count);  // warm-up: first touch, windows

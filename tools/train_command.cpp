@@ -1,5 +1,6 @@
 // mpiddp train: parse the command line and config on every rank, then train.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -40,6 +41,8 @@ TrainArgs parse_train_args(int argc, char** argv) {
       args.config.overrides.push_back("sync=false");
     } else if (arg == "--resume") {
       args.options.resume = option_value(argc, argv, i, "--resume");
+    } else if (arg == "--restart") {
+      args.options.restart = train::parse_restart_info(option_value(argc, argv, i, "--restart"));
     } else if (arg == "--save-weights") {
       args.config.overrides.push_back(
           "save_weights=" + as_json_string(option_value(argc, argv, i, "--save-weights")));
@@ -58,8 +61,9 @@ int train_command(int argc, char** argv) {
   const std::string launcher = distributed::detect_launcher();  // before MPI_Init: see launcher.hpp
   const int launched = distributed::launched_processes();
   distributed::MpiRuntime runtime(&argc, &argv);
-  // SIGTERM, SIGINT and SIGUSR1 become a flag: the watchdog thread writes the flight
-  // recorder on it (Note [the flight recorder]).
+  // After MPI_Init, so that ours are the handlers: SIGTERM, SIGINT and SIGUSR1 stop every
+  // rank together at a step boundary with a checkpoint (Note [stopping on a signal]), and the
+  // watchdog thread writes the flight recorder on them (Note [the flight recorder]).
   install_interrupt_handlers();
   distributed::MpiCommunicator comm;
   train::Config config;
@@ -80,6 +84,9 @@ int train_command(int argc, char** argv) {
     comm.set_flight_file(distributed::flight_file_path(config.faults.flight_dir, config.log_path,
                                                        comm.rank()));
     run = train::prepare_training(config, comm, args.options);
+    if (comm.rank() == 0 && config.checkpoint.dir.empty() && std::getenv("SLURM_JOB_ID"))
+      std::fprintf(stderr, "mpiddp: warning: no checkpoint.dir: if Slurm ends this job (time "
+                           "limit, preemption), the run stops cleanly but cannot continue\n");
   } catch (const Error& e) {
     code = e.code();
     failure = e.what();

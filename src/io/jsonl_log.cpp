@@ -42,12 +42,16 @@ JsonlLog::~JsonlLog() {
 }
 
 void JsonlLog::write(const Json& record) {
+  if (file_) write_line(record.dump());
+}
+
+void JsonlLog::write_line(const std::string& record) {
   if (!file_) return;
   if (!published_) {
     if (std::rename(temporary_.c_str(), path_.c_str()) != 0) fail("create", path_);
     published_ = true;
   }
-  const std::string line = record.dump() + "\n";
+  const std::string line = record + "\n";
   if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0)
     fail("write", path_);
 }

@@ -131,6 +131,12 @@ std::vector<std::string> remove_stale_temporaries(const std::string& dir) {
 
 std::string resolve_resume_path(const std::string& spec, const std::string& checkpoint_dir) {
   std::string dir;
+  if (spec == "auto") {
+    // What a launcher's restart passes: the attempt before may have died before its first
+    // checkpoint, or the run may keep none; then the run starts from the beginning.
+    const auto all = checkpoint_dir.empty() ? std::vector<std::string>{} : list_checkpoints(checkpoint_dir);
+    return all.empty() ? std::string() : all.back();
+  }
   if (spec == "latest") {
     if (checkpoint_dir.empty())
       throw Error(kExitConfig, "--resume latest needs checkpoint.dir in the config (or give "

@@ -30,7 +30,7 @@ FaultConfig parse_fault_config(io::JsonSection& root) {
     inject.step = debug.integer("fail_step", 1, 0, kMaxCount);
     inject.count = debug.integer("fail_count", 1, 1, kMaxCount);
     inject.kind = debug.choice("fail_kind", "throw",
-                               {"throw", "nan", "huge", "stall", "exit", "kill", "perturb", "mismatch"});
+                               {"throw", "nan", "huge", "stall", "exit", "kill", "signal", "perturb", "mismatch"});
     inject.stall_s = debug.number("stall_s", 0.0, 0.0, 7 * 24 * 3600.0);
     f.flight_dir = debug.text("flight_dir", "");
     debug.finish();

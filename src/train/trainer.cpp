@@ -39,6 +39,10 @@ RunResult Trainer<T>::run() {
     const auto epoch_start = std::chrono::steady_clock::now();
     const Index first_batch = epoch == position_.epoch ? position_.batch : 0;
     for (Index k = first_batch; k < steps_per_epoch; ++k) {
+      // Note [stopping on a signal]: the previous step's reduction carried every rank's stop
+      // vote, so every rank stops here together, after the epoch's end when that step ended
+      // one. A signal in the run's last step changes nothing: the run is finishing anyway.
+      if (stop_requested_) stop_for_interrupt({epoch, k, step});
       ++step;
       // The one test that decides whether this step is traced (step_trace.hpp).
       traced_ = trace_.selects(step) ? &trace_ : nullptr;

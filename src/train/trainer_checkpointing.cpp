@@ -46,13 +46,19 @@ TrainingPosition Trainer<T>::initial_state() {
       return std::vector<char>(path.begin(), path.end());
     });
     resumed_from_.assign(path_bytes.begin(), path_bytes.end());
+  }
+  if (!resumed_from_.empty()) {  // empty for --resume auto without a checkpoint yet
     std::vector<char> bytes = bytes_from_rank0(
         comm_, [&] { return io::read_whole_file(resumed_from_, kExitCheckpoint, "--resume"); });
     const TrainingPosition position = collectively([&] {
       const io::SafetensorsFile file(std::move(bytes), resumed_from_, kExitCheckpoint);
       return restore_checkpoint(file, identity(), *model_, *optimizer_);
     });
-    if (position.epoch > config_.epochs)
+    // A launcher's restart (--resume auto) may find the checkpoint of a run that had already
+    // finished training when it died (say, while saving its weights): the run then only
+    // finishes (replica check, weights, end record). Asked for explicitly, it is a mistake.
+    const bool finished = options_.resume == "auto" && position.epoch == config_.epochs + 1;
+    if (position.epoch > config_.epochs && !finished)
       throw ConfigError("epochs", "the checkpoint '" + resumed_from_ + "' has completed " +
                                       std::to_string(position.epoch - 1) + " epochs; set epochs "
                                       "above that to train on (--set epochs=N)");
@@ -68,6 +74,7 @@ TrainingPosition Trainer<T>::initial_state() {
 
 template <typename T>
 void Trainer<T>::save_checkpoint(const TrainingPosition& position) {
+  last_checkpoint_step_ = position.step;  // on every rank: stop_for_interrupt reads it
   if (comm_.rank() != 0) return;  // rank 0 owns checkpoints; the replicas are identical
   const auto start = std::chrono::steady_clock::now();
   const std::string path =

@@ -74,10 +74,8 @@ void Trainer<T>::start() {
       std::fprintf(stderr, "note: reduce.compress \"%s\" changes nothing here: %s\n",
                    config_.reduce.compress.c_str(), reducer_.compression_note().c_str());
     }
-    if (!resumed_from_.empty())
-      run_record["resumed_from"] = {{"path", resumed_from_}, {"epoch", position_.epoch},
-                                    {"batch", position_.batch}, {"step", position_.step}};
-    log_->write(run_record);
+    if (!resumed_from_.empty()) run_record["resumed_from"] = resume_point();
+    open_log(run_record, hosts);
     if (!options_.quiet) {
       std::printf("mpiddp %s: %d rank%s, model %s (%lld parameters), global batch %lld, %s\n",
                   MPIDDP_VERSION, comm_.size(), comm_.size() == 1 ? "" : "s",
@@ -88,6 +86,12 @@ void Trainer<T>::start() {
       std::fflush(stdout);
     }
   }
+}
+
+template <typename T>
+Json Trainer<T>::resume_point() const {
+  return {{"path", resumed_from_}, {"epoch", position_.epoch}, {"batch", position_.batch},
+          {"step", position_.step}};
 }
 
 template <typename T>
@@ -148,6 +152,7 @@ EpochResult Trainer<T>::finish_epoch(int64_t epoch, double train_seconds, Index 
 
 #define MPIDDP_INSTANTIATE(T)                                           \
   template void Trainer<T>::start();                                    \
+  template Json Trainer<T>::resume_point() const;                       \
   template nn::EvalSums Trainer<T>::evaluate(const data::Dataset<T>&);  \
   template EpochResult Trainer<T>::finish_epoch(int64_t, double, Index);
 MPIDDP_INSTANTIATE(float)

@@ -73,8 +73,9 @@ Trainer<T>::Trainer(const Config& config, distributed::Communicator& comm, Train
   if (config.eval_data) eval_ = data::load_source<T>(*config.eval_data, config.seed, "eval");
   const nn::Shape input_shape = model_input_shape(config, train_.shape, train_.features, "data.train");
   const Index inputs = nn::shape_size(input_shape);
-  // One extra gradient slot carries the loss: Note [the loss rides with the gradients].
-  model_ = std::make_unique<nn::Sequential<T>>(input_shape, config.layers, batch_per_rank_, 1);
+  // Extra gradient slots carry the loss and the stop vote (kReservedSlots, trainer.hpp).
+  model_ = std::make_unique<nn::Sequential<T>>(input_shape, config.layers, batch_per_rank_,
+                                               kReservedSlots);
   plan_reduction(reducer_, *model_);
   // One step: forward plus backward, about 3 multiply-adds per weight per sample.
   const double step_work = 3.0 * model_->multiply_adds_per_sample() * static_cast<double>(batch_per_rank_);
@@ -136,7 +137,7 @@ template <typename T>
 void plan_reduction(distributed::GradientReducer<T>& reducer, const nn::Sequential<T>& model) {
   std::vector<size_t> tensor_begins;
   for (const auto& tensor : model.tensors()) tensor_begins.push_back(static_cast<size_t>(tensor.offset));
-  tensor_begins.push_back(static_cast<size_t>(model.parameter_count()));  // the loss slot
+  tensor_begins.push_back(static_cast<size_t>(model.parameter_count()));  // the reserved slots
   reducer.set_tensor_begins(std::move(tensor_begins));
   reducer.keep_exact_from(static_cast<size_t>(model.parameter_count()));
 }

@@ -64,9 +64,12 @@ double Trainer<T>::compute_gradients(const Index* samples, Index count, bool sta
     phases_.lap(&StepProfile::forward_s, SpanKind::kForward);
     const bool last = m + 1 == micro_batches;
     if (last && start_sync) {
-      // Note [the loss rides with the gradients]: the loss slot is final before backward.
-      model_->gradients()[model_->parameter_count()] = static_cast<T>(loss);
-      reducer_.begin(model_->gradients(), static_cast<size_t>(model_->parameter_count() + 1));
+      // Note [the loss rides with the gradients]: the loss slot is final before backward,
+      // and so is the stop vote (a signal during backward is seen by the next step).
+      T* tail = model_->gradients() + model_->parameter_count();
+      tail[kLossSlot] = static_cast<T>(loss);
+      tail[kStopSlot] = stop_vote();
+      reducer_.begin(model_->gradients(), static_cast<size_t>(model_->gradient_count()));
       sync_started_ = true;
       model_->backward(pass, x, &ready_forwarder_);
     } else {
@@ -96,13 +99,16 @@ double Trainer<T>::synchronize(double local_loss) {
     reducer_.finish();
     sync_started_ = false;
   } else {
-    grads[p] = static_cast<T>(local_loss);
+    grads[p + kLossSlot] = static_cast<T>(local_loss);
     locally_finite_ = all_finite(grads, p + 1);  // the reduction overwrites them: look first
     gradients_inspected_ = true;
-    reducer_.reduce(grads, static_cast<size_t>(p + 1));
+    grads[p + kStopSlot] = stop_vote();
+    reducer_.reduce(grads, static_cast<size_t>(model_->gradient_count()));
   }
   phases_.lap(&StepProfile::sync_exposed_s, SpanKind::kReductionWait);
-  return static_cast<double>(grads[p]);
+  // The mean of 0/1 votes is positive exactly when some rank voted (1/N never underflows).
+  stop_requested_ = grads[p + kStopSlot] > T(0);
+  return static_cast<double>(grads[p + kLossSlot]);
 }
 
 template <typename T>
@@ -111,10 +117,13 @@ double Trainer<T>::unsynchronized_loss(double local_loss) {
   // are not finite sends NaN, so the decision below is still the same on every rank.
   locally_finite_ = std::isfinite(local_loss) &&
                     all_finite(model_->gradients(), model_->parameter_count());
-  double loss = locally_finite_ ? local_loss : std::numeric_limits<double>::quiet_NaN();
-  comm_.allreduce_sum(&loss, 1);
+  // The stop vote rides with the loss (Note [stopping on a signal]).
+  double sums[2] = {locally_finite_ ? local_loss : std::numeric_limits<double>::quiet_NaN(),
+                    static_cast<double>(stop_vote())};
+  comm_.allreduce_sum(sums, 2);
   phases_.lap(SpanKind::kReductionWait);  // the trace's wait; the profile's sync stays 0
-  return loss / comm_.size();
+  stop_requested_ = sums[1] > 0.0;
+  return sums[0] / comm_.size();
 }
 
 template <typename T>
@@ -126,7 +135,7 @@ bool Trainer<T>::step_is_finite(double loss) const {
   // all is well. Only when a step is non-finite does handle_nonfinite_step spend one small
   // collective to learn which ranks saw it first.
   if (!config_.sync) return std::isfinite(loss);
-  return all_finite(model_->gradients(), model_->parameter_count() + 1);
+  return all_finite(model_->gradients(), model_->parameter_count() + 1);  // with the loss slot
 }
 
 #define MPIDDP_INSTANTIATE(T)                                                      \

@@ -17,7 +17,7 @@ void Trainer<T>::start_trace(int64_t total_steps) {
   // A step's spans: the step, zero_grad, data/forward/backward per micro-batch, the wait,
   // the optimizer, each bucket's reduction, and after it at most an evaluation and two
   // checkpoints (mid-epoch and end of epoch).
-  const size_t buckets = reducer_.bucket_count(static_cast<size_t>(model_->parameter_count() + 1));
+  const size_t buckets = reducer_.bucket_count(static_cast<size_t>(model_->gradient_count()));
   const size_t per_step = 2 + 3 * static_cast<size_t>(config_.accumulate_steps) + 2 + buckets + 3;
   trace_.reserve(last - first + 1, per_step);
   const bool shm = reducer_.algorithm() == distributed::ReduceAlgorithm::kShm;

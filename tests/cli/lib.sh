@@ -38,6 +38,18 @@ rank_pids() {
   done
 }
 
+# checksum_of LOG: the param_checksum of the log's end record.
+checksum_of() { grep '"kind":"end"' "$1" | sed -E 's/.*"param_checksum":"([0-9a-f]+)".*/\1/'; }
+
+# expect_same_run BASELINE RUN WHAT: `mpiddp compare` passes (its verdict in $WORK/compare.txt)
+# and the final parameters are equal bit for bit.
+expect_same_run() {
+  "$MPIDDP" compare "$1" "$2" > "$WORK/compare.txt" ||
+    { cat "$WORK/compare.txt"; fail "$3: mpiddp compare fails against the uninterrupted run"; }
+  [ "$(checksum_of "$1")" = "$(checksum_of "$2")" ] ||
+    fail "$3: the final parameters differ from the uninterrupted run's"
+}
+
 # browser_or_skip: $BROWSER, headless Chromium, or exit 77 (the render tests' skip) when it is
 # not installed (scripts/install-deps.sh --with-chromium installs it).
 browser_or_skip() {

@@ -31,6 +31,9 @@ class JsonlLog {
   bool enabled() const { return file_ != nullptr; }
   // The first write renames the temporary file to the final path.
   void write(const Json& record);
+  // The same for a record already written out as one line of JSON (without its newline),
+  // carried on verbatim from another log (train/restart.hpp).
+  void write_line(const std::string& line);
 
  private:
   std::string path_, temporary_;

@@ -52,9 +52,10 @@ std::vector<std::string> list_checkpoints(const std::string& dir);
 // (".step-*.safetensors.tmp", io::temporary_name) and returns their names. Rank 0, at start:
 // no other writer is running then.
 std::vector<std::string> remove_stale_temporaries(const std::string& dir);
-// --resume PATH|latest: "latest" is the newest checkpoint in checkpoint_dir, a directory
-// means its newest checkpoint, anything else is taken as a file.
-// Error(kExitCheckpoint) when there is none.
+// --resume PATH|latest|auto: "latest" is the newest checkpoint in checkpoint_dir, a
+// directory means its newest checkpoint, anything else is taken as a file.
+// Error(kExitCheckpoint) when there is none. "auto" is "latest" when checkpoint_dir holds a
+// checkpoint, and "" (start from the beginning) when it holds none or is "".
 std::string resolve_resume_path(const std::string& spec, const std::string& checkpoint_dir);
 
 // Rank 0: writes the checkpoint of `position`, then removes the oldest beyond keep.

@@ -15,7 +15,7 @@ struct FaultInjection {
   int64_t rank = -1;          // debug.fail_rank: -1 = no injection
   int64_t step = 1;           // debug.fail_step: 1-based optimizer step; 0 = during setup
   int64_t count = 1;          // debug.fail_count: consecutive steps that fail (nan, huge, perturb)
-  std::string kind = "throw"; // debug.fail_kind: throw | nan | huge | stall | exit | kill | perturb | mismatch
+  std::string kind = "throw"; // debug.fail_kind: throw | nan | huge | stall | exit | kill | signal | perturb | mismatch
   double stall_s = 0.0;       // debug.stall_s: how long "stall" sleeps; 0 = forever
 
   bool enabled() const { return rank >= 0; }

@@ -13,7 +13,8 @@ namespace mpiddp::train {
 // During setup (debug.fail_step = 0), before any collective: throw | exit | stall.
 void inject_setup_fault(const FaultInjection& f, int rank);
 
-// After backward, before the gradients are reduced: throw | nan | stall | exit | kill.
+// After backward, before the gradients are reduced: throw | nan | stall | exit | kill | signal
+// (SIGTERM to this process: the stop at the step boundary, Note [stopping on a signal]).
 // grads: (P) this rank's gradients; nan poisons the first one.
 template <typename T>
 void inject_step_fault(const FaultInjection& f, int rank, int64_t step, T* grads);

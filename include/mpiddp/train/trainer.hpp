@@ -14,6 +14,7 @@
 //   trainer_report.cpp        start() (handshake, run record), evaluate and finish_epoch
 //   trainer_setup.cpp         the constructor (local setup, config checks), plan_reduction
 //   trainer_checkpointing.cpp the initial state, checkpoints and final weights
+//   trainer_interrupt.cpp     the stop on SIGTERM/SIGINT/SIGUSR1 and a restarted attempt's log
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -33,16 +34,27 @@
 #include "mpiddp/train/config.hpp"
 #include "mpiddp/train/checkpoint.hpp"
 #include "mpiddp/train/replica_check.hpp"
+#include "mpiddp/train/restart.hpp"
 #include "mpiddp/train/sample_order.hpp"
 #include "mpiddp/train/step_profile.hpp"
 #include "mpiddp/train/step_trace.hpp"
 
 namespace mpiddp::train {
 
+// The slots after the P gradients of the gradient buffer, reduced with them in the same
+// allreduce: the step's loss (Note [the loss rides with the gradients] in trainer_step.cpp)
+// and each rank's stop vote (Note [stopping on a signal] in trainer_interrupt.cpp).
+inline constexpr Index kLossSlot = 0, kStopSlot = 1, kReservedSlots = 2;
+
 struct TrainOptions {
   bool quiet = false;            // no table on stdout, no progress line on stderr
   std::string launcher = "none";  // for the run record: distributed::detect_launcher()
-  std::string resume{};  // --resume: "" (start afresh), "latest", a checkpoint or a directory
+  // --resume: "" (start afresh), "latest", "auto" (latest if there is one, else afresh), a
+  // checkpoint or a directory
+  std::string resume{};
+  // --restart: this run is a launcher's restart of a failed or interrupted attempt; its log
+  // carries on the previous attempt's and says why (a `restart` record).
+  std::optional<RestartInfo> restart{};
   StepProfile* profile = nullptr;  // when set, filled with step timings of epochs 2..last
   // Keep every step's loss and every epoch's result in RunResult (for tests and library
   // callers). The command line turns it off so that memory stays flat however long the run.
@@ -118,6 +130,14 @@ class Trainer final : public TrainingRun {
   void start();
   // The library for the matrix products: rank 0 decides, every rank follows (a collective).
   void select_gemm();
+  // Defined in trainer_interrupt.cpp (Note [stopping on a signal]): 1 when this rank has
+  // received a terminating signal, else 0, for the step's reduction to carry; then the stop
+  // of every rank together, which never returns; and rank 0's first records of the log.
+  T stop_vote() const;
+  [[noreturn]] void stop_for_interrupt(const TrainingPosition& resume_at);
+  void open_log(const Json& run_record, const std::vector<std::string>& hosts);
+  // {"path", "epoch", "batch", "step"} of the checkpoint this run resumed from.
+  Json resume_point() const;
   // Rank 0's buffers (BatchNorm's running statistics) become every rank's.
   void broadcast_buffers();
   // Defined in trainer_checkpointing.cpp: where the parameters and optimizer state come
@@ -169,6 +189,8 @@ class Trainer final : public TrainingRun {
   std::string resumed_from_;          // the checkpoint's path, when resuming
   bool locally_finite_ = true;   // this rank's own loss and gradients, before the reduction
   bool gradients_inspected_ = true;  // false when an overlapped reduction hid them (see synchronize)
+  bool stop_requested_ = false;  // the last reduction carried some rank's stop vote
+  int64_t last_checkpoint_step_ = -1;  // the step of the last checkpoint written, -1: none
   int64_t skipped_in_a_row_ = 0, skipped_total_ = 0, resyncs_ = 0;
 
   // Step buffers, allocated once.
@@ -188,9 +210,9 @@ std::unique_ptr<TrainingRun> prepare_training(const Config& config, distributed:
 // prepare_training, then run.
 RunResult run_training(const Config& config, distributed::Communicator& comm, TrainOptions options = {});
 
-// The model's gradient buffer (P gradients and the loss slot) as the trainer reduces it, so
-// that `mpiddp bench --reduce-only` times exactly that. plan_reduction, local: the tensors
-// and the loss slot are the reducer's bucket boundaries. place_for_reduction, collective: on
+// The model's gradient buffer (P gradients and the reserved slots) as the trainer reduces it,
+// so that `mpiddp bench --reduce-only` times exactly that. plan_reduction, local: the tensors
+// and the reserved slots are the reducer's bucket boundaries. place_for_reduction, collective: on
 // the shared-memory path the buffer moves into the reducer's shared memory, where the ranks
 // sum it without copying it (Note [gradients in the shared window]).
 template <typename T>
