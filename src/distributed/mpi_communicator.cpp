@@ -113,7 +113,7 @@ int MpiCommunicator::start_sum(void* data, size_t count, ElementType type, doubl
     sum.shared = true;
   } else {
     check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count),
-                             type == ElementType::kFloat32 ? MPI_FLOAT : MPI_DOUBLE, MPI_SUM,
+                             mpi_type_of(type), MPI_SUM,
                              MPI_COMM_WORLD, &sum.request),
               "MPI_Iallreduce");
   }
@@ -139,7 +139,8 @@ void MpiCommunicator::progress() {
 void MpiCommunicator::wait_sum(int handle) {
   PendingSum& sum = pending_.at(static_cast<size_t>(handle));
   // The gradient sum is where a stalled peer is most often noticed: the watchdog watches it.
-  InCollective scope(*watchdog_, sum.type == ElementType::kFloat32 ? Collective::kAllreduceSumFloat
+  InCollective scope(*watchdog_, sum.type == ElementType::kFloat32  ? Collective::kAllreduceSumFloat
+                                 : sum.type == ElementType::kInt64 ? Collective::kAllreduceSumInt64
                                                                    : Collective::kAllreduceSumDouble);
   if (sum.shared) {
     shared_->sum(sum.data, sum.count, sum.type, sum.scale);

@@ -25,6 +25,9 @@
 
 namespace mpiddp::distributed {
 
+// The MPI datatype of an element type (used by the communicator and the shared-memory sum).
+MPI_Datatype mpi_type_of(ElementType type);
+
 class SharedMemorySum {
  public:
   // Splits world into nodes (MPI_Comm_split_type SHARED). For tests, the environment

@@ -68,6 +68,7 @@ const char* collective_name(Collective c) {
     case Collective::kAllreduceSumFloat: return "MPI_Allreduce(float, sum)";
     case Collective::kAllreduceSumDouble: return "MPI_Allreduce(double, sum)";
     case Collective::kAllreduceMaxDouble: return "MPI_Allreduce(double, max)";
+    case Collective::kAllreduceSumInt64: return "MPI_Allreduce(int64, sum)";
     case Collective::kBroadcast: return "MPI_Bcast";
     case Collective::kAllgather: return "MPI_Allgather";
     case Collective::kAllgatherStrings: return "MPI_Allgatherv(strings)";

@@ -215,6 +215,7 @@ Config parse_config(const Json& user) {
   }
   parse_interchange_keys(root, c);
   parse_performance(root, c);
+  parse_deterministic(root, c);
   root.finish();
   c.resolved = root.resolved();
   return c;

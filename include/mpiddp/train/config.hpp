@@ -12,6 +12,7 @@
 #include "mpiddp/nn/sequential.hpp"
 #include "mpiddp/optim/optimizer.hpp"
 #include "mpiddp/optim/schedule.hpp"
+#include "mpiddp/train/deterministic_config.hpp"
 #include "mpiddp/train/fault_config.hpp"
 
 namespace mpiddp::train {
@@ -58,6 +59,7 @@ struct Config {
   int64_t threads = 0;           // compute threads per rank; 0: from cores and ranks per node
   int64_t accumulate_steps = 1;  // micro-batches per optimizer step (gradient accumulation)
   distributed::ReduceConfig reduce;
+  DeterministicConfig deterministic;  // "deterministic": the same bits at every world size
 
   Json resolved;  // the full resolved config, defaults filled in, as logged in the run record
 
