@@ -12,10 +12,12 @@ int fixed_point_shift(double max_abs, int64_t terms) {
   std::frexp(max_abs, &e);  // max_abs = f 2^e, 0.5 <= f < 1: max_abs < 2^e
   int h = 0;
   while ((int64_t{1} << h) < terms) ++h;
-  return 62 - h - e;
+  // At most 1000, so that 2^shift is a finite double: a group whose largest value is below
+  // 2^-938 (gradients that small are zeros in effect) keeps only what lies above 2^-1000.
+  return std::min(62 - h - e, 1000);
 }
 
-double from_fixed(int64_t value, int shift) { return std::ldexp(static_cast<double>(value), -shift); }
+double from_fixed(int64_t value, int shift) { return static_cast<double>(value) * power_of_two(-shift); }
 
 ExactSum::ExactSum(Communicator& comm, std::vector<size_t> group_begins, size_t width,
                    ReduceAlgorithm algorithm)
@@ -54,16 +56,17 @@ void ExactSum::sum(const double* terms, Index local_terms, int64_t max_terms, do
     const double* v = terms + static_cast<size_t>(t) * width_;
     for (size_t g = 0; g < groups; ++g) {
       if (!std::isfinite(max_[g])) continue;  // comes out as NaN below
-      const int shift = shift_[g];
-      for (size_t i = groups_[g]; i < groups_[g + 1]; ++i) fixed_[i] += to_fixed(v[i], shift);
+      const double scale = power_of_two(shift_[g]);
+      for (size_t i = groups_[g]; i < groups_[g + 1]; ++i) fixed_[i] += to_fixed_scaled(v[i], scale);
     }
   }
   comm_.wait_sum(comm_.start_sum(fixed_.data(), width_, ElementType::kInt64, 1.0, algorithm_));
   // 3. Back to double, once per value: the same integers give the same bits everywhere.
   for (size_t g = 0; g < groups; ++g) {
     const bool finite = std::isfinite(max_[g]);
+    const double unscale = power_of_two(-shift_[g]);
     for (size_t i = groups_[g]; i < groups_[g + 1]; ++i)
-      out[i] = finite ? from_fixed(fixed_[i], shift_[g]) / divisor
+      out[i] = finite ? static_cast<double>(fixed_[i]) * unscale / divisor  // from_fixed
                       : std::numeric_limits<double>::quiet_NaN();
   }
 }

@@ -32,6 +32,10 @@ TEST(FixedPoint, ShiftLeavesHeadroomForTheTerms) {
   const int s = fixed_point_shift(0.999999, 4096);
   EXPECT_LE(std::fabs(static_cast<double>(to_fixed(0.999999, s))), std::ldexp(1.0, 62 - 12));
   EXPECT_EQ(from_fixed(to_fixed(0.375, 10), 10), 0.375);
+  EXPECT_EQ(to_fixed(2.5, 0), 2);   // ties to even
+  EXPECT_EQ(to_fixed(-3.5, 0), -4);
+  // A denormal-sized group: the shift stops at 1000, where 2^shift is still finite.
+  EXPECT_EQ(fixed_point_shift(1e-300, 24), 1000);
 }
 
 TEST(ExactSum, AddsWhatAFloatSumLoses) {

@@ -18,6 +18,9 @@
 // of the group's largest. That rounding happens per value, before any addition, so it is
 // the same at every world size.
 #include <cmath>
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -60,10 +63,21 @@ class ExactSum {
   std::vector<int64_t> fixed_;   // (width)
 };
 
-// value * 2^shift rounded to an integer: |value| must be below 2^(63 - shift).
-inline int64_t to_fixed(double value, int shift) {
-  // ldexp scales by a power of two: exact. llrint rounds to the nearest integer, ties to even.
-  return static_cast<int64_t>(std::llrint(std::ldexp(value, shift)));
+// 2^shift as a double, for shift in the range fixed_point_shift gives.
+inline double power_of_two(int shift) { return std::ldexp(1.0, shift); }
+
+// value * scale (scale = power_of_two(shift)) rounded to an integer: |value * scale| must be
+// below 2^63. Multiplying by a power of two is exact (as ldexp, which libm does not inline).
+inline int64_t to_fixed_scaled(double value, double scale) {
+#if defined(__x86_64__)
+  // cvtsd2si: round to nearest, ties to even (the default MXCSR mode), as llrint, in one
+  // instruction of baseline x86-64; llrint is a libm call.
+  return _mm_cvtsd_si64(_mm_set_sd(value * scale));
+#else
+  return static_cast<int64_t>(std::llrint(value * scale));
+#endif
 }
+
+inline int64_t to_fixed(double value, int shift) { return to_fixed_scaled(value, power_of_two(shift)); }
 
 }  // namespace mpiddp::distributed
