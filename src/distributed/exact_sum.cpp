@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cstddef>
 #include <cmath>
 #include <limits>
 
@@ -29,7 +30,8 @@ ExactSum::ExactSum(Communicator& comm, std::vector<size_t> group_begins, size_t 
   fixed_.assign(width, 0);
 }
 
-void ExactSum::sum(const double* terms, Index local_terms, int64_t max_terms, double divisor,
+template <typename V>
+void ExactSum::sum(const V* terms, Index local_terms, int64_t max_terms, double divisor,
                    double* out) {
   const size_t groups = groups_.size() - 1;
   constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -38,9 +40,9 @@ void ExactSum::sum(const double* terms, Index local_terms, int64_t max_terms, do
   for (size_t g = 0; g < groups; ++g) {
     double m = 0.0;
     for (Index t = 0; t < local_terms; ++t) {
-      const double* v = terms + static_cast<size_t>(t) * width_;
+      const V* v = terms + static_cast<size_t>(t) * width_;
       for (size_t i = groups_[g]; i < groups_[g + 1]; ++i) {
-        const double a = std::fabs(v[i]);
+        const double a = std::fabs(static_cast<double>(v[i]));
         m = std::isfinite(a) ? (a > m ? a : m) : kInf;
       }
     }
@@ -48,16 +50,22 @@ void ExactSum::sum(const double* terms, Index local_terms, int64_t max_terms, do
   }
   comm_.allreduce_max(max_.data(), groups);
   // 2. Every value onto its group's grid, this rank's terms added in int64 (exact), then
-  //    the int64 sum over the ranks (exact, on the configured path).
-  for (size_t g = 0; g < groups; ++g)
+  //    the int64 sum over the ranks (exact, on the configured path). In blocks of values,
+  //    so that a block's int64 sums stay in cache while every term is added to them.
+  constexpr size_t kBlock = 512;
+  for (size_t g = 0; g < groups; ++g) {
     shift_[g] = std::isfinite(max_[g]) && max_[g] > 0.0 ? fixed_point_shift(max_[g], max_terms) : 0;
-  std::fill(fixed_.begin(), fixed_.end(), int64_t{0});
-  for (Index t = 0; t < local_terms; ++t) {
-    const double* v = terms + static_cast<size_t>(t) * width_;
-    for (size_t g = 0; g < groups; ++g) {
-      if (!std::isfinite(max_[g])) continue;  // comes out as NaN below
-      const double scale = power_of_two(shift_[g]);
-      for (size_t i = groups_[g]; i < groups_[g + 1]; ++i) fixed_[i] += to_fixed_scaled(v[i], scale);
+    const bool finite = std::isfinite(max_[g]);  // a non-finite group comes out as NaN below
+    const double scale = power_of_two(shift_[g]);
+    for (size_t begin = groups_[g]; begin < groups_[g + 1]; begin += kBlock) {
+      const size_t end = std::min(begin + kBlock, groups_[g + 1]);
+      std::fill(fixed_.begin() + static_cast<std::ptrdiff_t>(begin),
+                fixed_.begin() + static_cast<std::ptrdiff_t>(end), int64_t{0});
+      if (!finite) continue;
+      for (Index t = 0; t < local_terms; ++t) {
+        const V* v = terms + static_cast<size_t>(t) * width_;
+        for (size_t i = begin; i < end; ++i) fixed_[i] += to_fixed_scaled(static_cast<double>(v[i]), scale);
+      }
     }
   }
   comm_.wait_sum(comm_.start_sum(fixed_.data(), width_, ElementType::kInt64, 1.0, algorithm_));
@@ -70,5 +78,8 @@ void ExactSum::sum(const double* terms, Index local_terms, int64_t max_terms, do
                       : std::numeric_limits<double>::quiet_NaN();
   }
 }
+
+template void ExactSum::sum(const float*, Index, int64_t, double, double*);
+template void ExactSum::sum(const double*, Index, int64_t, double, double*);
 
 }  // namespace mpiddp::distributed

@@ -23,6 +23,8 @@
 // Evaluation goes the same way: fixed blocks of B/C samples, the per-block sums added exactly.
 #include <Eigen/Core>
 
+#include <algorithm>
+
 #include "mpiddp/core/finite.hpp"
 #include "mpiddp/core/threads.hpp"
 #include "mpiddp/train/deterministic_config.hpp"
@@ -33,13 +35,13 @@ namespace mpiddp::train {
 
 template <typename T>
 void Trainer<T>::setup_deterministic() {
-  auto d = std::make_unique<DeterministicStep>();
+  auto d = std::make_unique<DeterministicStep<T>>();
   d->chunks = config_.deterministic.chunks;
   d->local_chunks = d->chunks / comm_.size();
   d->parameters = model_->parameter_count();
   d->buffer_values = model_->buffer_value_count();
   d->width = static_cast<size_t>(d->parameters + 1 + d->buffer_values);
-  d->terms.assign(static_cast<size_t>(d->local_chunks) * d->width, 0.0);
+  d->terms.assign(static_cast<size_t>(d->local_chunks) * d->width, T(0));
   d->mean.assign(d->width, 0.0);
   d->saved_buffers.assign(static_cast<size_t>(d->buffer_values), 0.0);
   d->saved_counters.assign(static_cast<size_t>(model_->buffer_counter_count()), 0);
@@ -74,7 +76,7 @@ void Trainer<T>::setup_deterministic() {
 template <typename T>
 double Trainer<T>::compute_chunk_gradients(const Index* samples, Index count) {
   PhaseClock clock(options_.profile);
-  DeterministicStep& d = *deterministic_;
+  DeterministicStep<T>& d = *deterministic_;
   const Index chunks = d.chunks, local = d.local_chunks, p = d.parameters;
   const Index world = comm_.size(), rank = comm_.rank();
   const Index size = count / local;  // B/C, or fewer in the epoch's last step
@@ -103,11 +105,10 @@ double Trainer<T>::compute_chunk_gradients(const Index* samples, Index count) {
     clock.lap(&StepProfile::forward_s);
     model_->backward(pass, x);
     clock.lap(&StepProfile::backward_s);
-    double* term = d.terms.data() + static_cast<size_t>(t) * d.width;  // (width)
-    const T* grads = model_->gradients();
-    for (Index i = 0; i < p; ++i) term[i] = static_cast<double>(grads[i]);
-    term[p] = loss;
-    for (Index i = 0; i < d.buffer_values; ++i) term[p + 1 + i] = static_cast<double>(buffers[i]);
+    T* term = d.terms.data() + static_cast<size_t>(t) * d.width;  // (width)
+    std::copy(model_->gradients(), model_->gradients() + p, term);
+    term[p] = static_cast<T>(loss);  // rounded to T as the default mode's loss slot is
+    std::copy(buffers, buffers + d.buffer_values, term + p + 1);
   }
   return 0.0;  // the step's loss comes out of synchronize_chunks
 }
@@ -115,7 +116,7 @@ double Trainer<T>::compute_chunk_gradients(const Index* samples, Index count) {
 template <typename T>
 double Trainer<T>::synchronize_chunks() {
   PhaseClock clock(options_.profile);
-  DeterministicStep& d = *deterministic_;
+  DeterministicStep<T>& d = *deterministic_;
   const Index p = d.parameters;
   locally_finite_ = all_finite(d.terms.data(), static_cast<Index>(d.terms.size()));
   gradients_inspected_ = true;
@@ -134,7 +135,7 @@ template <typename T>
 nn::EvalSums Trainer<T>::evaluate_in_blocks(const data::Dataset<T>& set) {
   // Block g is samples [g E, (g + 1) E), E = B/C, on rank g mod N: fixed blocks, so each
   // block's forward pass and sums are the same at every N; the blocks' sums add exactly.
-  DeterministicStep& d = *deterministic_;
+  DeterministicStep<T>& d = *deterministic_;
   const Index n = set.samples, world = comm_.size();
   const Index block = static_cast<Index>(d.samples.size());
   const Index blocks = (n + block - 1) / block;

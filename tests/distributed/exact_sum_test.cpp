@@ -82,7 +82,7 @@ TEST(ExactSum, NonFiniteGroupIsNanAndTheOthersStayExact) {
   const double zeros[2] = {0.0, 0.0};
   sum.sum(zeros, 1, 1, 1.0, out);
   EXPECT_EQ(out[0], 0.0);
-  sum.sum(nullptr, 0, 1, 1.0, out);
+  sum.sum(static_cast<const double*>(nullptr), 0, 1, 1.0, out);
   EXPECT_EQ(out[1], 0.0);
 }
 

@@ -10,6 +10,7 @@
 
 namespace mpiddp::train {
 
+template <typename T>
 struct DeterministicStep {
   Index chunks = 0;        // C, over the whole global batch
   Index local_chunks = 0;  // L = C / N, this rank's
@@ -17,7 +18,7 @@ struct DeterministicStep {
   Index buffer_values = 0; // the model's real buffers (BatchNorm's running statistics)
   // One chunk's results: [P gradients | the loss | the buffers after its pass] = width.
   size_t width = 0;
-  std::vector<double> terms;          // (L, width) this rank's chunks, in chunk order
+  std::vector<T> terms;               // (L, width) this rank's chunks, in chunk order
   std::vector<double> mean;           // (width) the mean over all C chunks, every rank alike
   std::vector<double> saved_buffers;  // (buffer_values) the buffers before the step
   std::vector<int64_t> saved_counters;

@@ -175,7 +175,7 @@ class Trainer final : public TrainingRun {
   // (b) the position of this rank's j-th sample inside the step's global batch: N j + r
   // (data/sampler.hpp), the same sample at every world size.
   std::vector<Index> positions_;
-  std::unique_ptr<DeterministicStep> deterministic_;  // null unless config.deterministic
+  std::unique_ptr<DeterministicStep<T>> deterministic_;  // null unless config.deterministic
 };
 
 // Builds the trainer for config.dtype (local setup only, see TrainingRun).
