@@ -15,8 +15,8 @@ config=$1
 n=$2
 [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "launch/compare_baseline.sh: N must be a positive integer, got '$n'" >&2; exit 2; }
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-root=$(cd "$here/.." && pwd)
-mpiddp=${MPIDDP:-$root/build/mpiddp}
+source "$here/find_mpiddp.sh"
+mpiddp=${MPIDDP:-$(default_mpiddp "$here")}
 export MPIDDP=$mpiddp
 
 name=$(basename "$config" .json)

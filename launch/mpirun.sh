@@ -15,7 +15,8 @@
 #   - --allow-run-as-root only when running as root (Open MPI refuses root otherwise);
 #   - MPIDDP_PROGRESS=terminal when this script's stderr is a terminal: Open MPI hands its
 #     ranks a pipe for stderr, so they cannot see the terminal themselves.
-# Environment: MPIRUN (default mpirun), MPIDDP (default build/mpiddp), MPIRUN_ARGS (extra
+# Environment: MPIRUN (default mpirun), MPIDDP (default build/mpiddp, or bin/mpiddp of the
+# prefix when installed, or mpiddp on PATH: launch/find_mpiddp.sh), MPIRUN_ARGS (extra
 # launcher flags, split on spaces, e.g. "--hostfile hosts"; the core count compared with N
 # is this machine's).
 set -euo pipefail
@@ -31,9 +32,10 @@ if [ "$config" != "default" ] && [ ! -r "$config" ]; then
   exit 2
 fi
 
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$here/find_mpiddp.sh"
 mpirun=${MPIRUN:-mpirun}
-mpiddp=${MPIDDP:-$root/build/mpiddp}
+mpiddp=${MPIDDP:-$(default_mpiddp "$here")}
 [ -x "$mpiddp" ] || { echo "launch/mpirun.sh: no mpiddp binary at '$mpiddp'; build with scripts/build.sh or set MPIDDP" >&2; exit 2; }
 command -v "$mpirun" > /dev/null || { echo "launch/mpirun.sh: '$mpirun' not found; install openmpi-bin (scripts/install-deps.sh)" >&2; exit 2; }
 

@@ -29,6 +29,8 @@ stage deps "$root/scripts/install-deps.sh" "${deps[@]}"
 stage build "$root/scripts/build.sh"
 run_ctest() { (cd "${MPIDDP_BUILD_DIR:-$root/build}" && ctest --output-on-failure -j "$(nproc)" --timeout 900); }
 stage ctest run_ctest
+# cmake --install, examples/custom_layer against it, the .deb through apt-get and purged again.
+stage package "$root/scripts/test-package.sh"
 # The tests that launch ranks again, built against MPICH in build-mpich/.
 stage mpich "$root/scripts/test-mpich.sh"
 if [ "$quick" != 1 ]; then

@@ -1,10 +1,9 @@
 #pragma once
 // The subcommands of the mpiddp program. Each returns the process exit code.
-namespace mpiddp::tools {
+// mpiddp train is public, for programs with layer types of their own (docs/library.md).
+#include "mpiddp/tools/train_command.hpp"
 
-// mpiddp train [CONFIG.json] [--set KEY=VALUE]... [--log PATH] [--no-sync] [--quiet]
-//              [--resume PATH|DIR|latest] [--save-weights PATH]
-int train_command(int argc, char** argv);
+namespace mpiddp::tools {
 
 // mpiddp compare BASELINE.jsonl RUN.jsonl [--rtol R] [--atol A] [--metric M] [--json]
 // Exit 0: within tolerance, 1: outside, 2: not comparable (see docs/compare.md).
@@ -12,6 +11,8 @@ int compare_command(int argc, char** argv);
 
 // mpiddp plot LOG.jsonl... -o curves.svg
 int plot_command(int argc, char** argv);
+// mpiddp timeline TRACE.json -o timeline.svg
+int timeline_command(int argc, char** argv);
 // mpiddp bench CONFIG.json [--set KEY=VALUE]... [--reduce-repeats N] [--reduce-only]
 int bench_command(int argc, char** argv);
 

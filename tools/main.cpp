@@ -5,6 +5,7 @@
 #include <string>
 
 #include "commands.hpp"
+#include "data_dirs.hpp"
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/core/memory.hpp"
 
@@ -15,18 +16,22 @@ const char* kUsage =
     "\n"
     "commands:\n"
     "  train [CONFIG.json] [--set KEY=VALUE]... [--log PATH] [--no-sync] [--quiet]\n"
-    "        [--resume PATH|DIR|latest] [--save-weights PATH] [--deterministic]\n"
+    "        [--resume PATH|DIR|latest] [--save-weights PATH] [--trace PATH]\n"
+    "        [--deterministic]\n"
     "        train data-parallel; launch with mpirun -np N. Without CONFIG, runs the\n"
     "        built-in default experiment. --resume continues from a checkpoint (latest:\n"
     "        the newest in checkpoint.dir); --save-weights writes the final weights as\n"
-    "        safetensors (PyTorch nn.Sequential names). --deterministic: the same bits\n"
-    "        at every world size (docs/design.md).\n"
+    "        safetensors (PyTorch nn.Sequential names); --trace writes a Chrome trace of\n"
+    "        steps 2-21 (trace.steps), every rank's phases and bucket reductions.\n"
+    "        --deterministic: the same bits at every world size (docs/design.md).\n"
     "  compare BASELINE.jsonl RUN.jsonl [--rtol R] [--atol A]\n"
     "          [--metric eval_loss|loss|eval_accuracy|all] [--json]\n"
     "        check a run's log against a baseline's (no MPI needed). Exit 0: within\n"
     "        tolerance, 1: outside it, 2: the logs cannot be compared.\n"
     "  plot LOG.jsonl... -o curves.svg\n"
     "        loss curves of one or more runs, and their per-step differences, as SVG.\n"
+    "  timeline TRACE.json -o timeline.svg\n"
+    "        a --trace file as SVG: each rank's spans over time, waits in red.\n"
     "\n"
     "  export CHECKPOINT.safetensors|DIR OUT.safetensors\n"
     "        write a checkpoint's parameters (a directory: its newest checkpoint) as a\n"
@@ -38,6 +43,13 @@ const char* kUsage =
     "\n"
     "  mpiddp --version | --help\n";
 
+// The launch scripts and configs that came with this mpiddp (docs/launching.md).
+void print_data_dirs(std::FILE* out) {
+  const mpiddp::tools::DataDirs dirs = mpiddp::tools::find_data_dirs();
+  std::fprintf(out, "\nlaunch scripts: %s%s\nconfigs:        %s\n", dirs.launch.c_str(),
+               dirs.found ? "" : " (not found)", dirs.configs.c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -46,7 +58,9 @@ int main(int argc, char** argv) {
   // naming the file, like a full disk, instead of killing the process without a word.
   std::signal(SIGXFSZ, SIG_IGN);
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
-    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    std::FILE* out = argc < 2 ? stderr : stdout;
+    std::fputs(kUsage, out);
+    print_data_dirs(out);
     return argc < 2 ? mpiddp::kExitConfig : mpiddp::kExitOk;
   }
   const std::string command = argv[1];
@@ -57,6 +71,7 @@ int main(int argc, char** argv) {
   if (command == "train") return mpiddp::tools::train_command(argc - 1, argv + 1);
   if (command == "compare") return mpiddp::tools::compare_command(argc - 1, argv + 1);
   if (command == "plot") return mpiddp::tools::plot_command(argc - 1, argv + 1);
+  if (command == "timeline") return mpiddp::tools::timeline_command(argc - 1, argv + 1);
   if (command == "export") return mpiddp::tools::export_command(argc - 1, argv + 1);
   if (command == "bench") return mpiddp::tools::bench_command(argc - 1, argv + 1);
   std::fprintf(stderr, "mpiddp: unknown command '%s'\n\n%s", command.c_str(), kUsage);

@@ -32,6 +32,8 @@ TrainArgs parse_train_args(int argc, char** argv) {
     const std::string arg = argv[i];
     if (arg == "--log") {
       args.config.overrides.push_back("log.path=" + as_json_string(option_value(argc, argv, i, "--log")));
+    } else if (arg == "--trace") {
+      args.config.overrides.push_back("trace.path=" + as_json_string(option_value(argc, argv, i, "--trace")));
     } else if (arg == "--no-sync") {
       args.config.overrides.push_back("sync=false");
     } else if (arg == "--resume") {

@@ -56,13 +56,19 @@ void GradientReducer<T>::begin(T* grads, size_t count) {
   assert(started_ == 0 && "finish() the previous reduction first");
   grads_ = grads;
   if (grads != planned_for_ || count != planned_count_) {
-    buckets_ = plan_buckets(tensor_begins_, count, sizeof(T),
-                            static_cast<size_t>(config_.first_bucket_mb * kMiB),
-                            static_cast<size_t>(config_.bucket_cap_mb * kMiB));
+    buckets_ = plan(count);
     handles_.assign(buckets_.size(), -1);
+    started_at_.assign(buckets_.size(), {});
     planned_for_ = grads;
     planned_count_ = count;
   }
+}
+
+template <typename T>
+std::vector<Bucket> GradientReducer<T>::plan(size_t count) const {
+  return plan_buckets(tensor_begins_, count, sizeof(T),
+                      static_cast<size_t>(config_.first_bucket_mb * kMiB),
+                      static_cast<size_t>(config_.bucket_cap_mb * kMiB));
 }
 
 template <typename T>
@@ -76,7 +82,14 @@ template <typename T>
 void GradientReducer<T>::finish() {
   if (comm_.size() > 1) {
     start_ready_buckets(0);
-    for (size_t b = 0; b < buckets_.size(); ++b) comm_.wait_sum(handles_[b]);
+    using Clock = std::chrono::steady_clock;
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      const Clock::time_point waited = listener_ ? Clock::now() : Clock::time_point{};
+      comm_.wait_sum(handles_[b]);
+      if (listener_)
+        listener_->bucket_reduced(
+            {b, buckets_[b].size() * sizeof(T), started_at_[b], waited, Clock::now()});
+    }
   }
   started_ = 0;
   grads_ = nullptr;
@@ -97,6 +110,7 @@ void GradientReducer<T>::start_ready_buckets(size_t ready_offset) {
   // Buckets run from the end of the buffer to its start (Note [bucket order]).
   while (started_ < buckets_.size() && buckets_[started_].begin >= ready_offset) {
     const Bucket& bucket = buckets_[started_];
+    if (listener_) started_at_[started_] = std::chrono::steady_clock::now();
     handles_[started_] =
         comm_.start_sum(grads_ + bucket.begin, bucket.size(), type, scale, algorithm_);
     ++started_;

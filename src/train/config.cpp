@@ -213,6 +213,7 @@ Config parse_config(const Json& user) {
     c.log_every_steps = log.integer("every_steps", 1, 1, kMaxCount);
     log.finish();
   }
+  c.trace = parse_trace_config(root);
   parse_interchange_keys(root, c);
   parse_performance(root, c);
   parse_deterministic(root, c);

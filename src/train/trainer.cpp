@@ -27,6 +27,7 @@ RunResult Trainer<T>::run() {
   const Index steps_per_epoch = (per_rank + batch_per_rank_ - 1) / batch_per_rank_;
   const int64_t total_steps = steps_per_epoch * config_.epochs;
   if (options_.keep_history) result.step_losses.reserve(static_cast<size_t>(total_steps));
+  start_trace(total_steps);
   ProgressLine progress(stderr, ProgressLine::mode_for(stderr, options_.quiet, comm_.rank() == 0,
                                                                std::getenv("MPIDDP_PROGRESS")),
                         config_.epochs, total_steps, batch_per_rank_ * comm_.size());
@@ -39,6 +40,12 @@ RunResult Trainer<T>::run() {
     const Index first_batch = epoch == position_.epoch ? position_.batch : 0;
     for (Index k = first_batch; k < steps_per_epoch; ++k) {
       ++step;
+      // The one test that decides whether this step is traced (step_trace.hpp).
+      traced_ = trace_.selects(step) ? &trace_ : nullptr;
+      reducer_.set_listener(traced_);
+      trace_.begin_step(step);
+      const auto step_start = std::chrono::steady_clock::now();
+      phases_.start(options_.profile, traced_, step_start);
       comm_.publish_step(step);
       set_pass(epoch - 1, step);
       const Index first = k * batch_per_rank_;
@@ -60,16 +67,20 @@ RunResult Trainer<T>::run() {
       skipped_in_a_row_ = 0;
       const double lr = optim::scheduled_lr(config_.schedule, config_.optimizer.lr, step, epoch,
                                             total_steps, config_.epochs);
-      PhaseClock clock(options_.profile);
+      phases_.lap(SpanKind::kCheck);  // not in the profile, which times the optimizer alone
       optimizer_->step(model_->parameters(), model_->gradients(), lr);
-      clock.lap(&StepProfile::optimizer_s);
+      phases_.lap(&StepProfile::optimizer_s, SpanKind::kOptimizer);
+      // The step record's time_s and the trace's step span are the same two readings.
+      const auto step_end = phases_.last_or_now();
+      if (traced_) traced_->add(SpanKind::kStep, step_start, step_end);
       if (options_.profile) {
         options_.profile->cpu_s += process_cpu_seconds() - cpu_start;
         ++options_.profile->steps;
       }
       inject_update_fault(config_.faults.inject, comm_.rank(), step, model_->parameters());
       if (comm_.rank() == 0 && step % config_.log_every_steps == 0)
-        log_->write({{"kind", "step"}, {"epoch", epoch}, {"step", step}, {"loss", loss}, {"lr", lr}});
+        log_->write({{"kind", "step"}, {"epoch", epoch}, {"step", step}, {"loss", loss}, {"lr", lr},
+                     {"time_s", std::chrono::duration<double>(step_end - step_start).count()}});
       if (config_.check_every_steps > 0 && step % config_.check_every_steps == 0)
         verify_replicas(step, false, nullptr);
       progress.update(epoch, step, loss, seconds_since(run_start));
@@ -85,9 +96,11 @@ RunResult Trainer<T>::run() {
       save_checkpoint({epoch + 1, 0, step});
   }
   progress.finish(seconds_since(run_start));
+  phases_.stop();  // compute_gradients called after run() (tests) times nothing
   result.steps = step;
   verify_replicas(step, true, &result);
   save_final_weights();
+  finish_trace();
   result.skipped_steps = skipped_total_;
   result.resyncs = resyncs_;
   result.time_s = seconds_since(run_start);

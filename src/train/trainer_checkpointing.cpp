@@ -1,6 +1,8 @@
 // The trainer's persistence: where a run's parameters and optimizer state come from (a
 // checkpoint, init.weights or the seed) and what it writes (checkpoints, final weights).
 // Kept apart from trainer.cpp so the training loop holds only the calls.
+#include <chrono>
+
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/io/atomic_file.hpp"
 #include "mpiddp/train/rank0_io.hpp"
@@ -55,8 +57,10 @@ TrainingPosition Trainer<T>::initial_state() {
 template <typename T>
 void Trainer<T>::save_checkpoint(const TrainingPosition& position) {
   if (comm_.rank() != 0) return;  // rank 0 owns checkpoints; the replicas are identical
+  const auto start = std::chrono::steady_clock::now();
   const std::string path =
       write_checkpoint(config_.checkpoint, position, identity(), *model_, *optimizer_);
+  if (traced_) traced_->add(SpanKind::kCheckpoint, start, std::chrono::steady_clock::now());
   log_->write({{"kind", "checkpoint"}, {"path", path}, {"epoch", position.epoch},
                {"batch", position.batch}, {"step", position.step}});
 }

@@ -75,7 +75,6 @@ void Trainer<T>::setup_deterministic() {
 
 template <typename T>
 double Trainer<T>::compute_chunk_gradients(const Index* samples, Index count) {
-  PhaseClock clock(options_.profile);
   DeterministicStep<T>& d = *deterministic_;
   const Index chunks = d.chunks, local = d.local_chunks, p = d.parameters;
   const Index world = comm_.size(), rank = comm_.rank();
@@ -95,16 +94,17 @@ double Trainer<T>::compute_chunk_gradients(const Index* samples, Index count) {
       d.positions[i] = world * t + rank + chunks * i;
     }
     model_->zero_gradients();
+    phases_.lap(&StepProfile::forward_s, SpanKind::kZeroGradients);
     gather(train_, d.samples.data(), size);
-    clock.lap(&StepProfile::data_s);
+    phases_.lap(&StepProfile::data_s, SpanKind::kData);
     ConstMatrixView<T> x(batch_x_.data(), train_.features, size);
     nn::PassContext pass = training_pass_;
     pass.positions = d.positions.data();
     const auto out = model_->forward(pass, x);
     const double loss = loss_->forward_backward(out, targets, model_->output_gradient());
-    clock.lap(&StepProfile::forward_s);
+    phases_.lap(&StepProfile::forward_s, SpanKind::kForward);
     model_->backward(pass, x);
-    clock.lap(&StepProfile::backward_s);
+    phases_.lap(&StepProfile::backward_s, SpanKind::kBackward);
     T* term = d.terms.data() + static_cast<size_t>(t) * d.width;  // (width)
     std::copy(model_->gradients(), model_->gradients() + p, term);
     term[p] = static_cast<T>(loss);  // rounded to T as the default mode's loss slot is
@@ -115,7 +115,6 @@ double Trainer<T>::compute_chunk_gradients(const Index* samples, Index count) {
 
 template <typename T>
 double Trainer<T>::synchronize_chunks() {
-  PhaseClock clock(options_.profile);
   DeterministicStep<T>& d = *deterministic_;
   const Index p = d.parameters;
   locally_finite_ = all_finite(d.terms.data(), static_cast<Index>(d.terms.size()));
@@ -127,7 +126,7 @@ double Trainer<T>::synchronize_chunks() {
   for (Index i = 0; i <= p; ++i) grads[i] = static_cast<T>(d.mean[i]);  // the loss slot too
   T* buffers = model_->buffer_values();
   for (Index i = 0; i < d.buffer_values; ++i) buffers[i] = static_cast<T>(d.mean[p + 1 + i]);
-  clock.lap(&StepProfile::sync_exposed_s);
+  phases_.lap(&StepProfile::sync_exposed_s, SpanKind::kReductionWait);
   return d.mean[p];
 }
 

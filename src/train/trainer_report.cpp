@@ -110,6 +110,7 @@ EpochResult Trainer<T>::finish_epoch(int64_t epoch, double train_seconds, Index 
   const nn::EvalSums on_eval = eval_ ? evaluate(*eval_) : on_train;
   e.eval_loss = on_eval.loss_sum;
   if (loss_->is_classification()) e.eval_accuracy = on_eval.correct;
+  if (traced_) traced_->add(SpanKind::kEvaluation, start, std::chrono::steady_clock::now());
   e.time_s = train_seconds + seconds_since(start);
   e.samples_per_s = static_cast<double>(samples_seen) / train_seconds;
 

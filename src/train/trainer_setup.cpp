@@ -13,6 +13,7 @@
 #include "mpiddp/core/threads.hpp"
 #include "mpiddp/data/source.hpp"
 #include "mpiddp/train/fault_injection.hpp"
+#include "mpiddp/train/trace_file.hpp"
 
 namespace mpiddp::train {
 
@@ -59,6 +60,7 @@ Trainer<T>::Trainer(const Config& config, distributed::Communicator& comm, Train
     : config_(config), comm_(comm), options_(options),
       train_(data::load_source<T>(config.train_data, config.seed, "train")),
       reducer_(comm, config.reduce),
+      trace_(config.trace),
       statistics_(comm),
       sampler_(train_.samples, comm.rank(), comm.size(), config.shuffle, config.drop_last,
                config.seed),
@@ -106,6 +108,8 @@ Trainer<T>::Trainer(const Config& config, distributed::Communicator& comm, Train
   log_ = comm.rank() == 0 && !config.log_path.empty()
              ? std::make_unique<io::JsonlLog>(config.log_path)
              : std::make_unique<io::JsonlLog>();
+  // An unwritable trace.path is known now, not after the run (rank 0 writes the file).
+  if (trace_.enabled() && comm.rank() == 0) check_trace_writable(config.trace.path);
   batch_x_.assign(inputs * batch_per_rank_, T(0));
   batch_y_.assign(std::max<Index>(train_.outputs, eval_ ? eval_->outputs : 0) * batch_per_rank_, T(0));
   batch_labels_.assign(batch_per_rank_, 0);

@@ -32,10 +32,10 @@ void Trainer<T>::gather(const data::Dataset<T>& set, const Index* samples, Index
 template <typename T>
 double Trainer<T>::compute_gradients(const Index* samples, Index count, bool start_sync) {
   if (deterministic_) return compute_chunk_gradients(samples, count);
-  PhaseClock clock(options_.profile);
   if (broadcast_buffers_each_step_) broadcast_buffers();
   model_->zero_gradients();
-  clock.lap(&StepProfile::forward_s);  // clearing the gradients counts as forward work
+  // Clearing the gradients counts as forward work in the profile; the trace shows it apart.
+  phases_.lap(&StepProfile::forward_s, SpanKind::kZeroGradients);
   // Micro-batch m has count/K samples (the first count % K one more). Each one's loss is
   // its own mean; weighting its output gradient by size/count makes the K gradients add up
   // to the gradient of the mean over all count samples, as one batch would give.
@@ -47,7 +47,7 @@ double Trainer<T>::compute_gradients(const Index* samples, Index count, bool sta
   for (Index m = 0; m < micro_batches; ++m) {
     const Index size = base + (m < extra ? 1 : 0);
     gather(train_, samples + first, size);
-    clock.lap(&StepProfile::data_s);
+    phases_.lap(&StepProfile::data_s, SpanKind::kData);
     ConstMatrixView<T> x(batch_x_.data(), train_.features, size);
     // The micro-batches of all ranks with the same m form the one-process run's m-th
     // micro-batch, so BatchNorm's statistics and dropout's positions are that batch's.
@@ -62,7 +62,7 @@ double Trainer<T>::compute_gradients(const Index* samples, Index count, bool sta
       model_->output_gradient() *= static_cast<T>(weight);
       loss += micro_loss * weight;
     }
-    clock.lap(&StepProfile::forward_s);
+    phases_.lap(&StepProfile::forward_s, SpanKind::kForward);
     const bool last = m + 1 == micro_batches;
     if (last && start_sync) {
       // Note [the loss rides with the gradients]: the loss slot is final before backward.
@@ -73,7 +73,7 @@ double Trainer<T>::compute_gradients(const Index* samples, Index count, bool sta
     } else {
       model_->backward(pass, x);
     }
-    clock.lap(&StepProfile::backward_s);
+    phases_.lap(&StepProfile::backward_s, SpanKind::kBackward);
     first += size;
   }
   return loss;
@@ -87,7 +87,6 @@ double Trainer<T>::synchronize(double local_loss) {
   // Putting the loss in one slot after the gradients gets it for free in the same
   // allreduce, without a second round trip. A NaN or Inf on any rank also lands there.
   if (deterministic_) return synchronize_chunks();
-  PhaseClock clock(options_.profile);
   const Index p = model_->parameter_count();
   T* grads = model_->gradients();
   if (sync_started_) {
@@ -104,7 +103,7 @@ double Trainer<T>::synchronize(double local_loss) {
     gradients_inspected_ = true;
     reducer_.reduce(grads, static_cast<size_t>(p + 1));
   }
-  clock.lap(&StepProfile::sync_exposed_s);
+  phases_.lap(&StepProfile::sync_exposed_s, SpanKind::kReductionWait);
   return static_cast<double>(grads[p]);
 }
 
@@ -116,6 +115,7 @@ double Trainer<T>::unsynchronized_loss(double local_loss) {
                     all_finite(model_->gradients(), model_->parameter_count());
   double loss = locally_finite_ ? local_loss : std::numeric_limits<double>::quiet_NaN();
   comm_.allreduce_sum(&loss, 1);
+  phases_.lap(SpanKind::kReductionWait);  // the trace's wait; the profile's sync stays 0
   return loss / comm_.size();
 }
 

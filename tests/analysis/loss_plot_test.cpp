@@ -4,6 +4,8 @@
 
 #include <stdexcept>
 
+#include "../support/text_files.hpp"
+
 namespace mpiddp::analysis {
 namespace {
 
@@ -18,11 +20,7 @@ io::RunLog make_log(int world_size, const std::string& path, double offset) {
   return log;
 }
 
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
+using test::count;
 
 TEST(LossPlot, OneLogHasOnlyTheLossPanel) {
   const std::string svg = loss_curves_svg({make_log(1, "a.jsonl", 0.0)});

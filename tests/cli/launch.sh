@@ -31,6 +31,11 @@ code=0; "$launch/mpirun.sh" 2 "$WORK/none.json" 2> "$WORK/err" || code=$?
 code=0; "$launch/mpirun.sh" two default 2> "$WORK/err" || code=$?
 [ "$code" -eq 2 ] || fail "N=two: exit $code"
 
+# mpiddp --help names the scripts and configs; a build tree's are the source tree's.
+"$MPIDDP" --help > "$WORK/help.txt"
+grep -qxF "launch scripts: $SOURCE_DIR/launch" "$WORK/help.txt" || fail "--help does not name $SOURCE_DIR/launch"
+grep -qxF "configs:        $SOURCE_DIR/configs" "$WORK/help.txt" || fail "--help does not name $SOURCE_DIR/configs"
+
 # The one-command check: default config at np=1 and np=2.
 RUN_DIR="$WORK/run" "$launch/compare_baseline.sh" "$SOURCE_DIR/configs/default.json" 2 > "$WORK/cb.txt" 2>&1 \
   || { cat "$WORK/cb.txt" >&2; fail "compare_baseline.sh did not pass"; }

@@ -37,3 +37,26 @@ rank_pids() {
     if is_mpiddp "$child"; then echo "$child"; else rank_pids "$child"; fi
   done
 }
+
+# browser_or_skip: $BROWSER, headless Chromium, or exit 77 (the render tests' skip) when it is
+# not installed (scripts/install-deps.sh --with-chromium installs it).
+browser_or_skip() {
+  BROWSER=$(command -v chromium || command -v chromium-browser || true)
+  [ -n "$BROWSER" ] || { echo "chromium not installed: skipping the render test"; exit 77; }
+}
+
+# render_svg SVG PNG: screenshots the SVG at its own size (so the PNG holds all of it and
+# nothing else) and prints png_stats' "WIDTH HEIGHT INK_FRACTION COLORS" of the PNG.
+render_svg() {
+  local size profile
+  size=$(sed -nE 's/^<svg [^>]*width="([0-9]+)[.0-9]*" height="([0-9]+)[.0-9]*".*/\1,\2/p' "$1")
+  [ -n "$size" ] || fail "no width/height in $1"
+  profile=$(mktemp -d)
+  timeout 120 "$BROWSER" --headless --no-sandbox --disable-gpu --disable-background-networking \
+    --disable-component-update --disable-sync --no-first-run --user-data-dir="$profile" \
+    --hide-scrollbars --window-size="$size" --screenshot="$2" \
+    "file://$1" > "$WORK/chromium.log" 2>&1 || { cat "$WORK/chromium.log" >&2; fail "chromium failed"; }
+  rm -rf "$profile"
+  [ -s "$2" ] || fail "no screenshot written"
+  "$PNG_STATS" "$2" || fail "png_stats failed"
+}

@@ -4,18 +4,14 @@
 
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 
+#include "../support/text_files.hpp"
 #include "mpiddp/core/error.hpp"
 
 namespace mpiddp::io {
 namespace {
 
-std::string write_temp(const std::string& name, const std::string& text) {
-  const std::string path = ::testing::TempDir() + name;
-  std::ofstream(path) << text;
-  return path;
-}
+using test::write_temp;
 
 const char* kLog =
     R"({"kind":"run","world_size":2,"launcher":"mpirun","hosts":["a","b"],"config":{"dtype":"float64","loss":"mse"},"version":"0.1.0"})"

@@ -2,8 +2,9 @@
 # (torn down on every exit, its logs shown when the test failed) and submits jobs through
 # launch/slurm.sbatch. Sourced after tests/cli/lib.sh; exits 77 (skip) when Slurm and munge
 # are not installed: scripts/install-deps.sh --with-slurm.
-sbatch_script="$SOURCE_DIR/launch/slurm.sbatch"
-local_slurm="$SOURCE_DIR/launch/local-slurm"
+# A test may set both first, to the installed copies (slurm_installed.sh).
+sbatch_script="${sbatch_script:-$SOURCE_DIR/launch/slurm.sbatch}"
+local_slurm="${local_slurm:-$SOURCE_DIR/launch/local-slurm}"
 
 PATH="$PATH:/usr/sbin:/sbin"
 for tool in munged slurmctld slurmd sbatch; do

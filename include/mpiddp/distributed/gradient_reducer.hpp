@@ -7,6 +7,7 @@
 //   ...
 //   finish();                   // after backward: every rank holds the mean over ranks
 // Buckets (bucket_plan.hpp) are started in the same fixed order on every rank.
+#include <chrono>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -22,6 +23,22 @@ struct ReduceConfig {
   double bucket_cap_mb = 25.0;     // MiB per bucket, as PyTorch DDP's bucket_cap_mb
   double first_bucket_mb = 1.0;    // MiB, the smaller first bucket
   bool overlap = true;             // start buckets during backward
+};
+
+// When one bucket's reduction was started, waited for and known done (the wait returned),
+// for the step trace (train/step_trace.hpp).
+struct BucketTiming {
+  size_t bucket;  // index in buckets()
+  size_t bytes;
+  std::chrono::steady_clock::time_point started, waited, done;
+};
+
+// Told about each bucket once its reduction is done. Null (the default): the reducer reads
+// no clock at all.
+class ReductionListener {
+ public:
+  virtual ~ReductionListener() = default;
+  virtual void bucket_reduced(const BucketTiming& timing) = 0;
 };
 
 ReduceAlgorithm parse_reduce_algorithm(const std::string& name);
@@ -48,12 +65,18 @@ class GradientReducer {
   void ready_from(size_t offset);
   void finish();
 
+  // The bucket timings of the following reductions go to listener (null: none).
+  void set_listener(ReductionListener* listener) { listener_ = listener; }
+
   ReduceAlgorithm algorithm() const { return algorithm_; }
+  // How many buckets a buffer of count elements is cut into (the plan begin() makes).
+  size_t bucket_count(size_t count) const { return plan(count).size(); }
   // The plan of the last begin() / reduce().
   const std::vector<Bucket>& buckets() const { return buckets_; }
 
  private:
   void start_ready_buckets(size_t ready_offset);
+  std::vector<Bucket> plan(size_t count) const;
 
   Communicator& comm_;
   ReduceConfig config_;
@@ -67,6 +90,8 @@ class GradientReducer {
   T* grads_ = nullptr;
   size_t started_ = 0;        // buckets_[0, started_) have been started
   std::vector<int> handles_;  // (buckets) their handles
+  ReductionListener* listener_ = nullptr;
+  std::vector<std::chrono::steady_clock::time_point> started_at_;  // (buckets), with a listener
 };
 
 }  // namespace mpiddp::distributed

@@ -14,6 +14,7 @@
 #include "mpiddp/optim/schedule.hpp"
 #include "mpiddp/train/deterministic_config.hpp"
 #include "mpiddp/train/fault_config.hpp"
+#include "mpiddp/train/trace_config.hpp"
 
 namespace mpiddp::train {
 
@@ -51,6 +52,7 @@ struct Config {
   FaultConfig faults;             // on_nonfinite, divergence, watchdog, debug
   std::string log_path;           // "": no JSON Lines file
   int64_t log_every_steps = 1;
+  TraceConfig trace;              // trace.path, trace.steps: the step timeline
   std::string init_weights;   // init.weights: a safetensors file; "": seeded initialisation
   std::string sampler_order;  // sampler.order: an .npy int64 [epochs, samples]; "": own order
   std::string save_weights;   // save_weights: final weights as safetensors; "": not written

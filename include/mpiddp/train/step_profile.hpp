@@ -1,10 +1,13 @@
 #pragma once
-// Where a training step's time goes, for `mpiddp bench`. The trainer keeps a profile only
-// when handed one (TrainOptions::profile); otherwise every lap is a single null test.
+// Where a training step's time goes, for `mpiddp bench` and the step trace (`--trace`). The
+// trainer keeps a profile only when handed one (TrainOptions::profile), and a trace only in
+// the steps trace.steps selects; otherwise every lap is a single test.
 #include <time.h>
 
 #include <chrono>
 #include <cstdint>
+
+#include "mpiddp/train/step_trace.hpp"
 
 namespace mpiddp::train {
 
@@ -34,23 +37,46 @@ inline double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// Adds the time since the previous lap to one field of a profile; does nothing without one.
+// The laps of one step: each adds the time since the previous lap to one field of a profile
+// and, in a traced step, a span of that kind to the trace, so one clock reading serves
+// both. The laps run on from the step's start to the optimizer's end without a gap, so the
+// phases add up to the step's time. Does nothing without a profile or a trace.
 class PhaseClock {
  public:
   using Clock = std::chrono::steady_clock;
-  explicit PhaseClock(StepProfile* profile) : profile_(profile) {
-    if (profile_) last_ = Clock::now();
+  PhaseClock() = default;  // off until start()
+
+  // Begins a step's laps at `start`, a reading the caller takes anyway (the step's time).
+  void start(StepProfile* profile, StepTrace* trace, Clock::time_point start) {
+    profile_ = profile;
+    trace_ = trace;
+    on_ = profile || trace;
+    last_ = start;
   }
-  void lap(double StepProfile::*field) {
-    if (!profile_) return;
+  void stop() { start(nullptr, nullptr, {}); }
+
+  void lap(double StepProfile::*field, SpanKind kind) {
+    if (!on_) return;
     const auto now = Clock::now();
-    profile_->*field += std::chrono::duration<double>(now - last_).count();
+    if (profile_) profile_->*field += std::chrono::duration<double>(now - last_).count();
+    if (trace_) trace_->add(kind, last_, now);
     last_ = now;
   }
+  // A lap only the trace shows: work the profile has no field for.
+  void lap(SpanKind kind) {
+    if (!on_) return;
+    const auto now = Clock::now();
+    if (trace_) trace_->add(kind, last_, now);
+    last_ = now;
+  }
+  // The end of the last lap; without laps, now.
+  Clock::time_point last_or_now() const { return on_ ? last_ : Clock::now(); }
 
  private:
-  StepProfile* profile_;
-  Clock::time_point last_;
+  StepProfile* profile_ = nullptr;
+  StepTrace* trace_ = nullptr;
+  bool on_ = false;
+  Clock::time_point last_{};
 };
 
 }  // namespace mpiddp::train

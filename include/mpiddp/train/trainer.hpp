@@ -35,6 +35,7 @@
 #include "mpiddp/train/replica_check.hpp"
 #include "mpiddp/train/sample_order.hpp"
 #include "mpiddp/train/step_profile.hpp"
+#include "mpiddp/train/step_trace.hpp"
 
 namespace mpiddp::train {
 
@@ -130,6 +131,10 @@ class Trainer final : public TrainingRun {
   void save_final_weights();
   RunIdentity identity() const;
   const std::vector<Index>* replay_order(int64_t epoch) const;
+  // Defined in trainer_trace.cpp: the trace's memory and common time origin (before the
+  // first step), and the merged file at the end (collective).
+  void start_trace(int64_t total_steps);
+  void finish_trace();
 
   // Hands backward's "gradients ready" calls to the reducer.
   struct ReadyForwarder final : nn::GradientListener {
@@ -147,6 +152,9 @@ class Trainer final : public TrainingRun {
   std::unique_ptr<optim::Optimizer<T>> optimizer_;
   distributed::GradientReducer<T> reducer_;
   ReadyForwarder ready_forwarder_;
+  StepTrace trace_;              // trace.path: the selected steps' spans
+  StepTrace* traced_ = nullptr;  // &trace_ during a selected step, else null (the one test)
+  PhaseClock phases_;            // the step's laps: compute_gradients, synchronize, run()
   distributed::CommunicatorStatistics statistics_;  // BatchNorm's sums over the ranks
   // The training pass's context: seed, epoch, step and, with batchnorm.sync on several
   // ranks, statistics_; compute_gradients points it at each micro-batch's positions.

@@ -1,0 +1,49 @@
+// The trainer's step trace (`--trace`, trace.path): its memory and time origin before the
+// first step, and the merged file after the last. The spans themselves are taken where the
+// trainer times its phases (PhaseClock in trainer_step.cpp and run()) and in the reducer.
+#include <algorithm>
+#include <chrono>
+
+#include "mpiddp/train/trace_file.hpp"
+#include "mpiddp/train/trainer.hpp"
+
+namespace mpiddp::train {
+
+template <typename T>
+void Trainer<T>::start_trace(int64_t total_steps) {
+  if (!trace_.enabled()) return;
+  const int64_t first = std::max(config_.trace.first_step, position_.step + 1);
+  const int64_t last = std::min(config_.trace.last_step, total_steps);
+  // A step's spans: the step, zero_grad, data/forward/backward per micro-batch, the wait,
+  // the optimizer, each bucket's reduction, and after it at most an evaluation and two
+  // checkpoints (mid-epoch and end of epoch).
+  const size_t buckets = reducer_.bucket_count(static_cast<size_t>(model_->parameter_count() + 1));
+  const size_t per_step = 2 + 3 * static_cast<size_t>(config_.accumulate_steps) + 2 + buckets + 3;
+  trace_.reserve(last - first + 1, per_step);
+  const bool shm = reducer_.algorithm() == distributed::ReduceAlgorithm::kShm;
+  trace_.set_reduction_path(comm_.size() == 1                        ? "none"
+                            : !shm                                   ? "mpi"
+                            : comm_.ranks_on_node() == comm_.size() ? "shm"
+                                                                     : "two-level",
+                            shm);
+  // Note [aligned trace clocks]: every rank takes time 0 right after the same barrier, so
+  // the ranks' spans line up to within the barrier's exit skew: the time its release takes
+  // to reach the last rank (microseconds on one node, about a network latency across nodes).
+  // The steady clocks may drift apart after that, at most at NTP's slew rate (500 ppm).
+  comm_.barrier();
+  trace_.set_origin(std::chrono::steady_clock::now());
+}
+
+template <typename T>
+void Trainer<T>::finish_trace() {
+  traced_ = nullptr;
+  reducer_.set_listener(nullptr);
+  if (trace_.enabled()) write_trace(comm_, trace_, config_.trace);
+}
+
+template void Trainer<float>::start_trace(int64_t);
+template void Trainer<double>::start_trace(int64_t);
+template void Trainer<float>::finish_trace();
+template void Trainer<double>::finish_trace();
+
+}  // namespace mpiddp::train
