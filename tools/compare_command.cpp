@@ -7,6 +7,7 @@
 
 #include "commands.hpp"
 #include "mpiddp/analysis/compare.hpp"
+#include "mpiddp/analysis/compare_exact.hpp"
 #include "mpiddp/analysis/compare_report.hpp"
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/io/run_log.hpp"
@@ -65,6 +66,46 @@ int incomparable(const CompareArgs& args, const std::string& reason,
   return analysis::kCompareIncomparable;
 }
 
+// Both logs deterministic: the usual checks (same config, epochs and steps) with zero
+// tolerance, then every record bit for bit.
+int compare_exactly(const CompareArgs& args, const io::RunLog& baseline, const io::RunLog& run,
+                    int64_t chunks_a, int64_t chunks_b) {
+  if (chunks_a != chunks_b)
+    return incomparable(args, "deterministic.chunks differ (" + std::to_string(chunks_a) + " vs " +
+                                  std::to_string(chunks_b) +
+                                  "): deterministic runs give the same bits only at the same chunks",
+                        {"deterministic.chunks"});
+  // Every chunk is a micro-batch already: accumulate_steps changes no bit in this mode, so
+  // two runs may differ in it.
+  io::RunLog a = baseline, b = run;
+  a.config.erase("accumulate_steps");
+  b.config.erase("accumulate_steps");
+  const analysis::Comparison c =
+      analysis::compare_runs(a, b, args.metric, analysis::Tolerance{0.0, 0.0}, false);
+  const analysis::BitComparison bits = analysis::compare_bits(args.logs[0], args.logs[1]);
+  const bool pass = bits.identical() && c.exit_code() == analysis::kCompareWithin;
+  const std::string verdict =
+      pass ? "PASS: bitwise identical: " + std::to_string(bits.fields) + " values in " +
+                 std::to_string(bits.records) + " step, epoch and end records (times aside), " +
+                 "param_checksum " + run.end->param_checksum
+           : "FAIL: not bitwise identical: " +
+                 (bits.identical() ? c.verdict() : "first difference at " + bits.first_difference);
+  if (args.json) {
+    io::Json report = io::Json::parse(analysis::comparison_json(baseline, run, c));
+    report["verdict"] = pass ? "pass" : "fail";
+    report["exit_code"] = pass ? analysis::kCompareWithin : analysis::kCompareOutside;
+    report["bitwise_identical"] = pass;
+    report["first_difference"] = bits.first_difference;
+    std::printf("%s\n", report.dump().c_str());
+  } else {
+    std::printf("baseline: %s (world size %d)\nrun:      %s (world size %d)\ndeterministic "
+                "runs (chunks %lld): exact equality demanded\n%s\n",
+                baseline.path.c_str(), baseline.world_size, run.path.c_str(), run.world_size,
+                static_cast<long long>(chunks_a), verdict.c_str());
+  }
+  return pass ? analysis::kCompareWithin : analysis::kCompareOutside;
+}
+
 }  // namespace
 
 int compare_command(int argc, char** argv) {
@@ -81,6 +122,11 @@ int compare_command(int argc, char** argv) {
   try {
     const io::RunLog baseline = io::read_run_log(args.logs[0]);
     const io::RunLog run = io::read_run_log(args.logs[1]);
+    // Two deterministic runs: nothing but the same bits will do (unless a tolerance is given).
+    const auto chunks_a = analysis::deterministic_chunks(args.logs[0]);
+    const auto chunks_b = analysis::deterministic_chunks(args.logs[1]);
+    if (chunks_a && chunks_b && !args.rtol && !args.atol)
+      return compare_exactly(args, baseline, run, *chunks_a, *chunks_b);
     const analysis::Tolerance defaults = analysis::default_tolerance(baseline.dtype());
     const analysis::Tolerance tolerance{args.rtol.value_or(defaults.rtol),
                                         args.atol.value_or(defaults.atol)};

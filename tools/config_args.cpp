@@ -15,6 +15,8 @@ bool take_config_argument(ConfigArgs& args, int argc, char** argv, int& i) {
     args.overrides.push_back(option_value(argc, argv, i, "--set"));
   } else if (arg.rfind("--set=", 0) == 0) {
     args.overrides.push_back(arg.substr(6));
+  } else if (arg == "--deterministic") {
+    args.deterministic = true;
   } else if ((arg.empty() || arg[0] != '-') && args.config_path.empty()) {
     args.config_path = arg;
   } else {
@@ -30,6 +32,10 @@ void reject_argument(const std::string& arg) {
 
 train::Config load_config(const ConfigArgs& args, const train::Json& fallback) {
   train::Json user = args.config_path.empty() ? fallback : train::read_config_file(args.config_path);
+  // Before the overrides, so that --set deterministic.chunks=48 still applies; a config
+  // that already holds a deterministic object keeps its settings.
+  if (args.deterministic && !(user.contains("deterministic") && user["deterministic"].is_object()))
+    user["deterministic"] = true;
   for (const auto& assignment : args.overrides) train::apply_override(user, assignment);
   return train::parse_config(user);
 }

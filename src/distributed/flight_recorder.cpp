@@ -53,6 +53,7 @@ constexpr KindName kKinds[] = {
     {Collective::kAllgatherStrings, "allgather_strings", "MPI_Allgatherv(strings)"},
     {Collective::kBarrier, "barrier", "MPI_Barrier"},
     {Collective::kSharedWindow, "shared_window", "MPI_Win_allocate_shared"},
+    {Collective::kAllreduceSumInt64, "allreduce_sum_int64", "MPI_Allreduce(int64, sum)"},
 };
 
 const KindName* find_kind(Collective c) {

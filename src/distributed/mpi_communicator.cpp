@@ -138,7 +138,7 @@ int MpiCommunicator::start_sum(void* data, size_t count, ElementType type, doubl
     sum.compressed = compressed_->start(static_cast<float*>(data), count, scale);
   } else {
     check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data, mpi_count(count, "MPI_Iallreduce"),
-                             type == ElementType::kFloat32 ? MPI_FLOAT : MPI_DOUBLE, MPI_SUM,
+                             mpi_type_of(type), MPI_SUM,
                              MPI_COMM_WORLD, &sum.request),
               "MPI_Iallreduce");
   }
@@ -168,10 +168,11 @@ void MpiCommunicator::progress() {
 void MpiCommunicator::wait_sum(int handle) {
   PendingSum& sum = pending_.at(static_cast<size_t>(handle));
   // The gradient sum is where a stalled peer is most often noticed: the watchdog watches it.
-  const bool single = sum.type == ElementType::kFloat32;
-  InCollective scope(*watchdog_,
-                     single ? Collective::kAllreduceSumFloat : Collective::kAllreduceSumDouble,
-                     sum.count * (single ? sizeof(float) : sizeof(double)));
+  const size_t element_bytes = sum.type == ElementType::kFloat32 ? sizeof(float) : sizeof(double);  // int64: 8 too
+  InCollective scope(*watchdog_, sum.type == ElementType::kFloat32  ? Collective::kAllreduceSumFloat
+                                 : sum.type == ElementType::kInt64 ? Collective::kAllreduceSumInt64
+                                                                   : Collective::kAllreduceSumDouble,
+                     sum.count * element_bytes);
   if (sum.shared) {
     shared_->sum(sum.data, sum.count, sum.type, sum.scale, sum.compress);
   } else if (sum.compressed >= 0) {

@@ -41,10 +41,16 @@ class Slices {
   size_t n_, per_;
 };
 
-MPI_Datatype mpi_type_of(ElementType type) {
-  return type == ElementType::kFloat32 ? MPI_FLOAT : MPI_DOUBLE;
-}
 }  // namespace
+
+MPI_Datatype mpi_type_of(ElementType type) {
+  switch (type) {
+    case ElementType::kFloat32: return MPI_FLOAT;
+    case ElementType::kFloat64: return MPI_DOUBLE;
+    case ElementType::kInt64: return MPI_INT64_T;
+  }
+  return MPI_DATATYPE_NULL;
+}
 
 SharedMemorySum::SharedMemorySum(MPI_Comm world) {
   int world_rank = 0;

@@ -27,6 +27,8 @@
 namespace mpiddp::distributed {
 
 class CompressedSum;
+// The MPI datatype of an element type (used by the communicator and the shared-memory sum).
+MPI_Datatype mpi_type_of(ElementType type);
 
 class SharedMemorySum {
  public:

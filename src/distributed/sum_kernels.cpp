@@ -1,6 +1,7 @@
 #include "sum_kernels.hpp"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace mpiddp::distributed {
 
@@ -35,10 +36,14 @@ void sum_typed(void* const* outs, int n_outs, const void* const* in, int n, size
 
 size_t element_bytes(ElementType type) { return type == ElementType::kFloat32 ? 4 : 8; }
 
+// kInt64 sums are never scaled (ElementType): scale_in_place leaves them alone at scale 1.
+
 void scale_in_place(void* data, size_t count, ElementType type, double scale) {
   if (scale == 1.0) return;
   if (type == ElementType::kFloat32)
     scale_typed(static_cast<float*>(data), count, static_cast<float>(scale));
+  else if (type == ElementType::kInt64)
+    scale_typed(static_cast<int64_t*>(data), count, static_cast<int64_t>(scale));
   else
     scale_typed(static_cast<double*>(data), count, scale);
 }
@@ -52,6 +57,8 @@ void sum_slice_into_every(void* const* outs, int n_outs, const void* const* in, 
                           size_t first, size_t last, ElementType type, double scale) {
   if (type == ElementType::kFloat32)
     sum_typed(outs, n_outs, in, n, first, last, static_cast<float>(scale));
+  else if (type == ElementType::kInt64)
+    sum_typed(outs, n_outs, in, n, first, last, static_cast<int64_t>(scale));
   else
     sum_typed(outs, n_outs, in, n, first, last, scale);
 }

@@ -216,6 +216,7 @@ Config parse_config(const Json& user) {
   c.trace = parse_trace_config(root);
   parse_interchange_keys(root, c);
   parse_performance(root, c);
+  parse_deterministic(root, c);
   root.finish();
   c.resolved = root.resolved();
   return c;

@@ -74,6 +74,8 @@ void Trainer<T>::start() {
       std::fprintf(stderr, "note: reduce.compress \"%s\" changes nothing here: %s\n",
                    config_.reduce.compress.c_str(), reducer_.compression_note().c_str());
     }
+    // Tells `mpiddp compare` to demand bitwise equality (docs/log-format.md).
+    if (deterministic_) run_record["deterministic"] = {{"chunks", deterministic_->chunks}};
     if (!resumed_from_.empty()) run_record["resumed_from"] = resume_point();
     open_log(run_record, hosts);
     if (!options_.quiet) {
@@ -98,6 +100,7 @@ template <typename T>
 nn::EvalSums Trainer<T>::evaluate(const data::Dataset<T>& set) {
   // Rank r evaluates samples r, r+N, r+2N, ... with no padding, so each sample counts once;
   // the sums are reduced in double, which makes the result independent of N to ~1e-16.
+  if (deterministic_) return evaluate_in_blocks(set);
   nn::EvalSums sums;
   const Index n = set.samples, world = comm_.size();
   std::vector<Index>& chunk = eval_chunk_;

@@ -65,6 +65,7 @@ Trainer<T>::Trainer(const Config& config, distributed::Communicator& comm, Train
       sampler_(train_.samples, comm.rank(), comm.size(), config.shuffle, config.drop_last,
                config.seed),
       batch_per_rank_(config.per_rank_batch(comm.size())) {
+  check_deterministic_fits(config, comm.size(), train_.samples);
   if (batch_per_rank_ % config.accumulate_steps != 0)
     throw ConfigError("accumulate_steps", "accumulate_steps " +
                                               std::to_string(config.accumulate_steps) +
@@ -99,6 +100,7 @@ Trainer<T>::Trainer(const Config& config, distributed::Communicator& comm, Train
   const Index smallest = smallest_micro_batch(sampler_.per_rank(), batch_per_rank_,
                                               config.accumulate_steps);
   model_->layers().check_training_batch(shared_statistics ? smallest * comm.size() : smallest);
+  if (config.deterministic.enabled) setup_deterministic();
   positions_.resize(static_cast<size_t>(batch_per_rank_));
   for (Index j = 0; j < batch_per_rank_; ++j) positions_[j] = j * comm.size() + comm.rank();
   loss_ = nn::make_loss<T>(config.loss);

@@ -31,6 +31,7 @@ void Trainer<T>::gather(const data::Dataset<T>& set, const Index* samples, Index
 
 template <typename T>
 double Trainer<T>::compute_gradients(const Index* samples, Index count, bool start_sync) {
+  if (deterministic_) return compute_chunk_gradients(samples, count);
   if (broadcast_buffers_each_step_) broadcast_buffers();
   model_->zero_gradients();
   // Clearing the gradients counts as forward work in the profile; the trace shows it apart.
@@ -88,6 +89,7 @@ double Trainer<T>::synchronize(double local_loss) {
   // is the mean of the per-rank losses: exactly what the reducer computes for a gradient.
   // Putting the loss in one slot after the gradients gets it for free in the same
   // allreduce, without a second round trip. A NaN or Inf on any rank also lands there.
+  if (deterministic_) return synchronize_chunks();
   const Index p = model_->parameter_count();
   T* grads = model_->gradients();
   if (sync_started_) {

@@ -46,7 +46,8 @@ TEST(FlightRing, FewerThanCapacity) {
 TEST(FlightRecorder, KeysRoundTripAndPathsFollowTheConfig) {
   for (auto c : {Collective::kAllreduceSumFloat, Collective::kAllreduceSumDouble,
                  Collective::kAllreduceMaxDouble, Collective::kBroadcast, Collective::kAllgather,
-                 Collective::kAllgatherStrings, Collective::kBarrier, Collective::kSharedWindow})
+                 Collective::kAllgatherStrings, Collective::kBarrier, Collective::kSharedWindow,
+                 Collective::kAllreduceSumInt64})
     EXPECT_EQ(collective_from_key(collective_key(c)), c) << collective_key(c);
   EXPECT_EQ(collective_from_key("no such"), Collective::kNone);
   EXPECT_STREQ(collective_name(Collective::kBarrier), "MPI_Barrier");

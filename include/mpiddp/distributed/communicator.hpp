@@ -13,7 +13,9 @@
 
 namespace mpiddp::distributed {
 
-enum class ElementType { kFloat32, kFloat64 };
+// kInt64: the deterministic mode's fixed-point sums (distributed/exact_sum.hpp); integer
+// addition is associative, so every path and order gives the same bits. Its scale must be 1.
+enum class ElementType { kFloat32, kFloat64, kInt64 };
 
 // How start_sum combines the ranks' buffers.
 //   kMpi: MPI_Iallreduce on the world communicator.

@@ -25,6 +25,7 @@ enum class Collective : int64_t {
   kAllgatherStrings,
   kBarrier,
   kSharedWindow,  // MPI_Win_allocate_shared: the node's ranks create a window together
+  kAllreduceSumInt64,  // deterministic mode's fixed-point sums (appended: peers exchange these values)
 };
 // "MPI_Allreduce(float, sum)": the MPI call, for the watchdog's report.
 const char* collective_name(Collective c);

@@ -12,6 +12,7 @@
 #include "mpiddp/nn/sequential.hpp"
 #include "mpiddp/optim/optimizer.hpp"
 #include "mpiddp/optim/schedule.hpp"
+#include "mpiddp/train/deterministic_config.hpp"
 #include "mpiddp/train/fault_config.hpp"
 #include "mpiddp/train/trace_config.hpp"
 
@@ -61,6 +62,7 @@ struct Config {
   int64_t accumulate_steps = 1;  // micro-batches per optimizer step (gradient accumulation)
   distributed::ReduceConfig reduce;
   std::string gemm = "auto";     // compute.gemm: auto, or a library of nn/gemm.hpp
+  DeterministicConfig deterministic;  // "deterministic": the same bits at every world size
 
   Json resolved;  // the full resolved config, defaults filled in, as logged in the run record
 

@@ -33,6 +33,7 @@
 #include "mpiddp/optim/optimizer.hpp"
 #include "mpiddp/train/config.hpp"
 #include "mpiddp/train/checkpoint.hpp"
+#include "mpiddp/train/deterministic_step.hpp"
 #include "mpiddp/train/replica_check.hpp"
 #include "mpiddp/train/restart.hpp"
 #include "mpiddp/train/sample_order.hpp"
@@ -121,6 +122,12 @@ class Trainer final : public TrainingRun {
 
  private:
   void gather(const data::Dataset<T>& set, const Index* samples, Index count);
+  // Deterministic mode (trainer_deterministic.cpp): the setup, and the forms of
+  // compute_gradients, synchronize and evaluate that give the same bits at every world size.
+  void setup_deterministic();
+  double compute_chunk_gradients(const Index* samples, Index count);
+  double synchronize_chunks();
+  nn::EvalSums evaluate_in_blocks(const data::Dataset<T>& set);
   nn::EvalSums evaluate(const data::Dataset<T>& set);
   EpochResult finish_epoch(int64_t epoch, double seconds, Index samples_seen);
   void verify_replicas(int64_t step, bool at_end, RunResult* result);
@@ -202,6 +209,7 @@ class Trainer final : public TrainingRun {
   // (b) the position of this rank's j-th sample inside the step's global batch: N j + r
   // (data/sampler.hpp), the same sample at every world size.
   std::vector<Index> positions_;
+  std::unique_ptr<DeterministicStep<T>> deterministic_;  // null unless config.deterministic
 };
 
 // Builds the trainer for config.dtype (local setup only, see TrainingRun).

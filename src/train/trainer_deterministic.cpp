@@ -1,0 +1,169 @@
+// Deterministic mode: the same bits at every world size (config "deterministic",
+// docs/design.md). The trainer calls these in place of compute_gradients, synchronize and
+// evaluate when it is on; the default mode never comes here.
+//
+// Note [deterministic mode]
+// The default step's result depends on the world size N in three ways: each rank's GEMMs
+// have b = B/N columns, and Eigen's blocking, vectorised tails and summation order follow
+// the shapes; a rank sums its b samples' gradients in one order; and the allreduce adds the
+// ranks' sums in an order of its own. Here:
+//   1. The global batch is cut into C chunks (deterministic.chunks) of B/C samples. Chunk q
+//      holds the samples at positions q, q + C, q + 2C, ... of the step's global batch: with
+//      the sampler's strided shards (rank r holds positions r, r + N, ...) and N | C, those
+//      all lie on rank q mod N, as its local chunk t = q div N, at local indices t, t + L,
+//      t + 2L, ... (L = C/N). So chunk q's samples, in order, are the same at every N.
+//   2. Every chunk goes through forward, loss and backward on its own: the same matrices,
+//      the same shapes, the same dropout positions, at every N, on one thread (GEMM blocking
+//      fixed by Eigen::setCpuCacheSizes). BatchNorm normalises over the chunk (its
+//      statistics need no reduction) and its running statistics, restored before every
+//      chunk, become the mean over the C chunks of each chunk's update.
+//   3. The C chunk results (gradients of each chunk's mean loss, the loss, the buffers) are
+//      added exactly (Note [the fixed-point sum] in distributed/exact_sum.hpp) and divided
+//      by C, once: the mean over equal chunks is the gradient of the global mean loss.
+// Evaluation goes the same way: fixed blocks of B/C samples, the per-block sums added exactly.
+#include <Eigen/Core>
+
+#include <algorithm>
+
+#include "mpiddp/core/finite.hpp"
+#include "mpiddp/core/threads.hpp"
+#include "mpiddp/train/deterministic_config.hpp"
+#include "mpiddp/train/step_profile.hpp"
+#include "mpiddp/train/trainer.hpp"
+
+namespace mpiddp::train {
+
+template <typename T>
+void Trainer<T>::setup_deterministic() {
+  auto d = std::make_unique<DeterministicStep<T>>();
+  d->chunks = config_.deterministic.chunks;
+  d->local_chunks = d->chunks / comm_.size();
+  d->parameters = model_->parameter_count();
+  d->buffer_values = model_->buffer_value_count();
+  d->width = static_cast<size_t>(d->parameters + 1 + d->buffer_values);
+  d->terms.assign(static_cast<size_t>(d->local_chunks) * d->width, T(0));
+  d->mean.assign(d->width, 0.0);
+  d->saved_buffers.assign(static_cast<size_t>(d->buffer_values), 0.0);
+  d->saved_counters.assign(static_cast<size_t>(model_->buffer_counter_count()), 0);
+  const Index chunk = config_.batch_global / d->chunks;
+  d->samples.assign(static_cast<size_t>(chunk), 0);
+  d->positions.assign(static_cast<size_t>(chunk), 0);
+  // One grid per tensor, one for the loss, one for the buffers.
+  std::vector<size_t> groups;
+  for (const auto& tensor : model_->tensors()) groups.push_back(static_cast<size_t>(tensor.offset));
+  groups.push_back(static_cast<size_t>(d->parameters));
+  if (d->buffer_values > 0) groups.push_back(static_cast<size_t>(d->parameters + 1));
+  d->step_sum = std::make_unique<distributed::ExactSum>(comm_, std::move(groups), d->width,
+                                                        reducer_.algorithm());
+  d->eval_sum = std::make_unique<distributed::ExactSum>(comm_, std::vector<size_t>{0, 1}, 2,
+                                                        reducer_.algorithm());
+  deterministic_ = std::move(d);
+  // One thread per rank, and Eigen's GEMM blocking fixed rather than read from this CPU's
+  // caches: both decide the order of the products' additions.
+  threads_ = 1;
+  use_threads(1);
+  Eigen::setCpuCacheSizes(32 * 1024, 256 * 1024, 2 * 1024 * 1024);
+  // BatchNorm takes each chunk's own statistics, and its buffers are averaged exactly, so
+  // they are neither reduced during the pass nor broadcast.
+  training_pass_.statistics = nullptr;
+  broadcast_buffers_each_step_ = false;
+  // The fewest samples a chunk holds: the epoch's last, shorter step has shorter chunks.
+  const Index per_epoch = train_.samples;
+  const Index last = per_epoch % config_.batch_global;
+  model_->layers().check_training_batch(last > 0 ? std::min(chunk, last / d->chunks) : chunk);
+}
+
+template <typename T>
+double Trainer<T>::compute_chunk_gradients(const Index* samples, Index count) {
+  DeterministicStep<T>& d = *deterministic_;
+  const Index chunks = d.chunks, local = d.local_chunks, p = d.parameters;
+  const Index world = comm_.size(), rank = comm_.rank();
+  const Index size = count / local;  // B/C, or fewer in the epoch's last step
+  T* buffers = model_->buffer_values();
+  int64_t* counters = model_->buffer_counters();
+  for (Index i = 0; i < d.buffer_values; ++i) d.saved_buffers[i] = static_cast<double>(buffers[i]);
+  std::copy(counters, counters + d.saved_counters.size(), d.saved_counters.begin());
+  const nn::BatchTargets<T> targets{batch_y_.data(), batch_labels_.data()};
+  for (Index t = 0; t < local; ++t) {
+    // Every chunk starts from the step's buffers (Note [deterministic mode], 2).
+    for (Index i = 0; i < d.buffer_values; ++i) buffers[i] = static_cast<T>(d.saved_buffers[i]);
+    std::copy(d.saved_counters.begin(), d.saved_counters.end(), counters);
+    // Local chunk t is global chunk q = N t + r: local indices t + L i, positions q + C i.
+    for (Index i = 0; i < size; ++i) {
+      d.samples[i] = samples[t + local * i];
+      d.positions[i] = world * t + rank + chunks * i;
+    }
+    model_->zero_gradients();
+    phases_.lap(&StepProfile::forward_s, SpanKind::kZeroGradients);
+    gather(train_, d.samples.data(), size);
+    phases_.lap(&StepProfile::data_s, SpanKind::kData);
+    ConstMatrixView<T> x(batch_x_.data(), train_.features, size);
+    nn::PassContext pass = training_pass_;
+    pass.positions = d.positions.data();
+    const auto out = model_->forward(pass, x);
+    const double loss = loss_->forward_backward(out, targets, model_->output_gradient());
+    phases_.lap(&StepProfile::forward_s, SpanKind::kForward);
+    model_->backward(pass, x);
+    phases_.lap(&StepProfile::backward_s, SpanKind::kBackward);
+    T* term = d.terms.data() + static_cast<size_t>(t) * d.width;  // (width)
+    std::copy(model_->gradients(), model_->gradients() + p, term);
+    term[p] = static_cast<T>(loss);  // rounded to T as the default mode's loss slot is
+    std::copy(buffers, buffers + d.buffer_values, term + p + 1);
+  }
+  return 0.0;  // the step's loss comes out of synchronize_chunks
+}
+
+template <typename T>
+double Trainer<T>::synchronize_chunks() {
+  DeterministicStep<T>& d = *deterministic_;
+  const Index p = d.parameters;
+  locally_finite_ = all_finite(d.terms.data(), static_cast<Index>(d.terms.size()));
+  gradients_inspected_ = true;
+  // The mean over the C chunks: divided by C here and nowhere else (Note [deterministic mode], 3).
+  d.step_sum->sum(d.terms.data(), d.local_chunks, d.chunks, static_cast<double>(d.chunks),
+                  d.mean.data());
+  T* grads = model_->gradients();
+  for (Index i = 0; i <= p; ++i) grads[i] = static_cast<T>(d.mean[i]);  // the loss slot too
+  T* buffers = model_->buffer_values();
+  for (Index i = 0; i < d.buffer_values; ++i) buffers[i] = static_cast<T>(d.mean[p + 1 + i]);
+  phases_.lap(&StepProfile::sync_exposed_s, SpanKind::kReductionWait);
+  return d.mean[p];
+}
+
+template <typename T>
+nn::EvalSums Trainer<T>::evaluate_in_blocks(const data::Dataset<T>& set) {
+  // Block g is samples [g E, (g + 1) E), E = B/C, on rank g mod N: fixed blocks, so each
+  // block's forward pass and sums are the same at every N; the blocks' sums add exactly.
+  DeterministicStep<T>& d = *deterministic_;
+  const Index n = set.samples, world = comm_.size();
+  const Index block = static_cast<Index>(d.samples.size());
+  const Index blocks = (n + block - 1) / block;
+  const Index mine = blocks / world + (comm_.rank() < blocks % world ? 1 : 0);
+  d.eval_terms.resize(static_cast<size_t>(2 * mine));
+  const nn::BatchTargets<T> targets{batch_y_.data(), batch_labels_.data()};
+  Index k = 0;
+  for (Index g = comm_.rank(); g < blocks; g += world, ++k) {
+    const Index first = g * block, count = std::min(block, n - first);
+    for (Index i = 0; i < count; ++i) d.samples[i] = first + i;
+    gather(set, d.samples.data(), count);
+    ConstMatrixView<T> x(batch_x_.data(), set.features, count);
+    nn::EvalSums sums;
+    loss_->accumulate(model_->forward(nn::evaluation_context(), x), targets, sums);
+    d.eval_terms[2 * k] = sums.loss_sum;
+    d.eval_terms[2 * k + 1] = sums.correct;
+  }
+  double totals[2];
+  d.eval_sum->sum(d.eval_terms.data(), mine, blocks, static_cast<double>(n), totals);
+  return {totals[0], totals[1]};
+}
+
+#define MPIDDP_INSTANTIATE(T)                                                    \
+  template void Trainer<T>::setup_deterministic();                               \
+  template double Trainer<T>::compute_chunk_gradients(const Index*, Index);      \
+  template double Trainer<T>::synchronize_chunks();                              \
+  template nn::EvalSums Trainer<T>::evaluate_in_blocks(const data::Dataset<T>&);
+MPIDDP_INSTANTIATE(float)
+MPIDDP_INSTANTIATE(double)
+#undef MPIDDP_INSTANTIATE
+
+}  // namespace mpiddp::train
