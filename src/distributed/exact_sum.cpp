@@ -68,7 +68,8 @@ void ExactSum::sum(const V* terms, Index local_terms, int64_t max_terms, double 
       }
     }
   }
-  comm_.wait_sum(comm_.start_sum(fixed_.data(), width_, ElementType::kInt64, 1.0, algorithm_));
+  comm_.wait_sum(comm_.start_sum(fixed_.data(), width_, ElementType::kInt64, 1.0, algorithm_,
+                                 Compression::kNone));
   // 3. Back to double, once per value: the same integers give the same bits everywhere.
   for (size_t g = 0; g < groups; ++g) {
     const bool finite = std::isfinite(max_[g]);

@@ -40,7 +40,9 @@ void Trainer<T>::setup_deterministic() {
   d->local_chunks = d->chunks / comm_.size();
   d->parameters = model_->parameter_count();
   d->buffer_values = model_->buffer_value_count();
-  d->width = static_cast<size_t>(d->parameters + 1 + d->buffer_values);
+  // A term: the gradients, the loss, the buffers and the stop vote (Note [stopping on a
+  // signal]), which rides in the sum the step already makes, as in the default mode.
+  d->width = static_cast<size_t>(d->parameters + 1 + d->buffer_values + 1);
   d->terms.assign(static_cast<size_t>(d->local_chunks) * d->width, T(0));
   d->mean.assign(d->width, 0.0);
   d->saved_buffers.assign(static_cast<size_t>(d->buffer_values), 0.0);
@@ -48,11 +50,12 @@ void Trainer<T>::setup_deterministic() {
   const Index chunk = config_.batch_global / d->chunks;
   d->samples.assign(static_cast<size_t>(chunk), 0);
   d->positions.assign(static_cast<size_t>(chunk), 0);
-  // One grid per tensor, one for the loss, one for the buffers.
+  // One grid per tensor, one for the loss, one for the buffers, one for the vote.
   std::vector<size_t> groups;
   for (const auto& tensor : model_->tensors()) groups.push_back(static_cast<size_t>(tensor.offset));
   groups.push_back(static_cast<size_t>(d->parameters));
   if (d->buffer_values > 0) groups.push_back(static_cast<size_t>(d->parameters + 1));
+  groups.push_back(d->width - 1);
   d->step_sum = std::make_unique<distributed::ExactSum>(comm_, std::move(groups), d->width,
                                                         reducer_.algorithm());
   d->eval_sum = std::make_unique<distributed::ExactSum>(comm_, std::vector<size_t>{0, 1}, 2,
@@ -109,6 +112,7 @@ double Trainer<T>::compute_chunk_gradients(const Index* samples, Index count) {
     std::copy(model_->gradients(), model_->gradients() + p, term);
     term[p] = static_cast<T>(loss);  // rounded to T as the default mode's loss slot is
     std::copy(buffers, buffers + d.buffer_values, term + p + 1);
+    term[d.width - 1] = t == 0 ? stop_vote() : T(0);  // one vote per rank
   }
   return 0.0;  // the step's loss comes out of synchronize_chunks
 }
@@ -126,6 +130,7 @@ double Trainer<T>::synchronize_chunks() {
   for (Index i = 0; i <= p; ++i) grads[i] = static_cast<T>(d.mean[i]);  // the loss slot too
   T* buffers = model_->buffer_values();
   for (Index i = 0; i < d.buffer_values; ++i) buffers[i] = static_cast<T>(d.mean[p + 1 + i]);
+  stop_requested_ = d.mean[d.width - 1] > 0.0;  // some rank voted: every rank stops
   phases_.lap(&StepProfile::sync_exposed_s, SpanKind::kReductionWait);
   return d.mean[p];
 }

@@ -124,7 +124,11 @@ template <typename T>
 void Trainer<T>::select_gemm() {
   // An explicit compute.gemm is every rank's already; `auto` is measured once, on rank 0
   // (Note [the choice is remembered]), and sent: replicas must not mix libraries.
-  if (config_.gemm != "auto") {
+  if (config_.deterministic.enabled) {
+    // Deterministic mode: Eigen, compiled in (deterministic_config.cpp says why).
+    gemm_ = choose_gemm<T>("eigen", {}, threads_);
+    gemm_.how = "deterministic";
+  } else if (config_.gemm != "auto") {
     gemm_ = choose_gemm<T>(config_.gemm, {}, threads_);
   } else {
     if (comm_.rank() == 0) gemm_ = choose_gemm<T>(config_.gemm, model_->gemm_calls(batch_per_rank_), threads_);
