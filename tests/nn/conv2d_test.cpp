@@ -291,7 +291,7 @@ TEST(ConvNet, TensorsAreNamedAsPyTorch) {
 }
 
 TEST(ConvNet, NetworkGradientMatchesFiniteDifferences) {
-  const Index batch = 3, inputs = 2 * 6 * 6;
+  const Index batch = 3;
   Sequential<double> model({2, 6, 6}, mpiddp::testing::specs(kCnn), batch);
   model.initialize(3);
   EXPECT_GT(mpiddp::testing::check_model_gradients(model, batch), 1e-3);  // not vacuous
