@@ -1,4 +1,5 @@
 #include "mpiddp/train/config.hpp"
+#include "mpiddp/nn/gemm.hpp"
 #include "mpiddp/nn/linear.hpp"
 
 #include <gtest/gtest.h>
@@ -76,6 +77,28 @@ TEST(Config, EachErrorNamesItsKey) {
   EXPECT_EQ(error_key("schedule.step_size=0"), "schedule.step_size");
   EXPECT_EQ(error_key("log.every_steps=0"), "log.every_steps");
   EXPECT_EQ(error_key("model.layers.9.out=3"), "model.layers.9.out");  // past the end
+}
+
+TEST(Config, GemmLibraryIsChosenOrMeasured) {
+  EXPECT_EQ(parse_config(default_experiment()).gemm, "auto");
+  EXPECT_EQ(error_key("compute.gemm=mkl"), "compute.gemm");
+  EXPECT_EQ(error_key("compute.gemm=eigen"), "(no error)");
+  EXPECT_EQ(error_key("compute.threads=2"), "compute.threads");
+  // Deterministic mode needs the kernels the build fixes (deterministic_config.cpp).
+  Json user = default_experiment();
+  apply_override(user, "deterministic={\"chunks\": 16}");
+  apply_override(user, "compute.gemm=eigen");
+  EXPECT_EQ(parse_config(user).gemm, "eigen");
+  for (nn::GemmBackend b : nn::available_gemm_backends()) {
+    if (b == nn::GemmBackend::kEigen) continue;
+    EXPECT_EQ(error_key(std::string("compute.gemm=") + nn::gemm_backend_name(b)), "(no error)");
+    EXPECT_EQ(test::config_error_key([&] {
+                Json u = user;
+                apply_override(u, std::string("compute.gemm=") + nn::gemm_backend_name(b));
+                parse_config(u);
+              }),
+              "compute.gemm");
+  }
 }
 
 TEST(Config, AdamKeysAreNotSgdKeys) {
