@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the unit tests and the MPI tests with AddressSanitizer and UBSan (MPIDDP_SANITIZE)
 # in their own build directory and runs them: any finding fails. The CLI tests are left to
-# the normal build (they measure times, and MPI_Abort ends processes mid-flight).
+# the normal build (they measure times, and MPI_Abort ends processes mid-flight), and so are
+# the Slurm and cluster tests, which launch the CLI too.
 # Usage: scripts/test-sanitize.sh ; MPIDDP_SANITIZE_BUILD_DIR overrides build-sanitize/.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,7 +15,7 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 cd "$build"
 # Unit tests (no MPI): ASan, UBSan and LeakSanitizer.
 ASAN_OPTIONS="abort_on_error=1:detect_leaks=1:check_initialization_order=1" \
-  ctest --output-on-failure -j "$(nproc)" -LE "cli|mpi|slurm" --timeout 900
+  ctest --output-on-failure -j "$(nproc)" -LE "cli|mpi|slurm|cluster" --timeout 900
 # MPI tests: ASan and UBSan. Leak checking is off here: Open MPI's components allocate for the
 # life of the process and are dlclose'd at MPI_Finalize, so their allocations show up as
 # leaks from "<unknown module>" that no suppression can name; our code is leak-checked above.
