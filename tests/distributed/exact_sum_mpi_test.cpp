@@ -24,7 +24,7 @@ TEST_P(ExactSumPaths, Int64SumHasTheClosedForm) {
   // Rank r sends 2^40 + r in each of 5000 elements: the sum is n 2^40 + n(n-1)/2, past 2^53
   // for n >= 16 in a double but exact here at any n.
   std::vector<int64_t> v(5000, (int64_t{1} << 40) + r);
-  comm.wait_sum(comm.start_sum(v.data(), v.size(), ElementType::kInt64, 1.0, path));
+  comm.wait_sum(comm.start_sum(v.data(), v.size(), ElementType::kInt64, 1.0, path, Compression::kNone));
   for (int64_t x : v) ASSERT_EQ(x, n * (int64_t{1} << 40) + n * (n - 1) / 2);
 }
 
