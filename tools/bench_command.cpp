@@ -74,7 +74,7 @@ void run_reduce_only(const train::Config& config, const BenchArgs& args, distrib
     throw ConfigError("model.input_shape", "--reduce-only needs model.input_shape or model.inputs");
   const nn::Shape input = config.model_input_shape.empty() ? nn::Shape{config.model_inputs}
                                                            : config.model_input_shape;
-  nn::Sequential<T> model(input, config.layers, 1, 1);  // + the loss slot
+  nn::Sequential<T> model(input, config.layers, 1, train::kReservedSlots);  // as the trainer's buffer
   distributed::GradientReducer<T> reducer(comm, config.reduce);
   train::place_for_reduction(reducer, model);
   const double reduce_s = time_reduce<T>(config, comm, model, args.reduce_repeats);
