@@ -2,10 +2,10 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
 #include <cstdlib>
 #include <fstream>
 
@@ -87,14 +87,6 @@ class FileLock {
   int fd_;
 };
 
-bool make_directories(const std::string& path) {
-  for (size_t slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
-    const std::string prefix = path.substr(0, slash);
-    if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) return false;
-    if (slash == std::string::npos) return true;
-  }
-}
-
 }  // namespace
 
 io::Json gemm_record(const GemmChoice& choice) {
@@ -123,7 +115,9 @@ GemmChoice choose_gemm(const std::string& configured, const std::vector<nn::Gemm
     return choice;
   }
   const std::string dir = gemm_cache_directory();
-  if (dir.empty() || !make_directories(dir)) {
+  std::error_code failed;
+  if (!dir.empty()) std::filesystem::create_directories(dir, failed);
+  if (dir.empty() || failed) {
     choice = measure<T>(calls, threads);
     choice.cache = dir.empty() ? "none: no MPIDDP_CACHE_DIR, XDG_CACHE_HOME or HOME" : "none: cannot create " + dir;
     return choice;
