@@ -20,7 +20,7 @@
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/core/threads.hpp"
 #include "mpiddp/data/source.hpp"
-#include "mpiddp/nn/gemm.hpp"
+#include "mpiddp/nn/gemm_calibration.hpp"
 #include "mpiddp/nn/sequential.hpp"
 #include "mpiddp/train/config.hpp"
 
@@ -39,12 +39,8 @@ struct Best {
   double cpu = std::numeric_limits<double>::infinity();
 };
 
-Best time_call(const nn::GemmShape& s, int repeats, std::vector<float>& a, std::vector<float>& b, std::vector<float>& c) {
-  const Index a_rows = s.op_a == nn::Op::kTranspose ? s.k : s.m, b_rows = s.op_b == nn::Op::kTranspose ? s.n : s.k;
-  auto run = [&] {
-    nn::multiply(MatrixView<float>(c.data(), s.m, s.n), ConstMatrixView<float>(a.data(), a_rows, s.m * s.k / a_rows),
-                 s.op_a, ConstMatrixView<float>(b.data(), b_rows, s.k * s.n / b_rows), s.op_b, nn::Accumulate::kOverwrite);
-  };
+Best time_call(const nn::GemmShape& s, int repeats, nn::GemmOperands<float>& ops) {
+  auto run = [&] { ops.multiply(s); };
   run();  // warm-up
   Best best;
   for (int r = 0; r < repeats; ++r) {
@@ -78,15 +74,7 @@ int main(int argc, char** argv) {
     const nn::Sequential<float> model(train::model_input_shape(config, data.shape, data.features, "data.train"),
                                       config.layers, batch, 1);
     const std::vector<nn::GemmCall> calls = model.gemm_calls(batch);
-    Index a_size = 0, b_size = 0, c_size = 0;
-    for (const auto& call : calls) {
-      a_size = std::max(a_size, call.shape.m * call.shape.k);
-      b_size = std::max(b_size, call.shape.k * call.shape.n);
-      c_size = std::max(c_size, call.shape.m * call.shape.n);
-    }
-    std::vector<float> a(a_size), b(b_size), c(c_size);
-    for (size_t i = 0; i < a.size(); ++i) a[i] = 0.001f * static_cast<float>(i % 97);
-    for (size_t i = 0; i < b.size(); ++i) b[i] = 0.001f * static_cast<float>(i % 89);
+    nn::GemmOperands<float> ops(calls);
     use_threads(threads);
     std::printf("# %s: %s, per-rank batch %lld at np=%d, %d thread(s), best of %d\n", argv[1],
                 model.describe().c_str(), static_cast<long long>(batch), np, threads, repeats);
@@ -94,7 +82,7 @@ int main(int argc, char** argv) {
       nn::use_gemm_backend(backend, threads);
       double pass_wall = 0.0, pass_cpu = 0.0, flops = 0.0;
       for (const auto& call : calls) {
-        const Best best = time_call(call.shape, repeats, a, b, c);
+        const Best best = time_call(call.shape, repeats, ops);
         const double f = 2.0 * static_cast<double>(call.shape.m) * static_cast<double>(call.shape.n) * static_cast<double>(call.shape.k);
         pass_wall += best.wall * static_cast<double>(call.count);
         pass_cpu += best.cpu * static_cast<double>(call.count);

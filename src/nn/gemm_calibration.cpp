@@ -21,45 +21,16 @@ double now_seconds(bool single_thread) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-Index rows_of_a(const GemmShape& s) { return s.op_a == Op::kTranspose ? s.k : s.m; }
-Index cols_of_a(const GemmShape& s) { return s.op_a == Op::kTranspose ? s.m : s.k; }
-Index rows_of_b(const GemmShape& s) { return s.op_b == Op::kTranspose ? s.n : s.k; }
-Index cols_of_b(const GemmShape& s) { return s.op_b == Op::kTranspose ? s.k : s.n; }
-
 constexpr Index kMaxRunsPerCall = 8;
 
-// Operands for the largest of the calls, filled with small values (no denormals, no
-// overflow), shared by all of them.
 template <typename T>
-struct Operands {
-  std::vector<T> a, b, c;
-  explicit Operands(const std::vector<GemmCall>& calls) {
-    Index a_size = 0, b_size = 0, c_size = 0;
-    for (const GemmCall& call : calls) {
-      a_size = std::max(a_size, call.shape.m * call.shape.k);
-      b_size = std::max(b_size, call.shape.k * call.shape.n);
-      c_size = std::max(c_size, call.shape.m * call.shape.n);
-    }
-    a.resize(a_size);
-    b.resize(b_size);
-    c.assign(c_size, T(0));
-    for (size_t i = 0; i < a.size(); ++i) a[i] = T(0.001) * static_cast<T>(i % 97);
-    for (size_t i = 0; i < b.size(); ++i) b[i] = T(0.001) * static_cast<T>(i % 89);
-  }
-};
-
-template <typename T>
-double one_pass(const std::vector<GemmCall>& calls, Operands<T>& ops, bool single_thread) {
+double one_pass(const std::vector<GemmCall>& calls, GemmOperands<T>& ops, bool single_thread) {
   double total = 0.0;
   for (const GemmCall& call : calls) {
     const GemmShape& s = call.shape;
     const Index runs = std::min(call.count, kMaxRunsPerCall);
     const double start = now_seconds(single_thread);
-    for (Index r = 0; r < runs; ++r)
-      multiply(MatrixView<T>(ops.c.data(), s.m, s.n),
-               ConstMatrixView<T>(ops.a.data(), rows_of_a(s), cols_of_a(s)), s.op_a,
-               ConstMatrixView<T>(ops.b.data(), rows_of_b(s), cols_of_b(s)), s.op_b,
-               Accumulate::kOverwrite);
+    for (Index r = 0; r < runs; ++r) ops.multiply(s);
     const double seconds = now_seconds(single_thread) - start;
     total += seconds * static_cast<double>(call.count) / static_cast<double>(runs);
   }
@@ -72,7 +43,7 @@ template <typename T>
 std::vector<GemmTiming> time_gemm_backends(const std::vector<GemmCall>& calls, int threads, double budget_s) {
   const GemmBackend previous = gemm_backend_in_use();
   const auto backends = available_gemm_backends();
-  Operands<T> ops(calls);
+  GemmOperands<T> ops(calls);
   std::vector<GemmTiming> timings;
   const double share = budget_s / static_cast<double>(backends.size());
   for (GemmBackend backend : backends) {
@@ -92,6 +63,31 @@ std::vector<GemmTiming> time_gemm_backends(const std::vector<GemmCall>& calls, i
 
 template std::vector<GemmTiming> time_gemm_backends<float>(const std::vector<GemmCall>&, int, double);
 template std::vector<GemmTiming> time_gemm_backends<double>(const std::vector<GemmCall>&, int, double);
+
+template <typename T>
+GemmOperands<T>::GemmOperands(const std::vector<GemmCall>& calls) {
+  Index a_size = 0, b_size = 0, c_size = 0;
+  for (const GemmCall& call : calls) {
+    a_size = std::max(a_size, call.shape.m * call.shape.k);
+    b_size = std::max(b_size, call.shape.k * call.shape.n);
+    c_size = std::max(c_size, call.shape.m * call.shape.n);
+  }
+  a_.resize(a_size);
+  b_.resize(b_size);
+  c_.assign(c_size, T(0));
+  for (size_t i = 0; i < a_.size(); ++i) a_[i] = T(0.001) * static_cast<T>(i % 97);
+  for (size_t i = 0; i < b_.size(); ++i) b_[i] = T(0.001) * static_cast<T>(i % 89);
+}
+
+template <typename T>
+void GemmOperands<T>::multiply(const GemmShape& s) {
+  const Index a_rows = s.op_a == Op::kTranspose ? s.k : s.m, b_rows = s.op_b == Op::kTranspose ? s.n : s.k;
+  nn::multiply(MatrixView<T>(c_.data(), s.m, s.n), ConstMatrixView<T>(a_.data(), a_rows, s.m * s.k / a_rows),
+               s.op_a, ConstMatrixView<T>(b_.data(), b_rows, s.k * s.n / b_rows), s.op_b, Accumulate::kOverwrite);
+}
+
+template class GemmOperands<float>;
+template class GemmOperands<double>;
 
 GemmBackend fastest_gemm_backend(const std::vector<GemmTiming>& timings, double margin) {
   GemmBackend best = GemmBackend::kEigen;

@@ -12,6 +12,18 @@ struct GemmTiming {
   double seconds = 0.0;  // one forward and backward pass's products, the best of the repeats
 };
 
+// Operands for the largest of `calls`, filled with small values (no denormals, no overflow)
+// and shared by all of them: what the calibration and bench/gemm/gemm_bench time.
+template <typename T>
+class GemmOperands {
+ public:
+  explicit GemmOperands(const std::vector<GemmCall>& calls);
+  void multiply(const GemmShape& shape);  // c = op(a) op(b) with this shape
+
+ private:
+  std::vector<T> a_, b_, c_;
+};
+
 // Times every available backend on `calls` in T (float or double) with `threads` threads each: a warm-up,
 // then passes until each backend has had its share of `budget_s` (at least 3 passes). A
 // call made `count` times is timed over at most 8 runs and scaled. One thread is timed by
