@@ -1,5 +1,6 @@
 #include "mpiddp/train/fault_injection.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -26,12 +27,15 @@ namespace {
   std::_Exit(kExitFailure);
 }
 
-// The main thread stops; the watchdog thread stays alive and answers its peers.
+// The main thread stops; the watchdog thread stays alive and answers its peers. Slept in
+// pieces of at most 50 ms up to the deadline, so that a short stall_s (a test pacing every
+// step of a run) lasts stall_s and not a whole piece.
 void stall(const FaultInjection& f) {
-  const auto until = std::chrono::steady_clock::now() +
-                     std::chrono::duration<double>(f.stall_s > 0 ? f.stall_s : 1e9);
-  while (std::chrono::steady_clock::now() < until)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  using clock = std::chrono::steady_clock;
+  const auto until = clock::now() + std::chrono::duration_cast<clock::duration>(
+                                        std::chrono::duration<double>(f.stall_s > 0 ? f.stall_s : 1e9));
+  for (auto now = clock::now(); now < until; now = clock::now())
+    std::this_thread::sleep_for(std::min<clock::duration>(until - now, std::chrono::milliseconds(50)));
 }
 
 }  // namespace
