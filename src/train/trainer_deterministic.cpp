@@ -60,6 +60,10 @@ void Trainer<T>::setup_deterministic() {
                                                         reducer_.algorithm());
   d->eval_sum = std::make_unique<distributed::ExactSum>(comm_, std::vector<size_t>{0, 1}, 2,
                                                         reducer_.algorithm());
+  // The fewest samples a chunk holds: the epoch's last, shorter step has shorter chunks.
+  const Index per_epoch = train_.samples;
+  const Index last = per_epoch % config_.batch_global;
+  model_->layers().check_training_batch(last > 0 ? std::min(chunk, last / d->chunks) : chunk);
   deterministic_ = std::move(d);
   // One thread per rank, and Eigen's GEMM blocking fixed rather than read from this CPU's
   // caches: both decide the order of the products' additions.
@@ -70,10 +74,6 @@ void Trainer<T>::setup_deterministic() {
   // they are neither reduced during the pass nor broadcast.
   training_pass_.statistics = nullptr;
   broadcast_buffers_each_step_ = false;
-  // The fewest samples a chunk holds: the epoch's last, shorter step has shorter chunks.
-  const Index per_epoch = train_.samples;
-  const Index last = per_epoch % config_.batch_global;
-  model_->layers().check_training_batch(last > 0 ? std::min(chunk, last / d->chunks) : chunk);
 }
 
 template <typename T>
