@@ -175,14 +175,17 @@ cat >"$state/env.sh" <<EOF
 # Source this to use the cluster in $state (written by launch/local-cluster/start.sh).
 export SLURM_CONF="$state/slurm.conf"
 export MPIDDP_CLUSTER_STATE="$state"
-# MPICH's UCX transport recognises the nodes as one machine (by its machine id, not the host
-# name) and carries messages between them through shared memory or cross-memory attach,
-# around the network and its faults; UCX_TLS=tcp,self keeps them on the link, but MPICH jobs
-# then hung intermittently here (2 of 5), so it is not set. Open MPI uses TCP between nodes.
+# Between nodes both MPIs use TCP on eth0: Open MPI by host, MPICH's UCX because each node
+# has its own boot id (Note [a boot id per node] in start.sh); inside a node, shared memory.
 case ":\$PATH:" in *":$state/bin:"*) ;; *) export PATH="$state/bin:\$PATH" ;; esac
 # cluster_link NODE up|down: brings node NODE's link up or down at the bridge (from outside
 # the node, like pulling its cable at the switch).
 cluster_link() { ip -n "$head_ns" link set "\$1" "\$2"; }
+# cluster_link_bytes NODE: the bytes that node NODE's link has carried so far, both ways
+# (the counters of its end on the bridge): what crossed the network to and from the node.
+cluster_link_bytes() {
+  ip -n "$head_ns" -s link show dev "\$1" | awk '/RX:|TX:/ { getline; sum += \$1 } END { print sum + 0 }'
+}
 # cluster_pids NODE: the processes running on node NODE (in its network namespace).
 cluster_pids() { ip netns pids "mpiddp-$cluster_hash-\$1"; }
 EOF
