@@ -26,7 +26,9 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) {
 // their flushes, and only then enters a PMI barrier. A flush towards another node (tcp) can
 // need an answer from the peer, and a peer whose own flushes are done is already in that
 // barrier, where it no longer answers: the rank waits forever and the peers wait for it
-// (measured on launch/local-cluster: 2 x 2 jobs hung in MPI_Finalize in about 1 run in 4).
+// (on launch/local-cluster, 2 nodes x 2 ranks: 2 of 10 runs of a plain allreduce program,
+// and 2 of 4 mpiddp jobs of cluster_sbatch, hung there; each time a rank spinning in UCX
+// progress, the others in the PMI barrier).
 // MPICH later moved the barrier before the disconnect (upstream commits 08d8105, d6c7cd5).
 // By then the run is over on every rank: logs and checkpoints written and closed, the exit
 // code agreed. So a finalize that has not returned within kFinalizeBound ends the process
