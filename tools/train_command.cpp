@@ -55,12 +55,8 @@ TrainArgs parse_train_args(int argc, char** argv) {
   return args;
 }
 
-}  // namespace
-
-int train_command(int argc, char** argv) {
-  const std::string launcher = distributed::detect_launcher();  // before MPI_Init: see launcher.hpp
-  const int launched = distributed::launched_processes();
-  distributed::MpiRuntime runtime(&argc, &argv);
+// The run on this rank, between MPI_Init and MPI_Finalize; returns the exit code.
+int train_rank(int argc, char** argv, const std::string& launcher, int launched) {
   // After MPI_Init, so that ours are the handlers: SIGTERM, SIGINT and SIGUSR1 stop every
   // rank together at a step boundary with a checkpoint (Note [stopping on a signal]), and the
   // watchdog thread writes the flight recorder on them (Note [the flight recorder]).
@@ -130,6 +126,16 @@ int train_command(int argc, char** argv) {
     comm.abort(kExitFailure, std::string("unexpected error: ") + e.what());
   }
   return kExitOk;
+}
+
+}  // namespace
+
+int train_command(int argc, char** argv) {
+  const std::string launcher = distributed::detect_launcher();  // before MPI_Init: see launcher.hpp
+  const int launched = distributed::launched_processes();
+  distributed::MpiRuntime runtime(&argc, &argv);
+  // Every MPI object of the run is gone when train_rank returns; then a bounded finalize.
+  return runtime.finish(train_rank(argc, argv, launcher, launched));
 }
 
 }  // namespace mpiddp::tools

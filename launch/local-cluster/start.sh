@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Brings up a Slurm cluster of K nodes on this machine, each node a Linux network namespace
-# with its own host name, address, /tmp-like TmpFS and /dev/shm, the nodes joined by veth
+# with its own host name, address, boot id, /tmp-like TmpFS and /dev/shm, the nodes joined by veth
 # links on a bridge: launch/slurm.sbatch then runs across a real network link (TCP between
 # hosts, shared memory inside one), and a link can be cut or slowed from outside. Needs root
 # (namespaces), iproute2, util-linux (nsenter, unshare), Slurm and munge
@@ -61,6 +61,8 @@ for ns in "$head_ns" "${node_ns[@]}"; do
   [ ! -e "/run/netns/$ns" ] || die "network namespace $ns exists already (a leftover of a cluster in $state? run stop.sh on it)"
 done
 mkdir -p "$state/bin" "$state/nodes"
+node_list=()
+for k in $(seq "$nodes"); do node_list+=("n$k"); done
 { echo "nodes $nodes"; echo "head $head_ns"; printf 'node %s\n' "${node_ns[@]}"; } >"$state/cluster"
 
 # On any failure from here on, show why, and remove what was made.
@@ -120,7 +122,17 @@ echo "$tc_note" >"$state/tc"
 # mount namespace, where the node's directory is bound over the TmpFS path (PMIx keeps its
 # per-step /tmp/spmix_appdir_* there: shared, two nodes' steps would collide), a fresh tmpfs
 # is mounted on /dev/shm (MPI's shared-memory segments stay inside the node, as on real
-# hardware) and the cluster's host table over /etc/hosts (MPICH resolves peers by name).
+# hardware), the cluster's host table over /etc/hosts (MPICH resolves peers by name) and the
+# node's own boot id over /proc/sys/kernel/random/boot_id (Note [a boot id per node]).
+#
+# Note [a boot id per node]
+# UCX (MPICH's ch4:ucx transport) takes two processes for one machine when their system ids
+# match: ucs_get_system_id() is /proc/sys/kernel/random/boot_id, which every namespace of one
+# kernel shares. Its shared-memory transports (posix, sysv, cma: uct_sm_iface_is_reachable)
+# are then "reachable" between the nodes, and UCX carries their messages around the link,
+# which a cut then does not stop. Each node gets a random boot id of its own, made once at
+# start like a real machine's at boot: UCX then uses shared memory inside a node and tcp on
+# eth0 between nodes, as on a real cluster, with no UCX_TLS. Open MPI does not read it.
 cat >"$state/bin/enter-node" <<EOF
 #!/bin/sh
 # enter-node NAME COMMAND...: runs COMMAND as node NAME (head or nK) of the cluster in $state.
@@ -142,9 +154,14 @@ mkdir -p "$state/nodes/\$name/tmp"
 mount --bind "$state/nodes/\$name/tmp" "$state/tmpfs"
 mount -t tmpfs -o mode=1777,size=50% tmpfs /dev/shm
 mount --bind "$state/hosts" /etc/hosts
+mount --bind "$state/nodes/\$name/boot_id" /proc/sys/kernel/random/boot_id
 exec "\$@"
 EOF
 chmod +x "$state/bin/enter-node" "$state/bin/node-init"
+for name in head "${node_list[@]}"; do
+  mkdir -p "$state/nodes/$name"
+  cat /proc/sys/kernel/random/uuid >"$state/nodes/$name/boot_id"
+done
 mkdir -p "$state/tmpfs"
 # The client commands talk to slurmctld at the head's address: they run in the head's network
 # namespace (nothing else: the submitting shell's files and environment stay as they are).
@@ -158,14 +175,17 @@ cat >"$state/env.sh" <<EOF
 # Source this to use the cluster in $state (written by launch/local-cluster/start.sh).
 export SLURM_CONF="$state/slurm.conf"
 export MPIDDP_CLUSTER_STATE="$state"
-# MPICH's UCX transport recognises the nodes as one machine (by its machine id, not the host
-# name) and carries messages between them through shared memory or cross-memory attach,
-# around the network and its faults; UCX_TLS=tcp,self keeps them on the link, but MPICH jobs
-# then hung intermittently here (2 of 5), so it is not set. Open MPI uses TCP between nodes.
+# Between nodes both MPIs use TCP on eth0: Open MPI by host, MPICH's UCX because each node
+# has its own boot id (Note [a boot id per node] in start.sh); inside a node, shared memory.
 case ":\$PATH:" in *":$state/bin:"*) ;; *) export PATH="$state/bin:\$PATH" ;; esac
 # cluster_link NODE up|down: brings node NODE's link up or down at the bridge (from outside
 # the node, like pulling its cable at the switch).
 cluster_link() { ip -n "$head_ns" link set "\$1" "\$2"; }
+# cluster_link_bytes NODE: the bytes that node NODE's link has carried so far, both ways
+# (the counters of its end on the bridge): what crossed the network to and from the node.
+cluster_link_bytes() {
+  ip -n "$head_ns" -s link show dev "\$1" | awk '/RX:|TX:/ { getline; sum += \$1 } END { print sum + 0 }'
+}
 # cluster_pids NODE: the processes running on node NODE (in its network namespace).
 cluster_pids() { ip netns pids "mpiddp-$cluster_hash-\$1"; }
 EOF
@@ -191,8 +211,6 @@ for k in $(seq "$nodes"); do
   mkdir -p "$state/spool/n$k"
   slurm_start_daemon "slurmd-n$k" "$state/bin/enter-node" "n$k" slurmd -D -N "n$k" -f "$SLURM_CONF"
 done
-node_list=()
-for k in $(seq "$nodes"); do node_list+=("n$k"); done
 slurm_wait_idle 60 "${node_list[@]}" || abort "the nodes are not idle after 60 s"
 
 trap - ERR

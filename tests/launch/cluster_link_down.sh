@@ -6,14 +6,8 @@
 # bit as an uninterrupted run does. Skips (exit 77) without root, network namespaces or Slurm.
 source "$(dirname "$0")/../cli/lib.sh"
 source "$(dirname "$0")/cluster_lib.sh"
-# MPICH's UCX passes messages between the namespaced nodes through shared memory (it sees one
-# machine): a cut link does not stop them. UCX_TLS=tcp,self would, but MPICH jobs then hung
-# intermittently (docs/reliability.md); MPIDDP_CLUSTER_UCX_TCP=1 runs the test that way.
-if [[ "$(ldd "$MPIDDP")" == *libmpich* ]]; then
-  [ "${MPIDDP_CLUSTER_UCX_TCP:-0}" = 1 ] ||
-    { echo "SKIP: MPICH's UCX bypasses the link between namespaced nodes (set MPIDDP_CLUSTER_UCX_TCP=1 to force TCP)"; exit 77; }
-  export UCX_TLS=tcp,self
-fi
+# Under Open MPI and MPICH alike: each node has its own boot id, so MPICH's UCX sends between
+# the nodes over tcp on the link too (Note [a boot id per node] in launch/local-cluster/start.sh).
 
 # Adam has state a resume must restore; 4 steps per epoch, a checkpoint every 10 steps.
 ckpt="$WORK/checkpoints"

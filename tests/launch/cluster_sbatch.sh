@@ -2,7 +2,10 @@
 # launch/slurm.sbatch across two nodes of launch/local-cluster (network namespaces joined by
 # veth links on a bridge): -N 2 at 1 and 2 tasks per node reproduces the np=1 baseline with
 # identical replicas, and the run record names both hosts and the reduction at each level
-# (shared memory inside a node, MPI between nodes). Bad input ends with a clear error, never a
+# (shared memory inside a node, MPI between nodes), and the gradients crossed the link: n2's
+# link counters grew by at least the bytes one allreduce per step must send (under MPICH too:
+# a transport that took the nodes for one machine would carry them through shared memory,
+# around the link; launch/local-cluster/start.sh gives each node its own boot id). Bad input ends with a clear error, never a
 # hang: a global batch the ranks cannot share; a node whose link is down when the job starts.
 # stop.sh removes every namespace and process and may be called twice.
 # Skips (exit 77) without root, network namespaces, or Slurm and munge.
@@ -15,10 +18,20 @@ flavour=openmpi srun_mpi=pmix
 
 # 2 nodes x 1 task: nothing to combine inside a node; 2 x 2: shared memory, then MPI.
 for per_node in 1 2; do
-  rc=0
+  rc=0 link_before=$(cluster_link_bytes n2)
   job=$(submit "$per_node" --quiet) || rc=$?
+  link_bytes=$(( $(cluster_link_bytes n2) - link_before ))
   out="$WORK/job-$job.out" log="$WORK/runs/slurm-$job/train.jsonl"
   [ "$rc" -eq 0 ] || { cat "$out" >&2 || true; fail "2x$per_node: job '$job' exit code $rc"; }
+  # Each step's allreduce must bring each node the other node's whole gradient and send its
+  # own: at least 2 x steps x parameters x 4 bytes (float32, the default dtype; wider sums send
+  # more) on n2's link. Through shared memory it carries only Slurm's own messages: 26.6 kB
+  # for a whole MPICH 2 x 1 job when the nodes shared the machine's boot id (measured).
+  steps=$(grep -o '"kind":"end","steps":[0-9]*' "$log" | grep -o '[0-9]*$')
+  parameters=$(grep -o '"parameters":[0-9]*' "$log" | head -n 1 | grep -o '[0-9]*$')
+  min_bytes=$(( 2 * steps * parameters * 4 ))
+  [ "$link_bytes" -ge "$min_bytes" ] ||
+    fail "2x$per_node: n2's link carried $link_bytes bytes during job $job, less than the $min_bytes bytes of $steps steps' gradients ($parameters parameters): the ranks did not talk over the network"
   grep -q "mpi: *$flavour, launched by srun" "$WORK/runs/slurm-$job/job.txt" ||
     { cat "$out"; fail "2x$per_node: not $flavour launched by srun --mpi=$srun_mpi"; }
   grep -q "\"world_size\":$((2 * per_node))," "$log" || fail "2x$per_node: run record is not world_size $((2 * per_node))"
@@ -34,7 +47,7 @@ for per_node in 1 2; do
   for node in n1 n2; do
     [ -z "$(node_job_pids "$node")" ] || fail "2x$per_node: processes left on $node after job $job: $(node_job_pids "$node")"
   done
-  echo "2 nodes x $per_node: job $job, $(grep -o '"reduction":{[^}]*}' "$log"); $(tail -n 1 "$WORK/compare-$per_node.txt")"
+  echo "2 nodes x $per_node: job $job, $(grep -o '"reduction":{[^}]*}' "$log"); n2's link carried $link_bytes bytes (gradients at least $min_bytes); $(tail -n 1 "$WORK/compare-$per_node.txt")"
 done
 
 # A global batch that 4 ranks cannot share: the config error, on every rank, exit 2.
@@ -46,7 +59,10 @@ grep -q "batch.global: global batch 66 is not divisible by the world size 4" "$W
 echo "batch.global=66 on 2 x 2 ranks: job $job failed with exit code $rc and the config message"
 
 # n2's link down before the job starts: the job cannot reach n2; it must end with an error in
-# well under the watchdog time it is given, not wait forever.
+# well under the watchdog time it is given, not wait forever. Both nodes idle first: a cut
+# while the controller still ends the previous job on n2 leaves n2 "completing", and the job
+# then waits for n2 instead of failing (seen once on a loaded machine).
+slurm_wait_idle 60 n1 n2 || fail "the nodes are not idle 60 s after job $job"
 cluster_link n2 down
 start=$(date +%s.%N) rc=0
 job=$(submit 1 --quiet --set watchdog.timeout_s=20) || rc=$?

@@ -54,6 +54,10 @@ class MpiRuntime {
  public:
   MpiRuntime(int* argc, char*** argv);
   ~MpiRuntime();
+  // MPI_Finalize at the end of a run whose exit code is `exit_code`, bounded (Note [a bounded
+  // MPI_Finalize] in mpi_runtime.cpp): a finalize that has not returned in 10 s ends the
+  // process with that code. Every MPI object must be gone. Returns exit_code.
+  int finish(int exit_code);
   MpiRuntime(const MpiRuntime&) = delete;
   MpiRuntime& operator=(const MpiRuntime&) = delete;
 };
