@@ -72,6 +72,15 @@ SharedMemorySum::SharedMemorySum(MPI_Comm world) {
   int sizes[2] = {local_size_, -local_size_};
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, sizes, 2, MPI_INT, MPI_MAX, world), "MPI_Allreduce");
   uniform_ = sizes[0] == -sizes[1];
+  // World rank 0's node need not be every node rank's first in world order (a round-robin
+  // placement), so it is found, not assumed.
+  int lowest = world_rank;
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &lowest, 1, MPI_INT, MPI_MIN, node_), "MPI_Allreduce");
+  on_first_node_ = lowest == 0;
+  int cross_rank = 0;
+  check_mpi(MPI_Comm_rank(cross_, &cross_rank), "MPI_Comm_rank");
+  first_node_ = on_first_node_ ? cross_rank : INT32_MAX;
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &first_node_, 1, MPI_INT, MPI_MIN, cross_), "MPI_Allreduce");
   if (nodes_ > 1) compressed_ = std::make_unique<CompressedSum>(cross_);
 }
 
