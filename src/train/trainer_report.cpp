@@ -63,6 +63,7 @@ void Trainer<T>::start() {
                        {"gemm", gemm_record(gemm_)},
                        {"reduce_algorithm", distributed::to_string(reducer_.algorithm())},
                        {"reduce_compress", distributed::to_string(reducer_.compression())},
+                       {"reduce_shard_optimizer", optimizer_->sharded()},
                        {"reduction", {{"nodes", levels.nodes},
                                       {"ranks_per_node", levels.ranks_per_node},
                                       {"within_node", levels.within_node},

@@ -53,6 +53,20 @@ Index smallest_micro_batch(Index per_rank, Index batch_per_rank, Index accumulat
   return std::min(smallest(batch_per_rank), smallest(last));
 }
 
+// reduce.shard_optimizer needs every rank to hold the same averaged gradients before the
+// update (Note [the optimizer sharded across a node]) and the parts to pair up among nodes.
+void check_optimizer_shard_fits(const Config& c, const distributed::Communicator& comm) {
+  if (!c.reduce.shard_optimizer) return;
+  if (!c.sync)
+    throw ConfigError("reduce.shard_optimizer", "needs sync true: with sync off each rank "
+                                                "updates its own replica with all its state");
+  if (c.deterministic.enabled)
+    throw ConfigError("reduce.shard_optimizer", "is not supported with deterministic.enabled; "
+                                                "set one of them to false");
+  if (!comm.node_parts_usable())
+    throw ConfigError("reduce.shard_optimizer", "needs the same number of ranks on every node");
+}
+
 }  // namespace
 
 template <typename T>
@@ -104,7 +118,9 @@ Trainer<T>::Trainer(const Config& config, distributed::Communicator& comm, Train
   positions_.resize(static_cast<size_t>(batch_per_rank_));
   for (Index j = 0; j < batch_per_rank_; ++j) positions_[j] = j * comm.size() + comm.rank();
   loss_ = nn::make_loss<T>(config.loss);
-  optimizer_ = optim::make_optimizer<T>(config.optimizer, model_->parameter_count());
+  check_optimizer_shard_fits(config, comm);
+  optimizer_ = std::make_unique<OptimizerShard<T>>(config.optimizer, model_->parameter_count(),
+                                                   comm, config.reduce.shard_optimizer);
   // Only rank 0 writes the log; the other ranks hold a disabled one.
   log_ = comm.rank() == 0 && !config.log_path.empty()
              ? std::make_unique<io::JsonlLog>(config.log_path)
