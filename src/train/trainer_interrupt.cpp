@@ -13,14 +13,13 @@
 // exit code 9 (kExitInterrupted). A run without checkpoint.dir stops the same way but has
 // nothing to save: it ends with 128 + the signal's number, as a process killed by it would,
 // so that a launcher which requeues on 9 does not start it over from the beginning.
+#include <chrono>
 #include <string>
 
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/core/interrupt.hpp"
 #include "mpiddp/train/rank0_io.hpp"
 #include "mpiddp/train/trainer.hpp"
-
-#include <chrono>
 
 namespace mpiddp::train {
 
