@@ -3,14 +3,14 @@
 # record's loss) of the default experiment and of a small CNN in deterministic mode, as a
 # portable build (-DMPIDDP_NATIVE=OFF) computes them on any x86-64 machine, checked at the
 # file's world size and at another one. A -march=native build computes other bits (FMA
-# contraction, wider vectors), so it skips (77); scripts/test-mpich.sh's build is portable and
+# contraction, wider vectors), so it skips (77); scripts/test-valgrind.sh's build is portable and
 # runs it. MPIDDP_GOLDEN_WRITE=1 prints the figures of this build as the file's JSON
 # instead (how the file was made).
 source "$(dirname "$0")/lib.sh"
 golden="$SOURCE_DIR/tests/golden/deterministic.json"
 if [ "${MPIDDP_NATIVE:-ON}" != OFF ]; then
   echo "skipped: tests/golden/deterministic.json holds a portable build's bits; this build is" \
-       "-march=native (MPIDDP_NATIVE=${MPIDDP_NATIVE:-ON}); build with -DMPIDDP_NATIVE=OFF (scripts/test-mpich.sh does)"
+       "-march=native (MPIDDP_NATIVE=${MPIDDP_NATIVE:-ON}); build with -DMPIDDP_NATIVE=OFF (scripts/test-valgrind.sh does)"
   exit 77
 fi
 cd "$SOURCE_DIR"  # the args name files relative to the repository
