@@ -62,6 +62,13 @@ class SharedMemorySum {
   // the same size, in the same order). It lives as long as this object.
   void* allocate_resident(size_t bytes);
 
+  // Note [parameters in the shared window]. data: a buffer in allocate_resident's memory,
+  // cut into parts at the byte offsets begins (node rank r's part: [begins[r], begins[r+1])).
+  // This rank stores its part into every node rank's buffer at the same offset, then one
+  // node barrier: afterwards every rank's buffer holds every part, with no MPI message.
+  // Collective over the node. False (and nothing done) if data is not in the shared memory.
+  bool store_part_in_every(void* data, const std::vector<size_t>& begins);
+
  private:
   struct Window {
     MPI_Win handle = MPI_WIN_NULL;

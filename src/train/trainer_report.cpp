@@ -23,8 +23,9 @@ void Trainer<T>::start() {
   // The command line arms it before setup already; library callers get it here.
   comm_.start_watchdog(config_.faults.watchdog_timeout_s,
                        config_.faults.watchdog_action == "abort");
-  // Creating the shared memory for the gradients is a collective, so here.
-  place_for_reduction(reducer_, *model_);
+  // Creating the shared memory for the gradients (and the sharded parameters) is a
+  // collective, so here.
+  place_for_reduction(reducer_, *model_, config_.reduce.shard_optimizer);
   // Rank 0 reads sampler.order and broadcasts it: a collective, so here rather than in the
   // constructor, whose setup stays local (see TrainingRun).
   if (!config_.sampler_order.empty())

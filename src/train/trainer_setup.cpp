@@ -165,9 +165,15 @@ void plan_reduction(distributed::GradientReducer<T>& reducer, const nn::Sequenti
 }
 
 template <typename T>
-void place_for_reduction(distributed::GradientReducer<T>& reducer, nn::Sequential<T>& model) {
+void place_for_reduction(distributed::GradientReducer<T>& reducer, nn::Sequential<T>& model,
+                         bool shard_optimizer) {
   if (T* shared = reducer.allocate_shared_buffer(static_cast<size_t>(model.gradient_count())))
     model.place_gradients(shared);
+  else
+    return;  // no shared window here: the shard's parts go by MPI_Allgatherv
+  if (!shard_optimizer) return;
+  if (T* shared = reducer.allocate_shared_buffer(static_cast<size_t>(model.parameter_count())))
+    model.place_parameters(shared);
 }
 
 template Trainer<float>::Trainer(const Config&, distributed::Communicator&, TrainOptions);
@@ -176,7 +182,7 @@ template void Trainer<float>::select_gemm();
 template void Trainer<double>::select_gemm();
 template void plan_reduction(distributed::GradientReducer<float>&, const nn::Sequential<float>&);
 template void plan_reduction(distributed::GradientReducer<double>&, const nn::Sequential<double>&);
-template void place_for_reduction(distributed::GradientReducer<float>&, nn::Sequential<float>&);
-template void place_for_reduction(distributed::GradientReducer<double>&, nn::Sequential<double>&);
+template void place_for_reduction(distributed::GradientReducer<float>&, nn::Sequential<float>&, bool);
+template void place_for_reduction(distributed::GradientReducer<double>&, nn::Sequential<double>&, bool);
 
 }  // namespace mpiddp::train

@@ -76,7 +76,8 @@ class Communicator {
   // Every node has as many ranks, so that the parts pair up among the nodes.
   virtual bool node_parts_usable() const = 0;
   // In place: each rank holds its own part of data; afterwards every rank of the node holds
-  // every part. Collective over the world (each node exchanges within itself).
+  // every part. Collective over the world (each node exchanges within itself; on the
+  // shared-memory path by stores into the node's shared window, with no MPI message).
   virtual void allgather_node_parts(void* data, const std::vector<size_t>& begins) = 0;
   // Each rank of world rank 0's node sends its part (bytes begins[r + 1] - begins[r] at
   // `part`); rank 0 receives them all into `whole` (elsewhere null). Collective over that
