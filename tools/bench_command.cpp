@@ -100,10 +100,13 @@ void run_reduce_only(const train::Config& config, const BenchArgs& args, distrib
 // training set, which every rank holds whole. The peak RSS target is stated against this.
 template <typename T>
 double needed_memory_mb(const train::Config& config, const nn::Sequential<T>& model,
-                        const data::Dataset<T>& train_set, Index batch_per_rank) {
+                        const data::Dataset<T>& train_set, Index batch_per_rank,
+                        int ranks_on_node) {
   const double p = static_cast<double>(model.parameter_count());
   const auto& o = config.optimizer;
-  const double state = o.type == "sgd" ? (o.momentum != 0.0 ? p : 0.0) : 2.0 * p;
+  // reduce.shard_optimizer: a rank holds the state of its node rank's part only.
+  const double shards = config.reduce.shard_optimizer ? ranks_on_node : 1;
+  const double state = (o.type == "sgd" ? (o.momentum != 0.0 ? p : 0.0) : 2.0 * p) / shards;
   // The layers' declared scratch (activations, ping-pong buffers, their own working memory),
   // the model's output and its gradient, and the gathered batch.
   const double activations =
@@ -141,10 +144,10 @@ void run_bench(const train::Config& config, const BenchArgs& args, distributed::
 
   // Per-step means of this rank, then averaged over ranks.
   const double steps = static_cast<double>(std::max<int64_t>(1, profile.steps));
-  double phases[5] = {profile.forward_s / steps, profile.backward_s / steps,
+  double phases[6] = {profile.forward_s / steps, profile.backward_s / steps,
                       profile.sync_exposed_s / steps, profile.optimizer_s / steps,
-                      profile.data_s / steps};
-  comm.allreduce_sum(phases, 5);
+                      profile.data_s / steps, profile.optimizer_cpu_s / steps};
+  comm.allreduce_sum(phases, 6);
   for (double& p : phases) p /= comm.size();
   // CPU seconds of one step, summed over ranks: the machine's cost of a global batch.
   double cpu_per_step = profile.cpu_s / steps;
@@ -154,7 +157,7 @@ void run_bench(const train::Config& config, const BenchArgs& args, distributed::
   const auto& model = trainer.model();
   const double flops_per_sample = 6.0 * model.multiply_adds_per_sample();
   const double needed = needed_memory_mb(config, model, trainer.train_set(),
-                                         config.per_rank_batch(comm.size()));
+                                         config.per_rank_batch(comm.size()), comm.ranks_on_node());
   const distributed::GradientReducer<T> reducer(comm, config.reduce);
   train::Json line = {
       {"workload", std::filesystem::path(args.config.config_path).stem().string()},
@@ -169,6 +172,7 @@ void run_bench(const train::Config& config, const BenchArgs& args, distributed::
       {"backward_ms", phases[1] * 1e3},
       {"sync_exposed_ms", phases[2] * 1e3},
       {"optimizer_ms", phases[3] * 1e3},
+      {"optimizer_cpu_ms", phases[5] * 1e3},
       {"data_ms", phases[4] * 1e3},
       {"reduce_ms", reduce_s * 1e3},
       {"gflops", flops_per_sample * samples_per_s / 1e9},

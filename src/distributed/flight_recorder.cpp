@@ -54,6 +54,9 @@ constexpr KindName kKinds[] = {
     {Collective::kBarrier, "barrier", "MPI_Barrier"},
     {Collective::kSharedWindow, "shared_window", "MPI_Win_allocate_shared"},
     {Collective::kAllreduceSumInt64, "allreduce_sum_int64", "MPI_Allreduce(int64, sum)"},
+    {Collective::kNodeAllgather, "node_allgather", "MPI_Allgatherv(within a node)"},
+    {Collective::kNodeGather, "node_gather", "MPI_Gatherv(within a node)"},
+    {Collective::kBroadcastAmongNodes, "broadcast_among_nodes", "MPI_Bcast(among nodes)"},
 };
 
 const KindName* find_kind(Collective c) {

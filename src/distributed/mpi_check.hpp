@@ -1,6 +1,8 @@
 #pragma once
 // The helpers every MPI call and every abort of distributed/ go through (defined in
 // mpi_communicator.cpp).
+#include <cstddef>
+
 namespace mpiddp::distributed {
 
 // Returns when code is MPI_SUCCESS; otherwise says which call failed on which rank and
@@ -10,5 +12,8 @@ void check_mpi(int code, const char* call);
 // Ends the whole job with exit_code after this rank has printed why on stderr. Every path
 // that calls MPI_Abort goes through here, so that the message reaches the user first.
 [[noreturn]] void abort_job(int exit_code);
+
+// count as an MPI count (int), or an Error on every rank alike when it does not fit.
+int mpi_count(size_t count, const char* call);
 
 }  // namespace mpiddp::distributed

@@ -58,22 +58,6 @@ void abort_job(int exit_code) {
   std::_Exit(exit_code);  // MPI_Abort does not return; this satisfies [[noreturn]]
 }
 
-namespace {
-
-// Marks the time this rank spends inside one collective, for the watchdog.
-class InCollective {
- public:
-  InCollective(MpiWatchdog& watchdog, Collective call, size_t bytes) : watchdog_(watchdog) {
-    watchdog_.enter(call, static_cast<int64_t>(bytes));
-  }
-  ~InCollective() { watchdog_.leave(); }
-  InCollective(const InCollective&) = delete;
-  InCollective& operator=(const InCollective&) = delete;
-
- private:
-  MpiWatchdog& watchdog_;
-};
-
 // MPI counts are int. A larger count cast to int would silently reduce some other number of
 // elements (a wrapped count); every caller passes the same count on every rank, so every
 // rank refuses it alike. (The trainer's buckets are capped far below: reduce.bucket_cap_mb.)
@@ -85,8 +69,6 @@ int mpi_count(size_t count, const char* call) {
                 Scope::kEveryRank);
   return static_cast<int>(count);
 }
-
-}  // namespace
 
 MpiCommunicator::MpiCommunicator() {
   check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &rank_), "MPI_Comm_rank");

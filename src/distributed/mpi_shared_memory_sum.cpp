@@ -72,6 +72,15 @@ SharedMemorySum::SharedMemorySum(MPI_Comm world) {
   int sizes[2] = {local_size_, -local_size_};
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, sizes, 2, MPI_INT, MPI_MAX, world), "MPI_Allreduce");
   uniform_ = sizes[0] == -sizes[1];
+  // World rank 0's node need not be every node rank's first in world order (a round-robin
+  // placement), so it is found, not assumed.
+  int lowest = world_rank;
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &lowest, 1, MPI_INT, MPI_MIN, node_), "MPI_Allreduce");
+  on_first_node_ = lowest == 0;
+  int cross_rank = 0;
+  check_mpi(MPI_Comm_rank(cross_, &cross_rank), "MPI_Comm_rank");
+  first_node_ = on_first_node_ ? cross_rank : INT32_MAX;
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &first_node_, 1, MPI_INT, MPI_MIN, cross_), "MPI_Allreduce");
   if (nodes_ > 1) compressed_ = std::make_unique<CompressedSum>(cross_);
 }
 
@@ -216,6 +225,28 @@ void SharedMemorySum::sum_resident(const Window& window, void* data, size_t coun
         std::memcpy(static_cast<char*>(segments[r]) + first * elem, slice, (last - first) * elem);
   }
   node_barrier(window.handle);  // every slice is in every buffer
+}
+
+bool SharedMemorySum::store_part_in_every(void* data, const std::vector<size_t>& begins) {
+  // Note [parameters in the shared window]: with reduce.shard_optimizer on the shm path the
+  // trainer's parameter buffer is this rank's segment of a shared window, as its gradients
+  // are. Node rank s has just updated part s in its own buffer; it writes that part into the
+  // other ranks' buffers directly, where an MPI_Allgatherv would copy every part through
+  // MPI's own buffers. No rank reads or writes another's part between the gradient sum's
+  // last node barrier and this one (each optimizer touches its own part only), so the
+  // stores need no barrier before them, and the one after them ends the exchange.
+  const Window* window = resident_window_of(data, begins.back());
+  if (window == nullptr) return false;
+  const size_t offset = static_cast<size_t>(static_cast<char*>(data) -
+                                            static_cast<char*>(window->segments[local_rank_]));
+  const size_t first = begins[static_cast<size_t>(local_rank_)];
+  const size_t bytes = begins[static_cast<size_t>(local_rank_) + 1] - first;
+  const char* part = static_cast<const char*>(data) + first;
+  for (int r = 0; r < local_size_; ++r)
+    if (r != local_rank_ && bytes > 0)
+      std::memcpy(static_cast<char*>(window->segments[r]) + offset + first, part, bytes);
+  node_barrier(window->handle);  // every part is in every buffer
+  return true;
 }
 
 void SharedMemorySum::sum_across_nodes(void* slice, size_t count, ElementType type,

@@ -41,6 +41,14 @@ class SharedMemorySum {
   SharedMemorySum& operator=(const SharedMemorySum&) = delete;
 
   int ranks_on_node() const { return local_size_; }
+  // The node's communicators, for the optimizer shard's collectives (mpi_node_parts.cpp):
+  // the ranks of this node, numbered by node_rank(); the ranks with this node rank, one per
+  // node, in which first_node() is the one on world rank 0's node.
+  MPI_Comm node() const { return node_; }
+  MPI_Comm among_nodes() const { return cross_; }
+  int node_rank() const { return local_rank_; }
+  int first_node() const { return first_node_; }
+  bool on_first_node() const { return on_first_node_; }
   // Every node has the same number of ranks (the cross-node step pairs slices up by
   // node-local rank).
   bool usable() const { return uniform_; }
@@ -53,6 +61,13 @@ class SharedMemorySum {
   // rank's segment, zeroed and faulted in. Collective over the node (every rank asks for
   // the same size, in the same order). It lives as long as this object.
   void* allocate_resident(size_t bytes);
+
+  // Note [parameters in the shared window]. data: a buffer in allocate_resident's memory,
+  // cut into parts at the byte offsets begins (node rank r's part: [begins[r], begins[r+1])).
+  // This rank stores its part into every node rank's buffer at the same offset, then one
+  // node barrier: afterwards every rank's buffer holds every part, with no MPI message.
+  // Collective over the node. False (and nothing done) if data is not in the shared memory.
+  bool store_part_in_every(void* data, const std::vector<size_t>& begins);
 
  private:
   struct Window {
@@ -78,6 +93,8 @@ class SharedMemorySum {
   MPI_Comm cross_ = MPI_COMM_NULL;  // the ranks with this node-local rank, one per node
   std::unique_ptr<CompressedSum> compressed_;  // over cross_, when there are several nodes
   int local_rank_ = 0, local_size_ = 1, nodes_ = 1;
+  int first_node_ = 0;          // in cross_: the rank on world rank 0's node
+  bool on_first_node_ = true;   // this node holds world rank 0
   bool uniform_ = true;
   Window staging_;                  // for buffers outside the shared memory, in pieces
   std::vector<Window> resident_;    // from allocate_resident

@@ -93,4 +93,18 @@ class MpiWatchdog {
   Clock::time_point next_report_;          // warn: when to report the same wait again
 };
 
+// Marks the time this rank spends inside one collective, for the watchdog.
+class InCollective {
+ public:
+  InCollective(MpiWatchdog& watchdog, Collective call, size_t bytes) : watchdog_(watchdog) {
+    watchdog_.enter(call, static_cast<int64_t>(bytes));
+  }
+  ~InCollective() { watchdog_.leave(); }
+  InCollective(const InCollective&) = delete;
+  InCollective& operator=(const InCollective&) = delete;
+
+ private:
+  MpiWatchdog& watchdog_;
+};
+
 }  // namespace mpiddp::distributed

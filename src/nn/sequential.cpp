@@ -25,7 +25,8 @@ Sequential<T>::Sequential(const Shape& input, const std::vector<LayerSpec>& spec
     offset += shape_size(b.shape);
     buffer_tensors_.push_back(std::move(tensor));
   }
-  parameters_.assign(parameter_count_, T(0));
+  own_parameters_.assign(parameter_count_, T(0));
+  parameters_ = own_parameters_.data();
   gradient_count_ = parameter_count_ + reserved_gradient_slots;
   own_gradients_ = UntouchedZeros<T>(static_cast<size_t>(gradient_count_));
   gradients_ = own_gradients_.data();
@@ -40,7 +41,7 @@ Sequential<T>::Sequential(const Shape& input, const std::vector<LayerSpec>& spec
 template <typename T>
 LayerMemory<T> Sequential<T>::memory() {
   LayerMemory<T> m;
-  m.parameters = parameters_.data();
+  m.parameters = parameters_;
   m.gradients = gradients_;
   m.buffers = buffer_values_.data();
   m.counters = buffer_counters_.data();
@@ -55,6 +56,14 @@ void Sequential<T>::place_gradients(T* memory_at) {
   gradients_ = memory_at;
   stack_.bind(memory());
   own_gradients_ = UntouchedZeros<T>();  // give its memory back
+}
+
+template <typename T>
+void Sequential<T>::place_parameters(T* memory_at) {
+  std::copy_n(parameters_, parameter_count_, memory_at);
+  parameters_ = memory_at;
+  stack_.bind(memory());
+  own_parameters_ = AlignedVector<T>();  // give its memory back
 }
 
 template <typename T>

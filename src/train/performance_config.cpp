@@ -16,6 +16,7 @@ void parse_performance(io::JsonSection& root, Config& c) {
   c.reduce.first_bucket_mb = reduce.number("first_bucket_mb", 1.0, 0.001, 1024.0);
   c.reduce.overlap = reduce.boolean("overlap", true);
   c.reduce.compress = reduce.choice("compress", "none", {"none", "bf16"});
+  c.reduce.shard_optimizer = reduce.boolean("shard_optimizer", false);
   reduce.finish();
   auto compute = root.section("compute");
   std::vector<std::string> choices = nn::gemm_backend_names();

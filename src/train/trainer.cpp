@@ -73,8 +73,10 @@ RunResult Trainer<T>::run() {
       const double lr = optim::scheduled_lr(config_.schedule, config_.optimizer.lr, step, epoch,
                                             total_steps, config_.epochs);
       phases_.lap(SpanKind::kCheck);  // not in the profile, which times the optimizer alone
-      optimizer_->step(model_->parameters(), model_->gradients(), lr);
+      const double optimizer_cpu_start = options_.profile ? thread_cpu_seconds() : 0.0;
+      optimizer_->step(model_->parameters(), model_->gradients(), lr);  // collective when sharded
       phases_.lap(&StepProfile::optimizer_s, SpanKind::kOptimizer);
+      if (options_.profile) options_.profile->optimizer_cpu_s += thread_cpu_seconds() - optimizer_cpu_start;
       // The step record's time_s and the trace's step span are the same two readings.
       const auto step_end = phases_.last_or_now();
       if (traced_) traced_->add(SpanKind::kStep, step_start, step_end);

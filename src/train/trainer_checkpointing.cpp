@@ -52,7 +52,9 @@ TrainingPosition Trainer<T>::initial_state() {
         comm_, [&] { return io::read_whole_file(resumed_from_, kExitCheckpoint, "--resume"); });
     const TrainingPosition position = collectively([&] {
       const io::SafetensorsFile file(std::move(bytes), resumed_from_, kExitCheckpoint);
-      return restore_checkpoint(file, identity(), *model_, *optimizer_);
+      return optimizer_->restore([&](optim::Optimizer<T>& whole) {
+        return restore_checkpoint(file, identity(), *model_, whole);
+      });
     });
     // A launcher's restart (--resume auto) may find the checkpoint of a run that had already
     // finished training when it died (say, while saving its weights): the run then only
@@ -75,10 +77,19 @@ TrainingPosition Trainer<T>::initial_state() {
 template <typename T>
 void Trainer<T>::save_checkpoint(const TrainingPosition& position) {
   last_checkpoint_step_ = position.step;  // on every rank: stop_for_interrupt reads it
-  if (comm_.rank() != 0) return;  // rank 0 owns checkpoints; the replicas are identical
   const auto start = std::chrono::steady_clock::now();
+  // Sharded, the parts of the optimizer's state come to rank 0 first (a collective).
+  const auto optimizer = optimizer_->whole_on_rank0();
+  if (comm_.rank() != 0) return;  // rank 0 owns checkpoints; the replicas are identical
+  write_checkpoint_file(position, *optimizer, start);
+}
+
+template <typename T>
+void Trainer<T>::write_checkpoint_file(const TrainingPosition& position,
+                                       optim::Optimizer<T>& optimizer,
+                                       std::chrono::steady_clock::time_point start) {
   const std::string path =
-      write_checkpoint(config_.checkpoint, position, identity(), *model_, *optimizer_);
+      write_checkpoint(config_.checkpoint, position, identity(), *model_, optimizer);
   if (traced_) traced_->add(SpanKind::kCheckpoint, start, std::chrono::steady_clock::now());
   log_->write({{"kind", "checkpoint"}, {"path", path}, {"epoch", position.epoch},
                {"batch", position.batch}, {"step", position.step}});
@@ -99,6 +110,8 @@ const std::vector<Index>* Trainer<T>::replay_order(int64_t epoch) const {
   template RunIdentity Trainer<T>::identity() const;                             \
   template TrainingPosition Trainer<T>::initial_state();                         \
   template void Trainer<T>::save_checkpoint(const TrainingPosition&);            \
+  template void Trainer<T>::write_checkpoint_file(                               \
+      const TrainingPosition&, optim::Optimizer<T>&, std::chrono::steady_clock::time_point); \
   template void Trainer<T>::save_final_weights();                                \
   template const std::vector<Index>* Trainer<T>::replay_order(int64_t) const;
 MPIDDP_INSTANTIATE(float)

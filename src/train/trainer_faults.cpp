@@ -92,8 +92,7 @@ void Trainer<T>::resynchronize() {
   comm_.broadcast(model_->parameters(),
                   static_cast<size_t>(model_->parameter_count()) * sizeof(T), 0);
   broadcast_buffers();
-  for (auto& state : optimizer_->state_buffers())
-    comm_.broadcast(state.values->data(), state.values->size() * sizeof(T), 0);
+  optimizer_->broadcast_from_rank0();
 }
 
 template <typename T>

@@ -13,6 +13,7 @@
 // exit code 9 (kExitInterrupted). A run without checkpoint.dir stops the same way but has
 // nothing to save: it ends with 128 + the signal's number, as a process killed by it would,
 // so that a launcher which requeues on 9 does not start it over from the beginning.
+#include <chrono>
 #include <string>
 
 #include "mpiddp/core/error.hpp"
@@ -41,9 +42,13 @@ void Trainer<T>::stop_for_interrupt(const TrainingPosition& resume_at) {
   }
   const bool saving = !config_.checkpoint.dir.empty();
   const std::string path = saving ? checkpoint_path(config_.checkpoint.dir, resume_at.step) : "";
+  const bool due = saving && last_checkpoint_step_ != resume_at.step;  // alike on every rank
+  // Sharded, the optimizer's parts come to rank 0 first: a collective, before rank 0 alone.
+  const auto optimizer = due ? optimizer_->whole_on_rank0() : nullptr;
+  const auto start = std::chrono::steady_clock::now();
   // Rank 0 writes; its outcome is every rank's, so that exit code 9 means "saved" everywhere.
   on_rank0(comm_, [&] {
-    if (saving && last_checkpoint_step_ != resume_at.step) save_checkpoint(resume_at);
+    if (due) write_checkpoint_file(resume_at, *optimizer, start);
   });
   const int64_t epoch_done = resume_at.batch == 0 ? resume_at.epoch - 1 : resume_at.epoch;
   if (comm_.rank() == 0)

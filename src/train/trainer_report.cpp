@@ -23,8 +23,9 @@ void Trainer<T>::start() {
   // The command line arms it before setup already; library callers get it here.
   comm_.start_watchdog(config_.faults.watchdog_timeout_s,
                        config_.faults.watchdog_action == "abort");
-  // Creating the shared memory for the gradients is a collective, so here.
-  place_for_reduction(reducer_, *model_);
+  // Creating the shared memory for the gradients (and the sharded parameters) is a
+  // collective, so here.
+  place_for_reduction(reducer_, *model_, config_.reduce.shard_optimizer);
   // Rank 0 reads sampler.order and broadcasts it: a collective, so here rather than in the
   // constructor, whose setup stays local (see TrainingRun).
   if (!config_.sampler_order.empty())
@@ -63,6 +64,7 @@ void Trainer<T>::start() {
                        {"gemm", gemm_record(gemm_)},
                        {"reduce_algorithm", distributed::to_string(reducer_.algorithm())},
                        {"reduce_compress", distributed::to_string(reducer_.compression())},
+                       {"reduce_shard_optimizer", optimizer_->sharded()},
                        {"reduction", {{"nodes", levels.nodes},
                                       {"ranks_per_node", levels.ranks_per_node},
                                       {"within_node", levels.within_node},

@@ -53,6 +53,20 @@ Index smallest_micro_batch(Index per_rank, Index batch_per_rank, Index accumulat
   return std::min(smallest(batch_per_rank), smallest(last));
 }
 
+// reduce.shard_optimizer needs every rank to hold the same averaged gradients before the
+// update (Note [the optimizer sharded across a node]) and the parts to pair up among nodes.
+void check_optimizer_shard_fits(const Config& c, const distributed::Communicator& comm) {
+  if (!c.reduce.shard_optimizer) return;
+  if (!c.sync)
+    throw ConfigError("reduce.shard_optimizer", "needs sync true: with sync off each rank "
+                                                "updates its own replica with all its state");
+  if (c.deterministic.enabled)
+    throw ConfigError("reduce.shard_optimizer", "is not supported with deterministic.enabled; "
+                                                "set one of them to false");
+  if (!comm.node_parts_usable())
+    throw ConfigError("reduce.shard_optimizer", "needs the same number of ranks on every node");
+}
+
 }  // namespace
 
 template <typename T>
@@ -104,7 +118,9 @@ Trainer<T>::Trainer(const Config& config, distributed::Communicator& comm, Train
   positions_.resize(static_cast<size_t>(batch_per_rank_));
   for (Index j = 0; j < batch_per_rank_; ++j) positions_[j] = j * comm.size() + comm.rank();
   loss_ = nn::make_loss<T>(config.loss);
-  optimizer_ = optim::make_optimizer<T>(config.optimizer, model_->parameter_count());
+  check_optimizer_shard_fits(config, comm);
+  optimizer_ = std::make_unique<OptimizerShard<T>>(config.optimizer, model_->parameter_count(),
+                                                   comm, config.reduce.shard_optimizer);
   // Only rank 0 writes the log; the other ranks hold a disabled one.
   log_ = comm.rank() == 0 && !config.log_path.empty()
              ? std::make_unique<io::JsonlLog>(config.log_path)
@@ -149,9 +165,15 @@ void plan_reduction(distributed::GradientReducer<T>& reducer, const nn::Sequenti
 }
 
 template <typename T>
-void place_for_reduction(distributed::GradientReducer<T>& reducer, nn::Sequential<T>& model) {
+void place_for_reduction(distributed::GradientReducer<T>& reducer, nn::Sequential<T>& model,
+                         bool shard_optimizer) {
   if (T* shared = reducer.allocate_shared_buffer(static_cast<size_t>(model.gradient_count())))
     model.place_gradients(shared);
+  else
+    return;  // no shared window here: the shard's parts go by MPI_Allgatherv
+  if (!shard_optimizer) return;
+  if (T* shared = reducer.allocate_shared_buffer(static_cast<size_t>(model.parameter_count())))
+    model.place_parameters(shared);
 }
 
 template Trainer<float>::Trainer(const Config&, distributed::Communicator&, TrainOptions);
@@ -160,7 +182,7 @@ template void Trainer<float>::select_gemm();
 template void Trainer<double>::select_gemm();
 template void plan_reduction(distributed::GradientReducer<float>&, const nn::Sequential<float>&);
 template void plan_reduction(distributed::GradientReducer<double>&, const nn::Sequential<double>&);
-template void place_for_reduction(distributed::GradientReducer<float>&, nn::Sequential<float>&);
-template void place_for_reduction(distributed::GradientReducer<double>&, nn::Sequential<double>&);
+template void place_for_reduction(distributed::GradientReducer<float>&, nn::Sequential<float>&, bool);
+template void place_for_reduction(distributed::GradientReducer<double>&, nn::Sequential<double>&, bool);
 
 }  // namespace mpiddp::train

@@ -82,6 +82,48 @@ TEST(MpiCommunicator, AllgatherStringKeepsEachRanksBytesInRankOrder) {
   EXPECT_EQ(hosts[comm.rank()], comm.host_name());
 }
 
+// Node rank r fills part r with r + 1 and the other parts with a mark that must not survive;
+// after allgather_node_parts every part r holds r + 1 on every rank. Parts of 3 lines and a
+// last, shorter one, at byte offsets.
+void expect_node_parts_exchanged(MpiCommunicator& comm, unsigned char* data) {
+  const int parts = comm.ranks_on_node();
+  std::vector<size_t> begins;
+  for (int r = 0; r <= parts; ++r) begins.push_back(static_cast<size_t>(r) * 192 - (r == parts ? 40 : 0));
+  if (parts == 1) begins = {0, 152};
+  for (int round = 0; round < 2; ++round) {  // reused, as in every step
+    for (int r = 0; r < parts; ++r)
+      for (size_t i = begins[r]; i < begins[r + 1]; ++i)
+        data[i] = static_cast<unsigned char>(r == comm.node_rank() ? r + 1 + round : 0xEE);
+    // In the trainer the gradient sum's barriers come between one exchange and the next
+    // stores; here an allreduce does, so no rank stores into a buffer still being filled.
+    double fence = 0.0;
+    comm.allreduce_sum(&fence, 1);
+    comm.allgather_node_parts(data, begins);
+    int wrong = 0;
+    for (int r = 0; r < parts; ++r)
+      for (size_t i = begins[r]; i < begins[r + 1]; ++i)
+        if (data[i] != r + 1 + round) ++wrong;
+    EXPECT_EQ(wrong, 0) << "round " << round;
+    comm.allreduce_sum(&fence, 1);  // every rank has checked before the next fill
+  }
+}
+
+TEST(MpiCommunicator, NodePartsReachEveryRankInPrivateMemory) {
+  MpiCommunicator comm;  // by MPI_Allgatherv
+  std::vector<unsigned char> data(static_cast<size_t>(comm.ranks_on_node()) * 192);
+  expect_node_parts_exchanged(comm, data.data());
+}
+
+TEST(MpiCommunicator, NodePartsReachEveryRankInTheSharedWindow) {
+  // Note [parameters in the shared window]: each rank stores its part into the others'
+  // segments. 64 bytes into the segment, as a buffer need not start the window.
+  MpiCommunicator comm;
+  const size_t bytes = 64 + static_cast<size_t>(comm.ranks_on_node()) * 192;
+  auto* shared = static_cast<unsigned char*>(comm.allocate_shared_buffer(bytes));
+  if (!shared) GTEST_SKIP() << "one rank on the node: no shared window";
+  expect_node_parts_exchanged(comm, shared + 64);
+}
+
 TEST(GradientReducer, AveragesOverRanks) {
   MpiCommunicator comm;
   // Rank r holds gradient (r + 1) * [1, 2, 3]: the mean is (n + 1)/2 * [1, 2, 3].

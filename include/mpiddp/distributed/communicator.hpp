@@ -66,6 +66,28 @@ class Communicator {
   // size, in the same order. Null when nothing is shared (one rank per node, or kShm
   // unusable): the caller then keeps its own memory. It lives as long as the communicator.
   virtual void* allocate_shared_buffer(size_t bytes) = 0;
+  // The collectives of the optimizer shard (reduce.shard_optimizer, Note [the optimizer
+  // sharded across a node] in src/train/optimizer_shard.cpp). They work on parts: node rank
+  // r owns bytes [begins[r], begins[r + 1]) of a buffer; begins: (ranks_on_node() + 1), the
+  // same on every node (every node has as many ranks, or node_parts_usable() is false).
+  //
+  // This rank's number among the ranks of its node, 0 .. ranks_on_node() - 1.
+  virtual int node_rank() const = 0;
+  // Every node has as many ranks, so that the parts pair up among the nodes.
+  virtual bool node_parts_usable() const = 0;
+  // In place: each rank holds its own part of data; afterwards every rank of the node holds
+  // every part. Collective over the world (each node exchanges within itself; on the
+  // shared-memory path by stores into the node's shared window, with no MPI message).
+  virtual void allgather_node_parts(void* data, const std::vector<size_t>& begins) = 0;
+  // Each rank of world rank 0's node sends its part (bytes begins[r + 1] - begins[r] at
+  // `part`); rank 0 receives them all into `whole` (elsewhere null). Collective over that
+  // node only: the other nodes' ranks return at once (their parts are the same).
+  virtual void gather_node_parts(const void* part, void* whole,
+                                 const std::vector<size_t>& begins) = 0;
+  // Copies the bytes of the rank with this node rank on world rank 0's node to the ranks
+  // with the same node rank on every other node. Collective over the world.
+  virtual void broadcast_among_nodes(void* data, size_t bytes) = 0;
+
   // Lets started sums advance without blocking: MPI progresses non-blocking collectives
   // only inside MPI calls, so the trainer calls this between layers of the backward pass.
   virtual void progress() = 0;

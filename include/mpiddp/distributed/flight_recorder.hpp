@@ -26,6 +26,9 @@ enum class Collective : int64_t {
   kBarrier,
   kSharedWindow,  // MPI_Win_allocate_shared: the node's ranks create a window together
   kAllreduceSumInt64,  // deterministic mode's fixed-point sums (appended: peers exchange these values)
+  kNodeAllgather,      // reduce.shard_optimizer: the updated parameter parts, within a node
+  kNodeGather,         // reduce.shard_optimizer: the optimizer state parts, for a checkpoint
+  kBroadcastAmongNodes,  // reduce.shard_optimizer: a resync's optimizer state parts
 };
 // "MPI_Allreduce(float, sum)": the MPI call, for the watchdog's report.
 const char* collective_name(Collective c);

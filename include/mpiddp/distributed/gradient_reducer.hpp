@@ -25,6 +25,9 @@ struct ReduceConfig {
   double first_bucket_mb = 1.0;    // MiB, the smaller first bucket
   bool overlap = true;             // start buckets during backward
   std::string compress = "none";   // none | bf16: the sum between nodes (compression.hpp)
+  // ZeRO-1: each rank of a node keeps and applies the optimizer to its part of the
+  // parameters only (train/optimizer_shard.hpp).
+  bool shard_optimizer = false;
 };
 
 // When one bucket's reduction was started, waited for and known done (the wait returned),

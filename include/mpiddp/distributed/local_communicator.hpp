@@ -21,6 +21,12 @@ class LocalCommunicator final : public Communicator {
   // A sum over one rank is the data itself; only the scale is applied.
   int start_sum(void* data, size_t count, ElementType type, double scale,
                 ReduceAlgorithm algorithm, Compression compress) override;
+  int node_rank() const override { return 0; }
+  bool node_parts_usable() const override { return true; }
+  void allgather_node_parts(void*, const std::vector<size_t>&) override {}
+  // The one part is the whole.
+  void gather_node_parts(const void* part, void* whole, const std::vector<size_t>& begins) override;
+  void broadcast_among_nodes(void*, size_t) override {}
   void progress() override {}
   void wait_sum(int) override {}
   void start_watchdog(double, bool) override {}  // nobody to wait for

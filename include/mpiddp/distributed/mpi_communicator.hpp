@@ -29,6 +29,11 @@ class MpiCommunicator final : public Communicator {
   int start_sum(void* data, size_t count, ElementType type, double scale,
                 ReduceAlgorithm algorithm, Compression compress) override;
   void* allocate_shared_buffer(size_t bytes) override;
+  int node_rank() const override;
+  bool node_parts_usable() const override;
+  void allgather_node_parts(void* data, const std::vector<size_t>& begins) override;
+  void gather_node_parts(const void* part, void* whole, const std::vector<size_t>& begins) override;
+  void broadcast_among_nodes(void* data, size_t bytes) override;
   void progress() override;
   void wait_sum(int handle) override;
   void start_watchdog(double timeout_s, bool abort_job) override;
@@ -45,6 +50,9 @@ class MpiCommunicator final : public Communicator {
   // Started sums, by handle (defined in the .cpp: it holds an MPI_Request).
   struct PendingSum;
   std::vector<PendingSum> pending_;
+  // (ranks on the node) the node parts' counts and offsets as MPI wants them, kept so that
+  // the step's allgather allocates nothing (mpi_node_parts.cpp).
+  std::vector<int> part_counts_, part_offsets_;
   std::unique_ptr<MpiWatchdog> watchdog_;  // tracks every collective, see mpi_watchdog.hpp
 };
 

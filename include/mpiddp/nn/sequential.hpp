@@ -65,8 +65,8 @@ class Sequential {
     return scratch_.size() + (output_.size() + output_gradient_.size()) * sizeof(T);
   }
 
-  T* parameters() { return parameters_.data(); }
-  const T* parameters() const { return parameters_.data(); }
+  T* parameters() { return parameters_; }
+  const T* parameters() const { return parameters_; }
   // P gradients followed by the reserved slots.
   T* gradients() { return gradients_; }
   const T* gradients() const { return gradients_; }
@@ -84,6 +84,10 @@ class Sequential {
   // the caller owns and keeps alive as long as the model: the gradient reducer's shared
   // memory, where the ranks sum it without copying it (see GradientReducer).
   void place_gradients(T* memory);
+  // The same for the parameter buffer (parameter_count() elements): the optimizer shard's
+  // shared memory, where node rank s stores its updated part into every rank's parameters
+  // (Note [parameters in the shared window]).
+  void place_parameters(T* memory);
 
   // Seeded initialisation, PyTorch's default scheme layer by layer; buffers to their start.
   void initialize(uint64_t seed);
@@ -115,7 +119,8 @@ class Sequential {
   Index batch_ = 0;  // batch size of the last forward
   std::vector<ParameterTensor> tensors_;
   std::vector<BufferTensor> buffer_tensors_;
-  AlignedVector<T> parameters_;              // (P)
+  AlignedVector<T> own_parameters_;          // (P), unless placed elsewhere
+  T* parameters_ = nullptr;                  // (P): own_parameters_ or placed
   UntouchedZeros<T> own_gradients_;          // (P + reserved slots), unless placed elsewhere
   T* gradients_ = nullptr;                   // (P + reserved slots): own_gradients_ or placed
   AlignedVector<T> buffer_values_;           // the real buffers, in layer order

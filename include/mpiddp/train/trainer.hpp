@@ -15,6 +15,7 @@
 //   trainer_setup.cpp         the constructor (local setup, config checks), plan_reduction
 //   trainer_checkpointing.cpp the initial state, checkpoints and final weights
 //   trainer_interrupt.cpp     the stop on SIGTERM/SIGINT/SIGUSR1 and a restarted attempt's log
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -30,7 +31,7 @@
 #include "mpiddp/nn/loss.hpp"
 #include "mpiddp/nn/sequential.hpp"
 #include "mpiddp/train/gemm_choice.hpp"
-#include "mpiddp/optim/optimizer.hpp"
+#include "mpiddp/train/optimizer_shard.hpp"
 #include "mpiddp/train/config.hpp"
 #include "mpiddp/train/checkpoint.hpp"
 #include "mpiddp/train/deterministic_step.hpp"
@@ -150,7 +151,11 @@ class Trainer final : public TrainingRun {
   // Defined in trainer_checkpointing.cpp: where the parameters and optimizer state come
   // from (a checkpoint, init.weights or the seed), and what is written at the end.
   TrainingPosition initial_state();
+  // Every rank calls it (collective when the optimizer is sharded); rank 0 writes.
   void save_checkpoint(const TrainingPosition& position);
+  // Rank 0's part: the file from the whole optimizer state, and its log record.
+  void write_checkpoint_file(const TrainingPosition& position, optim::Optimizer<T>& optimizer,
+                             std::chrono::steady_clock::time_point start);
   void save_final_weights();
   RunIdentity identity() const;
   const std::vector<Index>* replay_order(int64_t epoch) const;
@@ -172,7 +177,7 @@ class Trainer final : public TrainingRun {
   std::optional<data::Dataset<T>> eval_;
   std::unique_ptr<nn::Sequential<T>> model_;
   std::unique_ptr<nn::Loss<T>> loss_;
-  std::unique_ptr<optim::Optimizer<T>> optimizer_;
+  std::unique_ptr<OptimizerShard<T>> optimizer_;  // whole, or this rank's part (reduce.shard_optimizer)
   distributed::GradientReducer<T> reducer_;
   ReadyForwarder ready_forwarder_;
   StepTrace trace_;              // trace.path: the selected steps' spans
@@ -222,10 +227,13 @@ RunResult run_training(const Config& config, distributed::Communicator& comm, Tr
 // so that `mpiddp bench --reduce-only` times exactly that. plan_reduction, local: the tensors
 // and the reserved slots are the reducer's bucket boundaries. place_for_reduction, collective: on
 // the shared-memory path the buffer moves into the reducer's shared memory, where the ranks
-// sum it without copying it (Note [gradients in the shared window]).
+// sum it without copying it (Note [gradients in the shared window]); with shard_optimizer the
+// parameter buffer moves into shared memory too, where each node rank stores its updated part
+// into every rank's parameters (Note [parameters in the shared window]).
 template <typename T>
 void plan_reduction(distributed::GradientReducer<T>& reducer, const nn::Sequential<T>& model);
 template <typename T>
-void place_for_reduction(distributed::GradientReducer<T>& reducer, nn::Sequential<T>& model);
+void place_for_reduction(distributed::GradientReducer<T>& reducer, nn::Sequential<T>& model,
+                         bool shard_optimizer = false);
 
 }  // namespace mpiddp::train

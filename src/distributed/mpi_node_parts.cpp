@@ -1,0 +1,67 @@
+// The optimizer shard's collectives (reduce.shard_optimizer): the parts of a buffer that
+// the ranks of a node own, exchanged within the node or paired up among the nodes. The
+// node and its numbering are the shared-memory sum's (mpi_shared_memory_sum.hpp), so a
+// rank's part of the optimizer is the one its node rank names on every node.
+#include <mpi.h>
+
+#include "mpi_check.hpp"
+#include "mpi_shared_memory_sum.hpp"
+#include "mpi_watchdog.hpp"
+#include "mpiddp/core/error.hpp"
+#include "mpiddp/distributed/mpi_communicator.hpp"
+
+namespace mpiddp::distributed {
+
+int MpiCommunicator::node_rank() const { return shared_->node_rank(); }
+
+bool MpiCommunicator::node_parts_usable() const { return shared_->usable(); }
+
+namespace {
+
+// begins as MPI's int counts and offsets (bytes), into vectors sized once per node size.
+void to_counts(const std::vector<size_t>& begins, std::vector<int>& counts,
+               std::vector<int>& offsets, const char* call) {
+  const size_t parts = begins.size() - 1;
+  counts.resize(parts);
+  offsets.resize(parts);
+  mpi_count(begins[parts], call);  // every offset then fits too
+  for (size_t r = 0; r < parts; ++r) {
+    offsets[r] = static_cast<int>(begins[r]);
+    counts[r] = static_cast<int>(begins[r + 1] - begins[r]);
+  }
+}
+
+}  // namespace
+
+void MpiCommunicator::allgather_node_parts(void* data, const std::vector<size_t>& begins) {
+  if (begins.size() < 3) return;  // one rank on the node: it holds every part already
+  InCollective scope(*watchdog_, Collective::kNodeAllgather, begins.back());
+  // The parameters in the node's shared window (the shm path): each rank stores its part
+  // into the others' buffers. Elsewhere (reduce.algorithm other than shm) MPI exchanges them.
+  if (shared_->store_part_in_every(data, begins)) return;
+  to_counts(begins, part_counts_, part_offsets_, "MPI_Allgatherv(within a node)");
+  check_mpi(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, part_counts_.data(),
+                           part_offsets_.data(), MPI_BYTE, shared_->node()),
+            "MPI_Allgatherv(within a node)");
+}
+
+void MpiCommunicator::gather_node_parts(const void* part, void* whole,
+                                        const std::vector<size_t>& begins) {
+  if (!shared_->on_first_node()) return;
+  to_counts(begins, part_counts_, part_offsets_, "MPI_Gatherv(within a node)");
+  const int mine = part_counts_[static_cast<size_t>(shared_->node_rank())];
+  InCollective scope(*watchdog_, Collective::kNodeGather, begins.back());
+  // World rank 0 is node rank 0 of its node: the split keeps world order.
+  check_mpi(MPI_Gatherv(part, mine, MPI_BYTE, whole, part_counts_.data(), part_offsets_.data(),
+                        MPI_BYTE, 0, shared_->node()),
+            "MPI_Gatherv(within a node)");
+}
+
+void MpiCommunicator::broadcast_among_nodes(void* data, size_t bytes) {
+  InCollective scope(*watchdog_, Collective::kBroadcastAmongNodes, bytes);
+  check_mpi(MPI_Bcast(data, mpi_count(bytes, "MPI_Bcast(among nodes)"), MPI_BYTE,
+                      shared_->first_node(), shared_->among_nodes()),
+            "MPI_Bcast(among nodes)");
+}
+
+}  // namespace mpiddp::distributed

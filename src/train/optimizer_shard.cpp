@@ -1,0 +1,92 @@
+#include "mpiddp/train/optimizer_shard.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace mpiddp::train {
+
+// Note [the optimizer sharded across a node]: after the reduction every rank holds the same
+// averaged gradients, and every optimizer here is elementwise: parameter i's update reads
+// only p[i], g[i] and its own state at i (the step count and the bias corrections are the
+// same scalars everywhere). So node rank s may update part s alone, holding the state of
+// part s alone, and get the bits the whole-buffer update gives there. The node's ranks then
+// exchange the updated parts (an allgather inside the node), and every rank again holds
+// every parameter: forward, backward, the replica check and the final weights see what they
+// saw before. Every node cuts the buffer the same way and has the same gradients, so the
+// ranks of equal node rank compute equal parts with nothing sent between the nodes.
+// Per rank, the optimizer's state and its time are divided by the ranks on the node.
+// A checkpoint still holds the whole state (gathered on rank 0), so it resumes at any
+// world size, sharded or not.
+
+Index part_begin(Index count, int parts, int part, size_t element_bytes) {
+  constexpr Index kLineBytes = 64;
+  const Index line = std::max<Index>(1, kLineBytes / static_cast<Index>(element_bytes));
+  const Index per = ((count + parts - 1) / parts + line - 1) / line * line;
+  return std::min(count, per * part);
+}
+
+template <typename T>
+OptimizerShard<T>::OptimizerShard(const optim::OptimizerConfig& config, Index parameters,
+                                  distributed::Communicator& comm, bool sharded)
+    : config_(config), parameters_(parameters), comm_(comm), sharded_(sharded) {
+  const int parts = sharded ? comm.ranks_on_node() : 1;
+  const int mine = sharded ? comm.node_rank() : 0;
+  for (int r = 0; r <= parts; ++r)
+    part_bytes_.push_back(static_cast<size_t>(part_begin(parameters, parts, r, sizeof(T))) *
+                          sizeof(T));
+  begin_ = part_begin(parameters, parts, mine, sizeof(T));
+  end_ = part_begin(parameters, parts, mine + 1, sizeof(T));
+  optimizer_ = optim::make_optimizer<T>(config, end_ - begin_);
+}
+
+template <typename T>
+void OptimizerShard<T>::step(T* params, const T* grads, double lr) {
+  optimizer_->step(params + begin_, grads + begin_, lr);
+  if (sharded_) comm_.allgather_node_parts(params, part_bytes_);
+}
+
+template <typename T>
+std::shared_ptr<optim::Optimizer<T>> OptimizerShard<T>::whole_on_rank0() {
+  if (!sharded_) {
+    if (comm_.rank() != 0) return nullptr;
+    // Not owned: the optimizer is already whole.
+    return std::shared_ptr<optim::Optimizer<T>>(optimizer_.get(), [](optim::Optimizer<T>*) {});
+  }
+  std::shared_ptr<optim::Optimizer<T>> whole;
+  if (comm_.rank() == 0) whole = optim::make_optimizer<T>(config_, parameters_);
+  auto mine = optimizer_->state_buffers();
+  for (size_t b = 0; b < mine.size(); ++b) {
+    T* into = whole ? whole->state_buffers()[b].values->data() : nullptr;
+    comm_.gather_node_parts(mine[b].values->data(), into, part_bytes_);
+  }
+  if (whole) whole->set_steps(optimizer_->steps());
+  return whole;
+}
+
+template <typename T>
+void OptimizerShard<T>::keep_part_of(optim::Optimizer<T>& whole) {
+  auto from = whole.state_buffers();
+  auto into = optimizer_->state_buffers();
+  for (size_t b = 0; b < into.size(); ++b)
+    std::copy(from[b].values->begin() + begin_, from[b].values->begin() + end_,
+              into[b].values->begin());
+  optimizer_->set_steps(whole.steps());
+}
+
+template <typename T>
+void OptimizerShard<T>::broadcast_from_rank0() {
+  for (auto& state : optimizer_->state_buffers()) {
+    const size_t bytes = state.values->size() * sizeof(T);
+    if (sharded_) {
+      // Rank 0's node holds each part once; the other nodes' copies of a part come from it.
+      comm_.broadcast_among_nodes(state.values->data(), bytes);
+    } else {
+      comm_.broadcast(state.values->data(), bytes, 0);
+    }
+  }
+}
+
+template class OptimizerShard<float>;
+template class OptimizerShard<double>;
+
+}  // namespace mpiddp::train

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# reduce.shard_optimizer (ZeRO-1) from the command line: at np=2 and np=3 the sharded run
+# writes the unsharded run's step and epoch records, final parameters and checkpoints (byte
+# for byte); a checkpoint written sharded at np=2 resumes unsharded at np=3, and one written
+# unsharded at np=3 resumes sharded at np=2, each as the run resumed from the other form's
+# checkpoint, bit for bit (the forms' checkpoints being one file); the configs it cannot
+# serve exit 2 naming the key.
+source "$(dirname "$0")/lib.sh"
+
+records() {
+  cat "$@" | grep -E '"kind":"(step|epoch)"' | sed -E 's/,"time_s":[^,}]*//; s/,"samples_per_s":[^,}]*//'
+}
+# 4 steps per epoch at np 2 and 3 (48 divides by both); Adam, so the state is two buffers.
+BASE=(--quiet --set 'optimizer={"type":"adam","lr":0.01}' --set data.train.samples=192
+      --set batch.global=48 --set epochs=3 --set checkpoint.every_steps=3 --set checkpoint.keep=0)
+SHARD=(--set reduce.shard_optimizer=true)
+
+for np in 2 3; do
+  d="$WORK/np$np"
+  run_np "$np" train "${BASE[@]}" --log "$d.whole.jsonl" --set checkpoint.dir="$d/whole"
+  run_np "$np" train "${BASE[@]}" "${SHARD[@]}" --log "$d.sharded.jsonl" --set checkpoint.dir="$d/sharded"
+  grep -q '"reduce_shard_optimizer":true' "$d.sharded.jsonl" || fail "np=$np: run record lacks reduce_shard_optimizer"
+  records "$d.whole.jsonl" > "$d.whole.records"
+  records "$d.sharded.jsonl" > "$d.sharded.records"
+  [ "$(grep -c '"kind":"step"' "$d.whole.records")" -eq 12 ] || fail "np=$np: expected 12 step records"
+  cmp -s "$d.whole.records" "$d.sharded.records" ||
+    { diff "$d.whole.records" "$d.sharded.records" | head; fail "np=$np: sharded records differ"; }
+  [ "$(checksum_of "$d.whole.jsonl")" = "$(checksum_of "$d.sharded.jsonl")" ] ||
+    fail "np=$np: sharded final parameters differ"
+  for f in "$d"/whole/step-*.safetensors; do
+    cmp -s "$f" "$d/sharded/$(basename "$f")" || fail "np=$np: checkpoint $(basename "$f") differs when sharded"
+  done
+done
+
+# Across world sizes and forms, from the checkpoint of step 6 (epoch 2, batch 2: 4 steps an
+# epoch at np 2 and 3).
+ck=step-000000000006.safetensors
+run_np 3 train "${BASE[@]}" --resume "$WORK/np2/sharded/$ck" --log "$WORK/2s_to_3w.jsonl" \
+  --set checkpoint.dir="$WORK/2s_to_3w"
+run_np 3 train "${BASE[@]}" "${SHARD[@]}" --resume "$WORK/np2/whole/$ck" --log "$WORK/2w_to_3s.jsonl" \
+  --set checkpoint.dir="$WORK/2w_to_3s"
+run_np 2 train "${BASE[@]}" "${SHARD[@]}" --resume "$WORK/np3/whole/$ck" --log "$WORK/3w_to_2s.jsonl" \
+  --set checkpoint.dir="$WORK/3w_to_2s"
+run_np 2 train "${BASE[@]}" --resume "$WORK/np3/sharded/$ck" --log "$WORK/3s_to_2w.jsonl" \
+  --set checkpoint.dir="$WORK/3s_to_2w"
+for pair in "2s_to_3w 2w_to_3s" "3w_to_2s 3s_to_2w"; do
+  set -- $pair
+  records "$WORK/$1.jsonl" > "$WORK/$1.records"
+  records "$WORK/$2.jsonl" > "$WORK/$2.records"
+  [ "$(grep -c '"kind":"step"' "$WORK/$1.records")" -eq 6 ] || fail "$1: expected 6 step records"
+  cmp -s "$WORK/$1.records" "$WORK/$2.records" || fail "$1 and $2 differ"
+  [ "$(checksum_of "$WORK/$1.jsonl")" = "$(checksum_of "$WORK/$2.jsonl")" ] || fail "$1 and $2: parameters differ"
+done
+# The resumed run carries on the run it resumed (within float rounding of another world size).
+epoch_field eval_loss "$WORK/2s_to_3w.jsonl" > "$WORK/resumed.loss"
+epoch_field eval_loss "$WORK/np3.whole.jsonl" | tail -2 > "$WORK/straight.loss"
+expect_close "$WORK/resumed.loss" "$WORK/straight.loss" 1e-5 || fail "np=2 sharded -> np=3 resume drifted"
+
+# What it cannot serve: exit 2, naming the key.
+expect_config_error() {
+  local key=$1; shift
+  local rc=0
+  timeout 60 "$MPIEXEC" -n 2 $MPIEXEC_FLAGS "$MPIDDP" train --quiet "$@" > /dev/null 2> "$WORK/err" || rc=$?
+  [ "$rc" -eq 2 ] || { cat "$WORK/err"; fail "'$*': exit code $rc, expected 2"; }
+  grep -qF -- "$key" "$WORK/err" || { cat "$WORK/err"; fail "'$*': message does not name '$key'"; }
+}
+expect_config_error "reduce.shard_optimizer" "${SHARD[@]}" --set sync=false
+expect_config_error "reduce.shard_optimizer" "${SHARD[@]}" --deterministic --set batch.global=48 \
+  --set data.train.samples=192
+expect_config_error "reduce.shard_optimizer" --set reduce.shard_optimizer=2
+echo "cli shard_optimizer: np=2,3 records, parameters and checkpoints equal to unsharded;" \
+     "2<->3 resumes across forms bitwise; refusals exit 2"
