@@ -1,14 +1,17 @@
 #pragma once
 // A scratch directory for tests that write files (checkpoints, weights, orders). Unique per
 // process, so the np=1 and np=2 runs of an MPI test, which ctest runs at the same time, never
-// share one; in an MPI test only rank 0 makes it (see resume_mpi_test.cpp).
+// share one; in an MPI test only rank 0 makes it (shared_scratch_dir).
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include "mpiddp/distributed/communicator.hpp"
 
 namespace mpiddp::test {
 
@@ -36,6 +39,16 @@ inline std::string scratch_dir(const std::string& name) {
   std::filesystem::create_directories(dir);
   scratch_dirs().push_back(dir.string());
   return dir.string();
+}
+
+// A scratch directory made by rank 0 and known to every rank.
+inline std::string shared_scratch_dir(distributed::Communicator& comm, const std::string& name) {
+  std::string dir = comm.rank() == 0 ? scratch_dir(name) : "";
+  uint64_t size = dir.size();
+  comm.broadcast(&size, sizeof size, 0);
+  dir.resize(size);
+  comm.broadcast(dir.data(), size, 0);
+  return dir;
 }
 
 }  // namespace mpiddp::test

@@ -33,16 +33,6 @@ RunResult train(distributed::Communicator& comm, const Json& user) {
   return run_training(parse_config(user), comm, {.quiet = true});
 }
 
-// A scratch directory made by rank 0 and known to every rank.
-std::string shared_scratch_dir(distributed::Communicator& comm, const std::string& name) {
-  std::string dir = comm.rank() == 0 ? test::scratch_dir(name) : "";
-  uint64_t size = dir.size();
-  comm.broadcast(&size, sizeof size, 0);
-  dir.resize(size);
-  comm.broadcast(dir.data(), size, 0);
-  return dir;
-}
-
 std::string file_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
@@ -92,7 +82,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(ShardedCheckpoint, IsTheUnshardedCheckpointByteForByte) {
   distributed::MpiCommunicator comm;
-  const std::string dir = shared_scratch_dir(comm, "shard_checkpoint");
+  const std::string dir = test::shared_scratch_dir(comm, "shard_checkpoint");
   for (const bool shard : {false, true}) {
     Json user = experiment(kAdam, "shm", shard);
     apply_override(user, "checkpoint.dir=\"" + dir + (shard ? "/sharded" : "/whole") + "\"");
@@ -111,7 +101,7 @@ TEST(ShardedCheckpoint, IsTheUnshardedCheckpointByteForByte) {
 
 TEST(ShardedCheckpoint, ResumesUnshardedAndShardedAsTheStraightRun) {
   distributed::MpiCommunicator comm;
-  const std::string dir = shared_scratch_dir(comm, "shard_resume");
+  const std::string dir = test::shared_scratch_dir(comm, "shard_resume");
   Json user = experiment(kAdam, "shm", true);
   apply_override(user, "checkpoint.dir=\"" + dir + "\"");
   apply_override(user, "checkpoint.every_steps=3");

@@ -16,22 +16,12 @@
 namespace mpiddp::train {
 namespace {
 
-// A scratch directory made by rank 0 and known to every rank.
-std::string shared_scratch_dir(distributed::Communicator& comm, const std::string& name) {
-  std::string dir = comm.rank() == 0 ? test::scratch_dir(name) : "";
-  uint64_t size = dir.size();
-  comm.broadcast(&size, sizeof size, 0);
-  dir.resize(size);
-  comm.broadcast(dir.data(), size, 0);
-  return dir;
-}
-
 using test::adam_experiment;
 using test::train_run;
 
 TEST(ResumeMpi, MidEpochResumeIsBitwiseEqualAtTheSameWorldSize) {
   distributed::MpiCommunicator comm;
-  const std::string dir = shared_scratch_dir(comm, "resume_mpi_mid");
+  const std::string dir = test::shared_scratch_dir(comm, "resume_mpi_mid");
   Json user = adam_experiment(dir);
   apply_override(user, "checkpoint.every_steps=3");
   const RunResult straight = train_run(comm, user);
@@ -48,7 +38,7 @@ TEST(ResumeMpi, MidEpochResumeIsBitwiseEqualAtTheSameWorldSize) {
 TEST(ResumeMpi, OneProcessCheckpointResumesWithinFloatTolerance) {
   distributed::MpiCommunicator comm;
   distributed::LocalCommunicator one;
-  const std::string dir = shared_scratch_dir(comm, "resume_mpi_cross");
+  const std::string dir = test::shared_scratch_dir(comm, "resume_mpi_cross");
   Json user = adam_experiment(dir);
   apply_override(user, "dtype=float64");
   // The one-process reference runs on every rank: each in its own directory.
@@ -71,7 +61,7 @@ TEST(ResumeMpi, OneProcessCheckpointResumesWithinFloatTolerance) {
 
 TEST(ResumeMpi, ReplayingTheSamplersOwnOrderChangesNothing) {
   distributed::MpiCommunicator comm;
-  const std::string dir = shared_scratch_dir(comm, "order_mpi");
+  const std::string dir = test::shared_scratch_dir(comm, "order_mpi");
   if (comm.rank() == 0) {
     std::vector<int64_t> rows;
     for (int64_t e = 0; e < 4; ++e) {
