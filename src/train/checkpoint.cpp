@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <system_error>
 
 #include "mpiddp/core/error.hpp"
@@ -69,6 +70,20 @@ std::string text_field(const Json& state, const char* key, const std::string& pa
     refuse(path, std::string("corrupt: its mpiddp_checkpoint metadata has no text field '") + key +
                      "'");
   return it->get<std::string>();
+}
+
+// An integer field of the metadata: a JSON integer that fits int64_t. nlohmann's get<int64_t>
+// of a number written with a fraction or beyond 2^64 (parsed as a double) would cast a double
+// that may not fit, which is undefined behaviour (fuzz_checkpoint found "epoch" 1.9e19).
+int64_t integer_field(const Json& state, const char* key, const std::string& path) {
+  const auto it = state.find(key);
+  const bool fits = it != state.end() && it->is_number_integer() &&
+                    (!it->is_number_unsigned() ||
+                     it->get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()));
+  if (!fits)
+    refuse(path, std::string("corrupt: its mpiddp_checkpoint metadata has no integer field '") + key +
+                     "' (a whole number below 2^63)");
+  return it->get<int64_t>();
 }
 
 bool cosine_spans_run(const Config& config) {
@@ -245,9 +260,9 @@ TrainingPosition restore_checkpoint(const io::SafetensorsFile& file, const RunId
                        " at this world size but was " + state.at("global_batch").dump() +
                        " (batch.per_rank times the world size must stay the same)");
     TrainingPosition position;
-    position.epoch = state.at("epoch").get<int64_t>();
-    position.batch = state.at("batch").get<int64_t>();
-    position.step = state.at("step").get<int64_t>();
+    position.epoch = integer_field(state, "epoch", path);
+    position.batch = integer_field(state, "batch", path);
+    position.step = integer_field(state, "step", path);
     if (position.batch > 0 && state.at("steps_per_epoch") != identity.steps_per_epoch)
       refuse(path, "it stopped mid-epoch (after batch " + std::to_string(position.batch) +
                        " of " + state.at("steps_per_epoch").dump() + ") but at this world size " +
@@ -269,7 +284,7 @@ TrainingPosition restore_checkpoint(const io::SafetensorsFile& file, const RunId
       expected.insert(names.begin(), names.end());
     }
     reject_unexpected_tensors(file, expected, kExitCheckpoint);
-    optimizer.set_steps(state.at("optimizer_steps").get<int64_t>());
+    optimizer.set_steps(integer_field(state, "optimizer_steps", path));
     return position;
   } catch (const Json::exception& e) {
     refuse(path, std::string("corrupt: its mpiddp_checkpoint metadata lacks a field (") + e.what() + ")");

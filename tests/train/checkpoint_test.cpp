@@ -220,6 +220,39 @@ TEST(Checkpoint, ExportRefusesMetadataFieldsOfTheWrongType) {
   EXPECT_EQ(export_error("model", "6-linear48-tanh-linear48-tanh-linear1"), "(no error)");
 }
 
+// Found by fuzz_checkpoint: resume read the position with nlohmann's get<int64_t>, which
+// casts a number parsed as a double (1.9e19 is beyond 2^64) to int64_t: undefined behaviour.
+// Intact data, odd metadata: every such field is refused by name.
+TEST(Checkpoint, ResumeRefusesPositionFieldsThatAreNotWholeNumbers) {
+  const std::string dir = test::scratch_dir("ckpt_position_types");
+  Json user = adam_experiment(dir);
+  apply_override(user, "epochs=1");
+  train(user);
+  Json longer = user;
+  apply_override(longer, "epochs=2");
+  const io::SafetensorsFile good = io::read_safetensors(checkpoint_path(dir, 4), kExitCheckpoint);
+  std::vector<io::TensorToWrite> tensors;
+  for (const auto& t : good.tensors())
+    tensors.push_back({t.name, t.dtype, t.shape, good.data() + t.begin});
+  const Json state = Json::parse(good.metadata().at("mpiddp_checkpoint"));
+  auto resume_error = [&](const char* key, const Json& value) -> std::string {
+    Json odd = state;
+    odd[key] = value;
+    const std::string path = dir + "/odd.safetensors";
+    io::write_safetensors(path, tensors, {{"mpiddp_checkpoint", odd.dump()}});
+    return refusal(longer, path);
+  };
+  for (const char* key : {"epoch", "batch", "step", "optimizer_steps"}) {
+    const std::string named = std::string("no integer field '") + key + "' (a whole number below 2^63)";
+    EXPECT_NE(resume_error(key, 1.9223372036854775807e19).find(named), std::string::npos) << key;
+    EXPECT_NE(resume_error(key, 1.5).find(named), std::string::npos) << key;
+    EXPECT_NE(resume_error(key, uint64_t{1} << 63).find(named), std::string::npos) << key;
+    EXPECT_NE(resume_error(key, "2").find(named), std::string::npos) << key;
+  }
+  // The untouched metadata resumes: the refusals above are the fields'.
+  EXPECT_EQ(train(longer, checkpoint_path(dir, 4)).epochs.size(), 1u);
+}
+
 TEST(Checkpoint, ResumeConfigDropsOnlyTheKeysThatMayChange) {
   Json user = adam_experiment("/tmp/somewhere");
   apply_override(user, "log.path=\"x.jsonl\"");
