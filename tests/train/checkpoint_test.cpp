@@ -187,6 +187,19 @@ TEST(Checkpoint, RefusesDamagedForeignAndIncompatibleFiles) {
   EXPECT_EQ(train(cosine_fixed, "latest").epochs.size(), 1u);
 }
 
+// Writes the checkpoint `good` again as `path` with one metadata field set to `value`: intact
+// data (its checksum still matches), odd metadata.
+void write_with_field(const std::string& good, const std::string& path, const char* key,
+                      const Json& value) {
+  const io::SafetensorsFile file = io::read_safetensors(good, kExitCheckpoint);
+  std::vector<io::TensorToWrite> tensors;
+  for (const auto& t : file.tensors())
+    tensors.push_back({t.name, t.dtype, t.shape, file.data() + t.begin});
+  Json odd = Json::parse(file.metadata().at("mpiddp_checkpoint"));
+  odd[key] = value;
+  io::write_safetensors(path, tensors, {{"mpiddp_checkpoint", odd.dump()}});
+}
+
 // Found by fuzz_checkpoint: export read the metadata's text fields with nlohmann's value(),
 // which threw its type_error (not an mpiddp Error) for a number. Intact data, odd metadata.
 TEST(Checkpoint, ExportRefusesMetadataFieldsOfTheWrongType) {
@@ -194,16 +207,9 @@ TEST(Checkpoint, ExportRefusesMetadataFieldsOfTheWrongType) {
   Json user = adam_experiment(dir);
   apply_override(user, "epochs=1");
   train(user);
-  const io::SafetensorsFile good = io::read_safetensors(checkpoint_path(dir, 4), kExitCheckpoint);
-  std::vector<io::TensorToWrite> tensors;
-  for (const auto& t : good.tensors())
-    tensors.push_back({t.name, t.dtype, t.shape, good.data() + t.begin});
-  const Json state = Json::parse(good.metadata().at("mpiddp_checkpoint"));
   auto export_error = [&](const char* key, const Json& value) -> std::string {
-    Json odd = state;
-    odd[key] = value;
     const std::string path = dir + "/odd.safetensors";
-    io::write_safetensors(path, tensors, {{"mpiddp_checkpoint", odd.dump()}});
+    write_with_field(checkpoint_path(dir, 4), path, key, value);
     try {
       export_checkpoint_weights(path, dir + "/weights.safetensors");
     } catch (const Error& e) {
@@ -230,16 +236,9 @@ TEST(Checkpoint, ResumeRefusesPositionFieldsThatAreNotWholeNumbers) {
   train(user);
   Json longer = user;
   apply_override(longer, "epochs=2");
-  const io::SafetensorsFile good = io::read_safetensors(checkpoint_path(dir, 4), kExitCheckpoint);
-  std::vector<io::TensorToWrite> tensors;
-  for (const auto& t : good.tensors())
-    tensors.push_back({t.name, t.dtype, t.shape, good.data() + t.begin});
-  const Json state = Json::parse(good.metadata().at("mpiddp_checkpoint"));
   auto resume_error = [&](const char* key, const Json& value) -> std::string {
-    Json odd = state;
-    odd[key] = value;
     const std::string path = dir + "/odd.safetensors";
-    io::write_safetensors(path, tensors, {{"mpiddp_checkpoint", odd.dump()}});
+    write_with_field(checkpoint_path(dir, 4), path, key, value);
     return refusal(longer, path);
   };
   for (const char* key : {"epoch", "batch", "step", "optimizer_steps"}) {
