@@ -220,9 +220,7 @@ void SharedMemorySum::sum_resident(const Window& window, void* data, size_t coun
     sum_slice(segments[local_rank_], segments, local_size_, first, last, type, 1.0);
     char* slice = static_cast<char*>(segments[local_rank_]) + first * elem;
     sum_across_nodes(slice, last - first, type, scale, compress);
-    for (int r = 0; r < local_size_; ++r)
-      if (r != local_rank_)
-        std::memcpy(static_cast<char*>(segments[r]) + first * elem, slice, (last - first) * elem);
+    store_in_other_segments(window, first * elem, slice, (last - first) * elem);
   }
   node_barrier(window.handle);  // every slice is in every buffer
 }
@@ -241,12 +239,16 @@ bool SharedMemorySum::store_part_in_every(void* data, const std::vector<size_t>&
                                             static_cast<char*>(window->segments[local_rank_]));
   const size_t first = begins[static_cast<size_t>(local_rank_)];
   const size_t bytes = begins[static_cast<size_t>(local_rank_) + 1] - first;
-  const char* part = static_cast<const char*>(data) + first;
-  for (int r = 0; r < local_size_; ++r)
-    if (r != local_rank_ && bytes > 0)
-      std::memcpy(static_cast<char*>(window->segments[r]) + offset + first, part, bytes);
+  store_in_other_segments(*window, offset + first, static_cast<const char*>(data) + first, bytes);
   node_barrier(window->handle);  // every part is in every buffer
   return true;
+}
+
+void SharedMemorySum::store_in_other_segments(const Window& window, size_t offset,
+                                              const void* from, size_t bytes) const {
+  if (bytes == 0) return;
+  for (int r = 0; r < local_size_; ++r)
+    if (r != local_rank_) std::memcpy(static_cast<char*>(window.segments[r]) + offset, from, bytes);
 }
 
 void SharedMemorySum::sum_across_nodes(void* slice, size_t count, ElementType type,

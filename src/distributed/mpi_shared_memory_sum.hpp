@@ -81,6 +81,9 @@ class SharedMemorySum {
   static void free_window(Window& window);
   void reserve(size_t bytes);
   void node_barrier(MPI_Win window);
+  // Copies `bytes` from `from` to byte `offset` of every other rank's segment of window.
+  void store_in_other_segments(const Window& window, size_t offset, const void* from,
+                               size_t bytes) const;
   // The window whose segment of this rank holds [data, data + bytes), or null.
   const Window* resident_window_of(const void* data, size_t bytes) const;
   void sum_resident(const Window& window, void* data, size_t count, ElementType type,

@@ -116,6 +116,9 @@ class Sequential {
   Shape input_shape_;
   LayerStack<T> stack_;
   Index max_batch_, parameter_count_ = 0, gradient_count_ = 0;
+  template <typename Owned>
+  void place(T*& buffer, Owned& own, Index count, T* memory_at);
+
   Index batch_ = 0;  // batch size of the last forward
   std::vector<ParameterTensor> tensors_;
   std::vector<BufferTensor> buffer_tensors_;
