@@ -8,18 +8,6 @@
 
 namespace mpiddp::distributed {
 
-int fixed_point_shift(double max_abs, int64_t terms) {
-  int e = 0;
-  std::frexp(max_abs, &e);  // max_abs = f 2^e, 0.5 <= f < 1: max_abs < 2^e
-  int h = 0;
-  while ((int64_t{1} << h) < terms) ++h;
-  // At most 1000, so that 2^shift is a finite double: a group whose largest value is below
-  // 2^-938 (gradients that small are zeros in effect) keeps only what lies above 2^-1000.
-  return std::min(62 - h - e, 1000);
-}
-
-double from_fixed(int64_t value, int shift) { return static_cast<double>(value) * power_of_two(-shift); }
-
 ExactSum::ExactSum(Communicator& comm, std::vector<size_t> group_begins, size_t width,
                    ReduceAlgorithm algorithm)
     : comm_(comm), groups_(std::move(group_begins)), width_(width), algorithm_(algorithm) {
@@ -34,18 +22,13 @@ template <typename V>
 void ExactSum::sum(const V* terms, Index local_terms, int64_t max_terms, double divisor,
                    double* out) {
   const size_t groups = groups_.size() - 1;
-  constexpr double kInf = std::numeric_limits<double>::infinity();
   // 1. Each group's largest magnitude over every rank's terms. A non-finite value makes it
   //    +inf: MPI_MAX of NaN is not defined, of +inf it is.
   for (size_t g = 0; g < groups; ++g) {
     double m = 0.0;
-    for (Index t = 0; t < local_terms; ++t) {
-      const V* v = terms + static_cast<size_t>(t) * width_;
-      for (size_t i = groups_[g]; i < groups_[g + 1]; ++i) {
-        const double a = std::fabs(static_cast<double>(v[i]));
-        m = std::isfinite(a) ? (a > m ? a : m) : kInf;
-      }
-    }
+    for (Index t = 0; t < local_terms; ++t)
+      m = std::max(m, largest_magnitude(terms + static_cast<size_t>(t) * width_ + groups_[g],
+                                        groups_[g + 1] - groups_[g]));
     max_[g] = m;
   }
   comm_.allreduce_max(max_.data(), groups);
@@ -56,16 +39,14 @@ void ExactSum::sum(const V* terms, Index local_terms, int64_t max_terms, double 
   for (size_t g = 0; g < groups; ++g) {
     shift_[g] = std::isfinite(max_[g]) && max_[g] > 0.0 ? fixed_point_shift(max_[g], max_terms) : 0;
     const bool finite = std::isfinite(max_[g]);  // a non-finite group comes out as NaN below
-    const double scale = power_of_two(shift_[g]);
     for (size_t begin = groups_[g]; begin < groups_[g + 1]; begin += kBlock) {
       const size_t end = std::min(begin + kBlock, groups_[g + 1]);
       std::fill(fixed_.begin() + static_cast<std::ptrdiff_t>(begin),
                 fixed_.begin() + static_cast<std::ptrdiff_t>(end), int64_t{0});
       if (!finite) continue;
-      for (Index t = 0; t < local_terms; ++t) {
-        const V* v = terms + static_cast<size_t>(t) * width_;
-        for (size_t i = begin; i < end; ++i) fixed_[i] += to_fixed_scaled(static_cast<double>(v[i]), scale);
-      }
+      for (Index t = 0; t < local_terms; ++t)
+        add_to_grid(terms + static_cast<size_t>(t) * width_ + begin, end - begin, shift_[g],
+                    fixed_.data() + begin);
     }
   }
   comm_.wait_sum(comm_.start_sum(fixed_.data(), width_, ElementType::kInt64, 1.0, algorithm_,

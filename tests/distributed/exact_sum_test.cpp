@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "mpiddp/distributed/local_communicator.hpp"
@@ -36,6 +37,68 @@ TEST(FixedPoint, ShiftLeavesHeadroomForTheTerms) {
   EXPECT_EQ(to_fixed(-3.5, 0), -4);
   // A denormal-sized group: the shift stops at 1000, where 2^shift is still finite.
   EXPECT_EQ(fixed_point_shift(1e-300, 24), 1000);
+}
+
+// add_to_grid against to_fixed, value by value: the same integers for every value whose
+// rounded magnitude stays below 2^62, whatever its exponent (subnormals included), sign or
+// rounding (ties go to even). Enough values that the vector loop and its tail both run.
+template <typename V>
+void expect_grid_matches_rounding(int shift, const std::vector<V>& values) {
+  std::vector<int64_t> sums(values.size(), 5);  // add_to_grid adds: start off zero
+  add_to_grid(values.data(), values.size(), shift, sums.data());
+  for (size_t i = 0; i < values.size(); ++i)
+    ASSERT_EQ(sums[i], 5 + to_fixed(static_cast<double>(values[i]), shift))
+        << "value " << values[i] << " (" << i << ") at shift " << shift;
+}
+
+template <typename V>
+std::vector<V> values_across_exponents(uint32_t seed, double largest) {
+  std::vector<V> values;
+  uint64_t state = seed;
+  auto next = [&] { state = state * 6364136223846793005ull + 1442695040888963407ull; return state >> 11; };
+  for (int i = 0; i < 1001; ++i) {
+    const double unit = static_cast<double>(next()) / 9007199254740992.0;     // [0, 1)
+    const int exponent = -static_cast<int>(next() % (std::is_same_v<V, float> ? 160 : 1100));
+    const double v = largest * unit * std::ldexp(1.0, exponent);
+    values.push_back(static_cast<V>(i % 2 ? -v : v));
+  }
+  for (V v : {V(0), V(-0.0), V(0.5), V(0.75), V(-0.75), V(0.25), V(0.375), V(-0.125),
+              std::numeric_limits<V>::denorm_min(), -std::numeric_limits<V>::denorm_min(),
+              std::numeric_limits<V>::min(), static_cast<V>(largest), static_cast<V>(-largest)})
+    if (std::fabs(static_cast<double>(v)) <= largest) values.push_back(v);  // on the grid's range
+  return values;
+}
+
+TEST(FixedPoint, AddToGridRoundsEachValueAsToFixed) {
+  for (double largest : {0.75, 1.0, 3e-3, 2.5e5, 1e-30}) {
+    for (int64_t terms : {int64_t{1}, int64_t{24}, int64_t{4096}}) {
+      const int shift = fixed_point_shift(largest, terms);
+      expect_grid_matches_rounding(shift, values_across_exponents<float>(7, largest));
+      expect_grid_matches_rounding(shift, values_across_exponents<double>(11, largest));
+    }
+  }
+  // Shifts that put ties and halves on the grid's last bit, and a shift of 0.
+  for (int shift : {0, 1, 2, 23, 52, 60})
+    expect_grid_matches_rounding(shift, std::vector<double>{0.5, 1.5, 2.5, 3.5, -0.5, -1.5, 0.75, 0.25,
+                                                            std::ldexp(1.0, -shift - 1), std::ldexp(3.0, -shift - 1)});
+  // A shift of 1000 (a group of values near 2^-1000) and a negative one (values near 2^100).
+  expect_grid_matches_rounding(1000, values_across_exponents<double>(3, 1e-300));
+  expect_grid_matches_rounding(fixed_point_shift(1e30, 8), values_across_exponents<float>(5, 1e30));
+}
+
+TEST(FixedPoint, LargestMagnitudeOfTheBits) {
+  const std::vector<float> values = {0.5f, -0.0f, -3.25f, 2.0f, 1e-40f, 3.0f};
+  EXPECT_EQ(largest_magnitude(values.data(), values.size()), 3.25);
+  EXPECT_EQ(largest_magnitude(values.data(), 0), 0.0);
+  const std::vector<double> tiny = {-std::numeric_limits<double>::denorm_min(), 0.0};
+  EXPECT_EQ(largest_magnitude(tiny.data(), 2), std::numeric_limits<double>::denorm_min());
+  for (double bad : {std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
+                     std::numeric_limits<double>::quiet_NaN(), -std::numeric_limits<double>::quiet_NaN()}) {
+    std::vector<double> with = {1.0, bad, 2.0};
+    EXPECT_EQ(largest_magnitude(with.data(), 3), std::numeric_limits<double>::infinity()) << bad;
+    const std::vector<float> as_float = {1.0f, static_cast<float>(bad)};
+    EXPECT_EQ(largest_magnitude(as_float.data(), 2), std::numeric_limits<double>::infinity()) << bad;
+  }
 }
 
 TEST(ExactSum, AddsWhatAFloatSumLoses) {

@@ -17,23 +17,15 @@
 // h = 12, 4096 terms); a float32 value keeps all of its 24 bits when it is within 2^(38-h)
 // of the group's largest. That rounding happens per value, before any addition, so it is
 // the same at every world size.
-#include <cmath>
-#if defined(__x86_64__)
-#include <emmintrin.h>
-#endif
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
 #include "mpiddp/core/types.hpp"
 #include "mpiddp/distributed/communicator.hpp"
+#include "mpiddp/distributed/fixed_point.hpp"
 
 namespace mpiddp::distributed {
-
-// The grid of Note [the fixed-point sum] for a group whose values are at most max_abs in
-// magnitude (> 0, finite) and whose sum has at most `terms` terms.
-int fixed_point_shift(double max_abs, int64_t terms);
-double from_fixed(int64_t value, int shift);
 
 class ExactSum {
  public:
@@ -65,22 +57,5 @@ class ExactSum {
   std::vector<int> shift_;       // (G) each group's grid; 0 for an all-zero or non-finite group
   std::vector<int64_t> fixed_;   // (width)
 };
-
-// 2^shift as a double, for shift in the range fixed_point_shift gives.
-inline double power_of_two(int shift) { return std::ldexp(1.0, shift); }
-
-// value * scale (scale = power_of_two(shift)) rounded to an integer: |value * scale| must be
-// below 2^63. Multiplying by a power of two is exact (as ldexp, which libm does not inline).
-inline int64_t to_fixed_scaled(double value, double scale) {
-#if defined(__x86_64__)
-  // cvtsd2si: round to nearest, ties to even (the default MXCSR mode), as llrint, in one
-  // instruction of baseline x86-64; llrint is a libm call.
-  return _mm_cvtsd_si64(_mm_set_sd(value * scale));
-#else
-  return static_cast<int64_t>(std::llrint(value * scale));
-#endif
-}
-
-inline int64_t to_fixed(double value, int shift) { return to_fixed_scaled(value, power_of_two(shift)); }
 
 }  // namespace mpiddp::distributed

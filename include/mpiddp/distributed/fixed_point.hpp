@@ -1,0 +1,48 @@
+#pragma once
+// The grid of the fixed-point sum (Note [the fixed-point sum] in exact_sum.hpp): the shift a
+// group's largest value sets, the rounding of one value onto it and back, and the two loops
+// over a whole group that the deterministic step runs over every chunk's gradients.
+#include <cmath>
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
+#include <cstddef>
+#include <cstdint>
+
+namespace mpiddp::distributed {
+
+// The grid for a group whose values are at most max_abs in magnitude (> 0, finite) and
+// whose sum has at most `terms` terms.
+int fixed_point_shift(double max_abs, int64_t terms);
+double from_fixed(int64_t value, int shift);
+
+// 2^shift as a double, for shift in the range fixed_point_shift gives.
+inline double power_of_two(int shift) { return std::ldexp(1.0, shift); }
+
+// value * scale (scale = power_of_two(shift)) rounded to an integer: |value * scale| must be
+// below 2^63. Multiplying by a power of two is exact (as ldexp, which libm does not inline).
+inline int64_t to_fixed_scaled(double value, double scale) {
+#if defined(__x86_64__)
+  // cvtsd2si: round to nearest, ties to even (the default MXCSR mode), as llrint, in one
+  // instruction of baseline x86-64; llrint is a libm call.
+  return _mm_cvtsd_si64(_mm_set_sd(value * scale));
+#else
+  return static_cast<int64_t>(std::llrint(value * scale));
+#endif
+}
+
+inline int64_t to_fixed(double value, int shift) { return to_fixed_scaled(value, power_of_two(shift)); }
+
+// The largest |values[i]| of `count` floats or doubles, as a double; +infinity when one of
+// them is an infinity or a NaN.
+template <typename V>
+double largest_magnitude(const V* values, size_t count);
+
+// sums[i] += to_fixed(values[i], shift) for `count` finite values whose magnitudes times
+// 2^shift stay below 2^62 (what fixed_point_shift guarantees for its group): the same
+// integers as to_fixed, computed from the bits so that the loop vectorises (x86-64 has no
+// vector conversion from double to int64 below AVX-512).
+template <typename V>
+void add_to_grid(const V* values, size_t count, int shift, int64_t* sums);
+
+}  // namespace mpiddp::distributed

@@ -1,0 +1,94 @@
+#include "mpiddp/distributed/fixed_point.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <limits>
+
+namespace mpiddp::distributed {
+
+int fixed_point_shift(double max_abs, int64_t terms) {
+  int e = 0;
+  std::frexp(max_abs, &e);  // max_abs = f 2^e, 0.5 <= f < 1: max_abs < 2^e
+  int h = 0;
+  while ((int64_t{1} << h) < terms) ++h;
+  // At most 1000, so that 2^shift is a finite double: a group whose largest value is below
+  // 2^-938 (gradients that small are zeros in effect) keeps only what lies above 2^-1000.
+  return std::min(62 - h - e, 1000);
+}
+
+double from_fixed(int64_t value, int shift) { return static_cast<double>(value) * power_of_two(-shift); }
+
+namespace {
+
+// The IEEE 754 layout of V: sign, biased exponent, mantissa (without its leading 1).
+template <typename V>
+struct Ieee;
+template <>
+struct Ieee<float> {
+  using Bits = uint32_t;
+  static constexpr int kMantissaBits = 23, kBias = 127;
+};
+template <>
+struct Ieee<double> {
+  using Bits = uint64_t;
+  static constexpr int kMantissaBits = 52, kBias = 1023;
+};
+
+}  // namespace
+
+template <typename V>
+double largest_magnitude(const V* values, size_t count) {
+  using Bits = typename Ieee<V>::Bits;
+  // A non-negative IEEE value's bits, read as an unsigned integer, order as its magnitude
+  // does, and an infinity's or a NaN's lie above every finite value's: the largest |v| is the
+  // largest of the bits without the sign, a loop of integer maxima that vectorises.
+  constexpr Bits kMagnitude = std::numeric_limits<Bits>::max() >> 1;
+  Bits largest = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const Bits magnitude = std::bit_cast<Bits>(values[i]) & kMagnitude;
+    largest = magnitude > largest ? magnitude : largest;
+  }
+  const V value = std::bit_cast<V>(largest);
+  return std::isfinite(value) ? static_cast<double>(value) : std::numeric_limits<double>::infinity();
+}
+
+template <typename V>
+void add_to_grid(const V* values, size_t count, int shift, int64_t* sums) {
+  using Bits = typename Ieee<V>::Bits;
+  constexpr int kMantissaBits = Ieee<V>::kMantissaBits;
+  constexpr int kSignBit = static_cast<int>(sizeof(Bits)) * 8 - 1;
+  constexpr Bits kMantissa = (Bits{1} << kMantissaBits) - 1;
+  constexpr Bits kExponent = (Bits{1} << (kSignBit - kMantissaBits)) - 1;
+  // A finite v is m 2^(E - bias - mantissa bits), with m the mantissa and its leading 1
+  // (none for a subnormal, whose E is 0 but counts as 1); so v 2^shift = m 2^k, k = max(E, 1) + offset.
+  const int64_t offset = int64_t{shift} - Ieee<V>::kBias - kMantissaBits;
+  // All in 64-bit lanes, the shift counts unsigned like the values they shift: the form
+  // GCC vectorises (variable shifts of 64-bit lanes are AVX2's vpsllvq and vpsrlvq).
+  for (size_t i = 0; i < count; ++i) {
+    const uint64_t bits = std::bit_cast<Bits>(values[i]);
+    const uint64_t biased = (bits >> kMantissaBits) & kExponent;
+    const uint64_t m = (bits & kMantissa) | (biased != 0 ? uint64_t{1} << kMantissaBits : uint64_t{0});
+    const int64_t k = static_cast<int64_t>(biased != 0 ? biased : 1) + offset;
+    // k >= 0: m 2^k is an integer, below 2^62 by the caller's bound.
+    const uint64_t up = m << static_cast<uint64_t>(std::clamp<int64_t>(k, 0, 63));
+    // k < 0: m / 2^r rounded to nearest, ties to even, as cvtsd2si and llrint round: the
+    // quotient goes up when the half bit (r - 1) is set and either a bit below it is set or
+    // the quotient is odd. From r = 63 on, m < 2^53 rounds to 0, as for every larger r.
+    const uint64_t r = static_cast<uint64_t>(std::clamp<int64_t>(-k, 1, 63));
+    const uint64_t quotient = m >> r;
+    const uint64_t half = (m >> (r - 1)) & 1;
+    const uint64_t below_half = ((m << (64 - r)) << 1) != 0 ? 1 : 0;  // bits 0 .. r-2
+    const uint64_t down = quotient + (half & (below_half | (quotient & 1)));
+    const uint64_t magnitude = k >= 0 ? up : down;
+    const uint64_t negative = bits >> kSignBit;  // 0 or 1
+    // Two's complement negation when negative: (x xor all ones) + 1.
+    sums[i] += static_cast<int64_t>((magnitude ^ (uint64_t{0} - negative)) + negative);
+  }
+}
+
+template double largest_magnitude(const float*, size_t);
+template double largest_magnitude(const double*, size_t);
+template void add_to_grid(const float*, size_t, int, int64_t*);
+template void add_to_grid(const double*, size_t, int, int64_t*);
+
+}  // namespace mpiddp::distributed
