@@ -72,6 +72,13 @@ void Sequential<T>::place_parameters(T* memory_at) {
 }
 
 template <typename T>
+void Sequential<T>::bind_gradient_views(T* memory_at) {
+  LayerMemory<T> m = memory();
+  if (memory_at) m.gradients = memory_at;
+  stack_.bind(m);
+}
+
+template <typename T>
 std::string Sequential<T>::describe() const {
   return shape_tag(input_shape_) + "-" + stack_.describe();
 }

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "../support/layer_harness.hpp"
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/nn/loss.hpp"
@@ -57,6 +59,40 @@ TEST(Sequential, NetworkGradientMatchesFiniteDifferences) {
   Sequential<double> model(kInput, kSpecs, batch);
   model.initialize(3);
   EXPECT_GT(mpiddp::testing::check_model_gradients(model, batch), 1e-3);
+}
+
+TEST(Sequential, BoundGradientViewsReceiveBackwardAndTheBufferStays) {
+  // bind_gradient_views(memory): backward adds into memory, gradients() keeps naming the
+  // model's buffer, which is not touched; null points the views back at it.
+  const Index batch = 4;
+  Sequential<float> model(kInput, kSpecs, batch, 1);
+  model.initialize(5);
+  const size_t p = static_cast<size_t>(model.parameter_count());
+  const std::vector<double> xd = test_values(3 * batch, 1), td = test_values(2 * batch, 2);
+  std::vector<float> x(xd.begin(), xd.end()), t(td.begin(), td.end());
+  MseLoss<float> mse;
+  auto pass = [&] {
+    const auto out = model.forward(ConstMatrixView<float>(x.data(), 3, batch));
+    mse.forward_backward(out, {t.data(), nullptr}, model.output_gradient());
+    model.backward(ConstMatrixView<float>(x.data(), 3, batch));
+  };
+  model.zero_gradients();
+  pass();
+  const std::vector<float> expected(model.gradients(), model.gradients() + p);
+  ASSERT_NE(expected[0], 0.0f);
+  model.zero_gradients();
+  constexpr size_t kGuard = 16;  // 64 bytes: aligned as the model's own buffer is
+  AlignedVector<float> memory(p + 2 * kGuard, -1.0f);
+  std::fill_n(memory.data() + kGuard, p, 0.0f);
+  model.bind_gradient_views(memory.data() + kGuard);
+  pass();
+  EXPECT_TRUE(std::equal(expected.begin(), expected.end(), memory.data() + kGuard));
+  EXPECT_EQ(memory[kGuard - 1], -1.0f);  // nothing written outside the p values
+  EXPECT_EQ(memory[kGuard + p], -1.0f);
+  EXPECT_TRUE(std::all_of(model.gradients(), model.gradients() + p, [](float g) { return g == 0.0f; }));
+  model.bind_gradient_views(nullptr);
+  pass();
+  EXPECT_TRUE(std::equal(expected.begin(), expected.end(), model.gradients()));
 }
 
 TEST(Sequential, PlacedGradientsMoveWithTheirContentsAndReceiveBackward) {

@@ -88,6 +88,11 @@ class Sequential {
   // shared memory, where node rank s stores its updated part into every rank's parameters
   // (Note [parameters in the shared window]).
   void place_parameters(T* memory);
+  // Points the layers' gradient views at `memory` (parameter_count() values, the caller's)
+  // without copying: backward then adds into it, while gradients() still names the model's
+  // buffer. Null points them back at gradients(). The deterministic step has each chunk's
+  // backward write into that chunk's own term, rather than into the buffer and then a copy.
+  void bind_gradient_views(T* memory);
 
   // Seeded initialisation, PyTorch's default scheme layer by layer; buffers to their start.
   void initialize(uint64_t seed);

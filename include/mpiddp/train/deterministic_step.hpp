@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "mpiddp/core/memory.hpp"
 #include "mpiddp/core/types.hpp"
 #include "mpiddp/distributed/exact_sum.hpp"
 
@@ -16,9 +17,10 @@ struct DeterministicStep {
   Index local_chunks = 0;  // L = C / N, this rank's
   Index parameters = 0;    // P
   Index buffer_values = 0; // the model's real buffers (BatchNorm's running statistics)
-  // One chunk's results: [P gradients | the loss | the buffers after its pass] = width.
+  // One chunk's results: [P gradients | the loss | the buffers after its pass | zeros to a
+  // whole cache line | the stop vote] = width.
   size_t width = 0;
-  std::vector<T> terms;               // (L, width) this rank's chunks, in chunk order
+  std::vector<T, HugePageAllocator<T>> terms;  // (L, width) this rank's chunks, in chunk order
   std::vector<double> mean;           // (width) the mean over all C chunks, every rank alike
   std::vector<double> saved_buffers;  // (buffer_values) the buffers before the step
   std::vector<int64_t> saved_counters;
