@@ -5,6 +5,8 @@
 # (target <= 1.3 at np=2 on mlp and cnn) and the bytes each rank sends per step.
 # Usage: bench/deterministic.sh [WORKLOAD=mlp] [NP=2] [ROUNDS=3] [CHUNKS=16]
 # CHUNKS must divide the workload's global batch and samples (mlp, cnn: 16 or 32).
+# GEMM=LIBRARY sets compute.gemm in both modes (deterministic mode's auto is Eigen, the
+# default mode's the fastest library measured; name the library to compare like with like).
 # Needs an idle machine for figures that mean anything.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -14,7 +16,8 @@ trap 'rm -f "$out"' EXIT
 for ((r = 1; r <= rounds; ++r)); do
   for mode in default deterministic; do
     extra=()
-    [ "$mode" = deterministic ] && extra=(--deterministic --set "deterministic.chunks=$chunks")
+    [ -n "${GEMM:-}" ] && extra+=(--set "compute.gemm=$GEMM")
+    [ "$mode" = deterministic ] && extra+=(--deterministic --set "deterministic.chunks=$chunks")
     line=$("$here/run.sh" "$workload" "$np" -- "${extra[@]}" | tail -n 1)
     echo "$mode $line" | tee -a "$out"
   done

@@ -43,11 +43,6 @@ void parse_deterministic(io::JsonSection& root, Config& c) {
                                        "nothing to make exact (drop --no-sync or deterministic)");
   if (c.faults.inject.enabled())
     throw ConfigError("deterministic", "faults.inject is not supported in deterministic mode");
-  // Eigen's kernels are compiled in, so the build fixes their bits; the libraries pick their
-  // kernels from the CPU at run time, and a portable build would no longer be portable.
-  if (c.gemm != "auto" && c.gemm != "eigen")
-    throw ConfigError("compute.gemm", "is " + c.gemm + ", but deterministic mode computes its "
-                                      "products with eigen, whose bits the build fixes; use auto or eigen");
   if (c.reduce.compress != "none")
     throw ConfigError("reduce.compress", "is " + c.reduce.compress + ", but deterministic mode "
                                          "sums exactly, in int64; use none");

@@ -2,7 +2,8 @@
 # Deterministic mode on the MLP (the default experiment at a global batch of 48, 240 samples):
 # byte-identical step, epoch and end records (times aside) at np 1, 2, 3, 4, 6 and 8, on
 # the mpi, shm and two-level paths, with reduce.overlap on and off, accumulate_steps and 2
-# threads per rank, and with an epoch whose last step is shorter; mpiddp compare demands exact equality; the config errors.
+# threads per rank, with each matrix-product library, and with an epoch whose last step is
+# shorter; mpiddp compare demands exact equality; the config errors.
 # The matrix is not a full cross product: every np on the default path, every path at np 4
 # and 6, so that the oversubscribed runs stay few (about a second each on 2 cores).
 source "$(dirname "$0")/lib.sh"
@@ -35,6 +36,21 @@ same_bits np1 np6_two_nodes
 det_run f64_np1 1 "${MLP[@]}" --set dtype=float64
 det_run f64_np3 3 "${MLP[@]}" --set dtype=float64
 same_bits f64_np1 f64_np3
+# A library named in compute.gemm (auto is Eigen in deterministic mode): its own bits, the
+# same at np 1, 3 and 8 (one thread and the same shapes at every N). One not built in skips.
+for lib in openblas blis onednn; do
+  if ! run_np 1 train --quiet --log "$WORK/${lib}_np1.jsonl" "${MLP[@]}" --set compute.gemm=$lib \
+       2> "$WORK/$lib.err"; then
+    grep -q "is not built into this mpiddp" "$WORK/$lib.err" || { cat "$WORK/$lib.err"; fail "$lib: np=1 failed"; }
+    echo "  $lib: SKIPPED (not built in)"
+    continue
+  fi
+  grep -q "\"gemm\":{[^}]*\"backend\":\"$lib\"" "$WORK/${lib}_np1.jsonl" || fail "$lib: the run record names another library"
+  for np in 3 8; do
+    det_run "${lib}_np$np" "$np" "${MLP[@]}" --set compute.gemm=$lib
+    same_bits "${lib}_np1" "${lib}_np$np"
+  done
+done
 # An epoch that ends with a shorter step (264 samples: five steps of 48, then one of 24, whose
 # chunks hold one sample each): the same bits at np 1, 3 and 8. (Setting this up once
 # dereferenced a moved-from pointer, a crash whenever the epoch did not divide the batch.)
