@@ -44,7 +44,6 @@ def load_config():
 
 def torch_worker(args):
     os.environ["OPENBLAS_NUM_THREADS"] = str(args.threads)  # before torch loads OpenBLAS
-    import torch
     import torch.multiprocessing as mp
     if args.procs == 1:
         run_torch(0, 1, args)
@@ -188,16 +187,12 @@ def main():
             [args.mpiexec, "-np", "2", "--oversubscribe", args.mpiddp, "train", CONFIG, "--quiet",
              "--set", "threads=1", "--set", f"init.weights={work}/init.safetensors",
              "--set", f"sampler.order={work}/order.npy", "--log", log], mpiddp_epochs(log), args.target, env),
-        "torch_ddp_2x1": lambda: timed(
-            [sys.executable, __file__, "--worker", "--procs", "2", "--threads", "1", "--work", work],
-            torch_epochs, args.target, peer_env),
-        "torch_1x2": lambda: timed(
-            [sys.executable, __file__, "--worker", "--procs", "1", "--threads", "2", "--work", work],
-            torch_epochs, args.target, peer_env),
-        "torch_1x1": lambda: timed(
-            [sys.executable, __file__, "--worker", "--procs", "1", "--threads", "1", "--work", work],
-            torch_epochs, args.target, peer_env),
     }
+    for procs, threads in ((2, 1), (1, 2), (1, 1)):  # DDP over gloo, then one process
+        name = f"torch_{'ddp_' if procs > 1 else ''}{procs}x{threads}"
+        command = [sys.executable, __file__, "--worker", "--procs", str(procs), "--threads", str(threads),
+                   "--work", work]
+        runs[name] = lambda command=command: timed(command, torch_epochs, args.target, peer_env)
     seconds = {name: [] for name in runs}
     for round_ in range(args.rounds):
         for name, run in runs.items():

@@ -27,6 +27,7 @@
 
 #include "mpiddp/core/finite.hpp"
 #include "mpiddp/core/threads.hpp"
+#include "mpiddp/nn/layer.hpp"
 #include "mpiddp/train/deterministic_config.hpp"
 #include "mpiddp/train/step_profile.hpp"
 #include "mpiddp/train/trainer.hpp"
@@ -45,9 +46,8 @@ void Trainer<T>::setup_deterministic() {
   // pad it to whole cache lines, so that every term's gradients lie as the model's own
   // buffer does: backward writes them in place (compute_chunk_gradients). A zero changes
   // neither its group's largest magnitude nor its sum.
-  constexpr size_t kLine = 64 / sizeof(T);
-  const size_t used = static_cast<size_t>(d->parameters + 1 + d->buffer_values + 1);
-  d->width = (used + kLine - 1) / kLine * kLine;
+  const Index used = d->parameters + 1 + d->buffer_values + 1;
+  d->width = nn::scratch_values_bytes<T>(used) / sizeof(T);  // rounded up to 64 bytes
   d->terms.assign(static_cast<size_t>(d->local_chunks) * d->width, T(0));
   d->mean.assign(d->width, 0.0);
   d->saved_buffers.assign(static_cast<size_t>(d->buffer_values), 0.0);

@@ -19,19 +19,18 @@ double from_fixed(int64_t value, int shift);
 // 2^shift as a double, for shift in the range fixed_point_shift gives.
 inline double power_of_two(int shift) { return std::ldexp(1.0, shift); }
 
-// value * scale (scale = power_of_two(shift)) rounded to an integer: |value * scale| must be
-// below 2^63. Multiplying by a power of two is exact (as ldexp, which libm does not inline).
-inline int64_t to_fixed_scaled(double value, double scale) {
+// value * 2^shift rounded to an integer, one value at a time (add_to_grid is the loop):
+// |value * 2^shift| must be below 2^63. Multiplying by a power of two is exact.
+inline int64_t to_fixed(double value, int shift) {
+  const double scaled = value * power_of_two(shift);
 #if defined(__x86_64__)
   // cvtsd2si: round to nearest, ties to even (the default MXCSR mode), as llrint, in one
   // instruction of baseline x86-64; llrint is a libm call.
-  return _mm_cvtsd_si64(_mm_set_sd(value * scale));
+  return _mm_cvtsd_si64(_mm_set_sd(scaled));
 #else
-  return static_cast<int64_t>(std::llrint(value * scale));
+  return static_cast<int64_t>(std::llrint(scaled));
 #endif
 }
-
-inline int64_t to_fixed(double value, int shift) { return to_fixed_scaled(value, power_of_two(shift)); }
 
 // The largest |values[i]| of `count` floats or doubles, as a double; +infinity when one of
 // them is an infinity or a NaN.
