@@ -95,18 +95,22 @@ void run_reduce_only(const train::Config& config, const BenchArgs& args, distrib
   std::fflush(stdout);
 }
 
-// What a rank must hold, in MB: parameters, gradients (+ the loss slot), optimizer state,
-// activations (every layer's declared scratch, the model's output and the batch) and the
-// training set, which every rank holds whole. The peak RSS target is stated against this.
+// What a rank must hold, in MB: parameters (its share of the node's one copy, node_copy),
+// gradients (+ the loss slot), optimizer state, activations (every layer's declared scratch,
+// the model's output and the batch) and the training set, which every rank holds whole. The
+// memory targets (peak RSS, and the PSS, which shares the node copy out) are stated against
+// this.
 template <typename T>
 double needed_memory_mb(const train::Config& config, const nn::Sequential<T>& model,
                         const data::Dataset<T>& train_set, Index batch_per_rank,
-                        int ranks_on_node) {
+                        int ranks_on_node, bool node_copy) {
   const double p = static_cast<double>(model.parameter_count());
   const auto& o = config.optimizer;
-  // reduce.shard_optimizer: a rank holds the state of its node rank's part only.
+  // reduce.shard_optimizer: a rank holds the state of its node rank's part only, and on the
+  // shm path its share of the node's one copy of the parameters.
   const double shards = config.reduce.shard_optimizer ? ranks_on_node : 1;
   const double state = (o.type == "sgd" ? (o.momentum != 0.0 ? p : 0.0) : 2.0 * p) / shards;
+  const double parameters = node_copy ? p / ranks_on_node : p;
   // The layers' declared scratch (activations, ping-pong buffers, their own working memory),
   // the model's output and its gradient, and the gathered batch.
   const double activations =
@@ -116,7 +120,7 @@ double needed_memory_mb(const train::Config& config, const nn::Sequential<T>& mo
   const double data_bytes =
       samples * static_cast<double>(train_set.features + train_set.outputs) * sizeof(T) +
       (train_set.is_classification() ? samples * sizeof(int32_t) : 0.0);
-  return ((2.0 * p + 1.0 + state + activations) * sizeof(T) + data_bytes) / (1024.0 * 1024.0);
+  return ((parameters + p + 1.0 + state + activations) * sizeof(T) + data_bytes) / (1024.0 * 1024.0);
 }
 
 template <typename T>
@@ -128,9 +132,11 @@ void run_bench(const train::Config& config, const BenchArgs& args, distributed::
   options.profile = &profile;
   train::Trainer<T> trainer(config, comm, options);
   const train::RunResult result = trainer.run();
-  // Peak RSS of training, before time_reduce below.
-  double rss = peak_rss_mb();
-  comm.allreduce_max(&rss, 1);
+  // Peak RSS of training, and the PSS at its end (which divides the node's shared pages
+  // among its ranks), before time_reduce below.
+  double memory[2] = {peak_rss_mb(), current_pss_mb()};
+  comm.allreduce_max(memory, 2);
+  const double rss = memory[0], pss = memory[1];
   // Throughput of the timed epochs: all but the first (warm-up) when there are several.
   // Every epoch trains the same number of samples, so that is the harmonic mean of the
   // epochs' rates: total samples over total training time.
@@ -156,9 +162,12 @@ void run_bench(const train::Config& config, const BenchArgs& args, distributed::
 
   const auto& model = trainer.model();
   const double flops_per_sample = 6.0 * model.multiply_adds_per_sample();
-  const double needed = needed_memory_mb(config, model, trainer.train_set(),
-                                         config.per_rank_batch(comm.size()), comm.ranks_on_node());
   const distributed::GradientReducer<T> reducer(comm, config.reduce);
+  const bool node_copy = config.reduce.shard_optimizer && comm.ranks_on_node() > 1 &&
+                         reducer.algorithm() == distributed::ReduceAlgorithm::kShm;
+  const double needed = needed_memory_mb(config, model, trainer.train_set(),
+                                         config.per_rank_batch(comm.size()), comm.ranks_on_node(),
+                                         node_copy);
   train::Json line = {
       {"workload", std::filesystem::path(args.config.config_path).stem().string()},
       {"np", comm.size()},
@@ -181,6 +190,8 @@ void run_bench(const train::Config& config, const BenchArgs& args, distributed::
       {"peak_rss_mb", rss},
       {"needed_mb", needed},
       {"rss_ratio", rss / needed},
+      {"pss_mb", pss},
+      {"pss_ratio", pss / needed},
       {"final_loss", result.epochs.back().eval_loss},
   };
   std::printf("%s\n", line.dump().c_str());

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 
 namespace mpiddp {
 
@@ -68,6 +70,20 @@ double peak_rss_mb() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   return static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+double current_pss_mb() {
+  std::ifstream rollup("/proc/self/smaps_rollup");
+  std::string name;
+  double kib = 0.0;
+  while (rollup >> name) {
+    if (name == "Pss:") {
+      rollup >> kib;
+      return kib / 1024.0;
+    }
+    rollup.ignore(4096, '\n');
+  }
+  return 0.0;
 }
 
 }  // namespace mpiddp

@@ -59,6 +59,12 @@ T* GradientReducer<T>::allocate_shared_buffer(size_t count) {
 }
 
 template <typename T>
+T* GradientReducer<T>::share_on_node(const T* data, size_t count) {
+  if (algorithm_ != ReduceAlgorithm::kShm) return nullptr;
+  return static_cast<T*>(comm_.share_on_node(data, count * sizeof(T)));
+}
+
+template <typename T>
 void GradientReducer<T>::reduce(T* grads, size_t count) {
   begin(grads, count);
   finish();

@@ -134,6 +134,12 @@ void* MpiCommunicator::allocate_shared_buffer(size_t bytes) {
   return shared_->allocate_resident(bytes);
 }
 
+void* MpiCommunicator::share_on_node(const void* data, size_t bytes) {
+  if (shared_->ranks_on_node() < 2 || !shared_->usable()) return nullptr;
+  InCollective scope(*watchdog_, Collective::kSharedWindow, bytes);
+  return shared_->share_on_node(data, bytes);
+}
+
 void MpiCommunicator::progress() {
   for (PendingSum& sum : pending_) {
     if (sum.compressed >= 0) {
@@ -199,6 +205,11 @@ void MpiCommunicator::broadcast(void* data, size_t bytes, int root) {
   constexpr size_t kChunk = size_t{1} << 30;
   auto* p = static_cast<char*>(data);
   InCollective scope(*watchdog_, Collective::kBroadcast, bytes);
+  if (root == 0 && shared_->in_node_copy(data, bytes)) {
+    // Each node's ranks share the bytes: one rank per node receives them.
+    shared_->broadcast_node_copy(data, bytes);
+    return;
+  }
   for (size_t done = 0; done < bytes; done += kChunk) {
     const size_t n = bytes - done < kChunk ? bytes - done : kChunk;
     check_mpi(MPI_Bcast(p + done, static_cast<int>(n), MPI_BYTE, root, MPI_COMM_WORLD),

@@ -36,9 +36,12 @@ void to_counts(const std::vector<size_t>& begins, std::vector<int>& counts,
 void MpiCommunicator::allgather_node_parts(void* data, const std::vector<size_t>& begins) {
   if (begins.size() < 3) return;  // one rank on the node: it holds every part already
   InCollective scope(*watchdog_, Collective::kNodeAllgather, begins.back());
-  // The parameters in the node's shared window (the shm path): each rank stores its part
-  // into the others' buffers. Elsewhere (reduce.algorithm other than shm) MPI exchanges them.
-  if (shared_->store_part_in_every(data, begins)) return;
+  // The node's one copy of the parameters (the shm path): each rank has written its part
+  // where every rank reads it. Elsewhere (reduce.algorithm other than shm) MPI exchanges them.
+  if (shared_->in_node_copy(data, begins.back())) {
+    shared_->end_node_copy_writes(data, begins.back());
+    return;
+  }
   to_counts(begins, part_counts_, part_offsets_, "MPI_Allgatherv(within a node)");
   check_mpi(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, part_counts_.data(),
                            part_offsets_.data(), MPI_BYTE, shared_->node()),

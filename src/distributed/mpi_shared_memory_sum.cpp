@@ -91,23 +91,25 @@ SharedMemorySum::~SharedMemorySum() {
   compressed_.reset();
   free_window(staging_);
   for (Window& window : resident_) free_window(window);
+  for (Window& window : node_copies_) free_window(window);
   if (cross_ != MPI_COMM_NULL) MPI_Comm_free(&cross_);
   if (node_ != MPI_COMM_NULL) MPI_Comm_free(&node_);
 }
 
-SharedMemorySum::Window SharedMemorySum::allocate_window(size_t bytes) {
+SharedMemorySum::Window SharedMemorySum::allocate_window(size_t bytes, bool only_node_rank0) {
   // Open MPI starts a segment a few words into a page (264 bytes in, seen with 4.1), but the
   // gradients need the 64-byte alignment the model's own buffers have: Eigen's vectorised
   // reductions handle an unaligned head element by element, in another rounding order, so
   // a misaligned buffer gives other bits than an aligned one. Each segment is therefore
   // used from its first 64-byte boundary on.
   bytes = std::max<size_t>(bytes, 1);
+  const size_t mine_bytes = only_node_rank0 && local_rank_ != 0 ? 0 : bytes;
   MPI_Info info = MPI_INFO_NULL;
   check_mpi(MPI_Info_create(&info), "MPI_Info_create");
   check_mpi(MPI_Info_set(info, "alloc_shared_noncontig", "true"), "MPI_Info_set");
   Window window;
   char* mine = nullptr;
-  check_mpi(MPI_Win_allocate_shared(static_cast<MPI_Aint>(bytes + kBufferAlignBytes), 1, info,
+  check_mpi(MPI_Win_allocate_shared(static_cast<MPI_Aint>(mine_bytes ? mine_bytes + kBufferAlignBytes : 0), 1, info,
                                     node_, &mine,
                                     &window.handle),
             "MPI_Win_allocate_shared");
@@ -124,7 +126,7 @@ SharedMemorySum::Window SharedMemorySum::allocate_window(size_t bytes) {
   // One passive epoch for the window's lifetime; MPI_Win_sync + barrier order the accesses.
   check_mpi(MPI_Win_lock_all(MPI_MODE_NOCHECK, window.handle), "MPI_Win_lock_all");
   // Touch our segment now so its page faults happen here, not in the first step.
-  std::memset(mine, 0, bytes);
+  std::memset(mine, 0, mine_bytes);
   window.bytes = bytes;
   return window;
 }
@@ -140,11 +142,11 @@ void SharedMemorySum::reserve(size_t bytes) {
   // Collective over the node: every rank asks for the same sizes in the same order.
   if (bytes <= staging_.bytes) return;
   free_window(staging_);
-  staging_ = allocate_window(bytes);
+  staging_ = allocate_window(bytes, false);
 }
 
 void* SharedMemorySum::allocate_resident(size_t bytes) {
-  resident_.push_back(allocate_window(bytes));
+  resident_.push_back(allocate_window(bytes, false));
   return resident_.back().segments[local_rank_];
 }
 
@@ -225,23 +227,56 @@ void SharedMemorySum::sum_resident(const Window& window, void* data, size_t coun
   node_barrier(window.handle);  // every slice is in every buffer
 }
 
-bool SharedMemorySum::store_part_in_every(void* data, const std::vector<size_t>& begins) {
-  // Note [parameters in the shared window]: with reduce.shard_optimizer on the shm path the
-  // trainer's parameter buffer is this rank's segment of a shared window, as its gradients
-  // are. Node rank s has just updated part s in its own buffer; it writes that part into the
-  // other ranks' buffers directly, where an MPI_Allgatherv would copy every part through
-  // MPI's own buffers. No rank reads or writes another's part between the gradient sum's
-  // last node barrier and this one (each optimizer touches its own part only), so the
-  // stores need no barrier before them, and the one after them ends the exchange.
-  const Window* window = resident_window_of(data, begins.back());
-  if (window == nullptr) return false;
-  const size_t offset = static_cast<size_t>(static_cast<char*>(data) -
-                                            static_cast<char*>(window->segments[local_rank_]));
-  const size_t first = begins[static_cast<size_t>(local_rank_)];
-  const size_t bytes = begins[static_cast<size_t>(local_rank_) + 1] - first;
-  store_in_other_segments(*window, offset + first, static_cast<const char*>(data) + first, bytes);
-  node_barrier(window->handle);  // every part is in every buffer
-  return true;
+// Note [parameters once per node]: with reduce.shard_optimizer on the shm path the node's
+// ranks share one copy of the parameters. Forward and backward only read them; node rank s
+// updates part s where it lies, and one node barrier later every rank reads every part: no
+// part is copied anywhere, so the node holds the parameters once and the update's memory
+// traffic is divided by the ranks. Nothing else writes them during training except a
+// resynchronisation (broadcast_node_copy). A rank's replica is its node's, so the replica
+// check can find a difference between nodes only.
+void* SharedMemorySum::share_on_node(const void* data, size_t bytes) {
+  node_copies_.push_back(allocate_window(bytes, true));
+  Window& window = node_copies_.back();
+  char* copy = static_cast<char*>(window.segments[0]);
+  if (local_rank_ == 0) std::memcpy(copy, data, bytes);
+  node_barrier(window.handle);
+  // Map every page now, so the first forward pass does not fault them in one by one.
+  constexpr size_t kPage = 4096;
+  volatile char sink = 0;
+  for (size_t at = 0; at < bytes; at += kPage) sink = sink + copy[at];
+  return copy;
+}
+
+const SharedMemorySum::Window* SharedMemorySum::node_copy_of(const void* data, size_t bytes) const {
+  const auto* p = static_cast<const char*>(data);
+  for (const Window& window : node_copies_) {
+    const auto* copy = static_cast<const char*>(window.segments[0]);
+    if (p >= copy && p + bytes <= copy + window.bytes) return &window;
+  }
+  return nullptr;
+}
+
+bool SharedMemorySum::in_node_copy(const void* data, size_t bytes) const {
+  return node_copy_of(data, bytes) != nullptr;
+}
+
+void SharedMemorySum::end_node_copy_writes(const void* data, size_t bytes) {
+  node_barrier(node_copy_of(data, bytes)->handle);
+}
+
+void SharedMemorySum::broadcast_node_copy(void* data, size_t bytes) {
+  const Window* window = node_copy_of(data, bytes);
+  // Every rank of the node reads the copy until the broadcast overwrites it.
+  node_barrier(window->handle);
+  if (local_rank_ == 0 && nodes_ > 1) {
+    constexpr size_t kChunk = size_t{1} << 30;  // MPI counts are int
+    auto* p = static_cast<char*>(data);
+    for (size_t done = 0; done < bytes; done += kChunk)
+      check_mpi(MPI_Bcast(p + done, static_cast<int>(std::min(kChunk, bytes - done)), MPI_BYTE,
+                          first_node_, cross_),
+                "MPI_Bcast(node copies)");
+  }
+  node_barrier(window->handle);
 }
 
 void SharedMemorySum::store_in_other_segments(const Window& window, size_t offset,

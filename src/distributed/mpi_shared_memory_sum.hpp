@@ -62,12 +62,18 @@ class SharedMemorySum {
   // the same size, in the same order). It lives as long as this object.
   void* allocate_resident(size_t bytes);
 
-  // Note [parameters in the shared window]. data: a buffer in allocate_resident's memory,
-  // cut into parts at the byte offsets begins (node rank r's part: [begins[r], begins[r+1])).
-  // This rank stores its part into every node rank's buffer at the same offset, then one
-  // node barrier: afterwards every rank's buffer holds every part, with no MPI message.
-  // Collective over the node. False (and nothing done) if data is not in the shared memory.
-  bool store_part_in_every(void* data, const std::vector<size_t>& begins);
+  // Note [parameters once per node]. A copy of `bytes` at `data` that every rank of the
+  // node reads at the returned address: node rank 0's segment of a new window, filled from
+  // node rank 0's data, its pages faulted in by every rank. Collective over the node.
+  void* share_on_node(const void* data, size_t bytes);
+  // [data, data + bytes) lies in a node copy (share_on_node).
+  bool in_node_copy(const void* data, size_t bytes) const;
+  // After each rank has written its own part of a node copy: one node barrier, after which
+  // every rank reads every part. Collective over the node.
+  void end_node_copy_writes(const void* data, size_t bytes);
+  // The node copy on world rank 0's node becomes every node's (node rank 0 of each node
+  // takes part in one broadcast; then a node barrier). Collective over the world.
+  void broadcast_node_copy(void* data, size_t bytes);
 
  private:
   struct Window {
@@ -77,7 +83,8 @@ class SharedMemorySum {
     // and outputs, as they are.
     std::vector<void*> segments;
   };
-  Window allocate_window(size_t bytes);
+  // Every rank's segment holds `bytes`, or (only_node_rank0) node rank 0's alone.
+  Window allocate_window(size_t bytes, bool only_node_rank0);
   static void free_window(Window& window);
   void reserve(size_t bytes);
   void node_barrier(MPI_Win window);
@@ -86,6 +93,8 @@ class SharedMemorySum {
                                size_t bytes) const;
   // The window whose segment of this rank holds [data, data + bytes), or null.
   const Window* resident_window_of(const void* data, size_t bytes) const;
+  // The node copy that holds [data, data + bytes), or null.
+  const Window* node_copy_of(const void* data, size_t bytes) const;
   void sum_resident(const Window& window, void* data, size_t count, ElementType type,
                     double scale, Compression compress);
   // The node's partial sum of one slice, summed among the nodes, then scaled.
@@ -101,6 +110,7 @@ class SharedMemorySum {
   bool uniform_ = true;
   Window staging_;                  // for buffers outside the shared memory, in pieces
   std::vector<Window> resident_;    // from allocate_resident
+  std::vector<Window> node_copies_; // from share_on_node: segments[0] is the copy
 };
 
 }  // namespace mpiddp::distributed

@@ -50,25 +50,19 @@ LayerMemory<T> Sequential<T>::memory() {
   return m;
 }
 
-// Moves one of the model's buffers (`buffer`, `count` values, owned by `own`) to memory_at:
-// the values are copied, the layers' views rebound, and the model's own memory given back.
-template <typename T>
-template <typename Owned>
-void Sequential<T>::place(T*& buffer, Owned& own, Index count, T* memory_at) {
-  std::copy_n(buffer, count, memory_at);
-  buffer = memory_at;
-  stack_.bind(memory());
-  own = Owned();
-}
-
 template <typename T>
 void Sequential<T>::place_gradients(T* memory_at) {
-  place(gradients_, own_gradients_, gradient_count_, memory_at);
+  std::copy_n(gradients_, gradient_count_, memory_at);
+  gradients_ = memory_at;
+  stack_.bind(memory());
+  own_gradients_ = UntouchedZeros<T>();
 }
 
 template <typename T>
-void Sequential<T>::place_parameters(T* memory_at) {
-  place(parameters_, own_parameters_, parameter_count_, memory_at);
+void Sequential<T>::adopt_parameters(T* memory_at) {
+  parameters_ = memory_at;
+  stack_.bind(memory());
+  AlignedVector<T>().swap(own_parameters_);  // "= {}" would keep the capacity
 }
 
 template <typename T>

@@ -23,9 +23,8 @@ void Trainer<T>::start() {
   // The command line arms it before setup already; library callers get it here.
   comm_.start_watchdog(config_.faults.watchdog_timeout_s,
                        config_.faults.watchdog_action == "abort");
-  // Creating the shared memory for the gradients (and the sharded parameters) is a
-  // collective, so here.
-  place_for_reduction(reducer_, *model_, config_.reduce.shard_optimizer);
+  // Creating the shared memory for the gradients is a collective, so here.
+  place_for_reduction(reducer_, *model_);
   // Rank 0 reads sampler.order and broadcasts it: a collective, so here rather than in the
   // constructor, whose setup stays local (see TrainingRun).
   if (!config_.sampler_order.empty())
@@ -45,6 +44,12 @@ void Trainer<T>::start() {
                       hex64(all[r]) + " vs " + hex64(all[0]) +
                       "): every rank must run the same config and build",
                   Scope::kEveryRank);
+  // reduce.shard_optimizer on the shm path: from here on, identical replicas, the node's
+  // ranks share one copy of the parameters (Note [parameters once per node]).
+  if (config_.reduce.shard_optimizer)
+    if (T* copy = reducer_.share_on_node(model_->parameters(),
+                                         static_cast<size_t>(model_->parameter_count())))
+      model_->adopt_parameters(copy);
   select_gemm();
   // Every rank's host, in rank order (a collective: every rank takes part).
   const std::vector<std::string> hosts = comm_.allgather_string(comm_.host_name());

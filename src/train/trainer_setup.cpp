@@ -55,7 +55,8 @@ Index smallest_micro_batch(Index per_rank, Index batch_per_rank, Index accumulat
 
 // reduce.shard_optimizer needs every rank to hold the same averaged gradients before the
 // update (Note [the optimizer sharded across a node]) and the parts to pair up among nodes.
-void check_optimizer_shard_fits(const Config& c, const distributed::Communicator& comm) {
+void check_optimizer_shard_fits(const Config& c, const distributed::Communicator& comm,
+                                distributed::ReduceAlgorithm algorithm) {
   if (!c.reduce.shard_optimizer) return;
   if (!c.sync)
     throw ConfigError("reduce.shard_optimizer", "needs sync true: with sync off each rank "
@@ -65,6 +66,15 @@ void check_optimizer_shard_fits(const Config& c, const distributed::Communicator
                                                 "set one of them to false");
   if (!comm.node_parts_usable())
     throw ConfigError("reduce.shard_optimizer", "needs the same number of ranks on every node");
+  // On the shm path the node's ranks share one copy of the parameters (Note [parameters
+  // once per node]): one rank's perturbation would be its node's, written while the others
+  // read, and no replica of the node could differ from another.
+  if (c.faults.inject.enabled() && c.faults.inject.kind == "perturb" && comm.ranks_on_node() > 1 &&
+      algorithm == distributed::ReduceAlgorithm::kShm)
+    throw ConfigError("debug.fail_kind", "\"perturb\" perturbs one replica, but with "
+                                         "reduce.shard_optimizer on the shm path the ranks of a "
+                                         "node share one copy of the parameters; set "
+                                         "reduce.algorithm to \"mpi\"");
 }
 
 }  // namespace
@@ -118,7 +128,7 @@ Trainer<T>::Trainer(const Config& config, distributed::Communicator& comm, Train
   positions_.resize(static_cast<size_t>(batch_per_rank_));
   for (Index j = 0; j < batch_per_rank_; ++j) positions_[j] = j * comm.size() + comm.rank();
   loss_ = nn::make_loss<T>(config.loss);
-  check_optimizer_shard_fits(config, comm);
+  check_optimizer_shard_fits(config, comm, reducer_.algorithm());
   optimizer_ = std::make_unique<OptimizerShard<T>>(config.optimizer, model_->parameter_count(),
                                                    comm, config.reduce.shard_optimizer);
   // Only rank 0 writes the log; the other ranks hold a disabled one.
@@ -170,15 +180,9 @@ void plan_reduction(distributed::GradientReducer<T>& reducer, const nn::Sequenti
 }
 
 template <typename T>
-void place_for_reduction(distributed::GradientReducer<T>& reducer, nn::Sequential<T>& model,
-                         bool shard_optimizer) {
+void place_for_reduction(distributed::GradientReducer<T>& reducer, nn::Sequential<T>& model) {
   if (T* shared = reducer.allocate_shared_buffer(static_cast<size_t>(model.gradient_count())))
     model.place_gradients(shared);
-  else
-    return;  // no shared window here: the shard's parts go by MPI_Allgatherv
-  if (!shard_optimizer) return;
-  if (T* shared = reducer.allocate_shared_buffer(static_cast<size_t>(model.parameter_count())))
-    model.place_parameters(shared);
 }
 
 template Trainer<float>::Trainer(const Config&, distributed::Communicator&, TrainOptions);
@@ -187,7 +191,7 @@ template void Trainer<float>::select_gemm();
 template void Trainer<double>::select_gemm();
 template void plan_reduction(distributed::GradientReducer<float>&, const nn::Sequential<float>&);
 template void plan_reduction(distributed::GradientReducer<double>&, const nn::Sequential<double>&);
-template void place_for_reduction(distributed::GradientReducer<float>&, nn::Sequential<float>&, bool);
-template void place_for_reduction(distributed::GradientReducer<double>&, nn::Sequential<double>&, bool);
+template void place_for_reduction(distributed::GradientReducer<float>&, nn::Sequential<float>&);
+template void place_for_reduction(distributed::GradientReducer<double>&, nn::Sequential<double>&);
 
 }  // namespace mpiddp::train

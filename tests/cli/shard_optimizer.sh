@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# reduce.shard_optimizer (ZeRO-1) from the command line: at np=2 and np=3 the sharded run
-# writes the unsharded run's step and epoch records, final parameters and checkpoints (byte
-# for byte); a checkpoint written sharded at np=2 resumes unsharded at np=3, and one written
+# reduce.shard_optimizer (ZeRO-1) from the command line: at np=2, np=3 and 2 emulated nodes
+# of 2 the sharded run writes the unsharded run's step and epoch records, final parameters
+# and (np 2, 3) checkpoints (byte for byte); a checkpoint written sharded at np=2 resumes unsharded at np=3, and one written
 # unsharded at np=3 resumes sharded at np=2, each as the run resumed from the other form's
 # checkpoint, bit for bit (the forms' checkpoints being one file); the configs it cannot
 # serve exit 2 naming the key.
@@ -31,6 +31,19 @@ for np in 2 3; do
     cmp -s "$f" "$d/sharded/$(basename "$f")" || fail "np=$np: checkpoint $(basename "$f") differs when sharded"
   done
 done
+
+# Two emulated nodes of 2 ranks: each node's one copy of the parameters, the parts updated
+# where they lie and the step among the nodes give the unsharded run's bits.
+d="$WORK/np4"
+MPIDDP_TEST_RANKS_PER_NODE=2 run_np 4 train "${BASE[@]}" --log "$d.whole.jsonl" --set checkpoint.dir="$d/whole"
+MPIDDP_TEST_RANKS_PER_NODE=2 run_np 4 train "${BASE[@]}" "${SHARD[@]}" --log "$d.sharded.jsonl" \
+  --set checkpoint.dir="$d/sharded"
+records "$d.whole.jsonl" > "$d.whole.records"
+records "$d.sharded.jsonl" > "$d.sharded.records"
+[ "$(grep -c '"kind":"step"' "$d.whole.records")" -eq 12 ] || fail "np=4 as 2 nodes: expected 12 step records"
+cmp -s "$d.whole.records" "$d.sharded.records" || fail "np=4 as 2 nodes: sharded records differ"
+[ "$(checksum_of "$d.whole.jsonl")" = "$(checksum_of "$d.sharded.jsonl")" ] ||
+  fail "np=4 as 2 nodes: sharded final parameters differ"
 
 # Across world sizes and forms, from the checkpoint of step 6 (epoch 2, batch 2: 4 steps an
 # epoch at np 2 and 3).
@@ -68,5 +81,7 @@ expect_config_error "reduce.shard_optimizer" "${SHARD[@]}" --set sync=false
 expect_config_error "reduce.shard_optimizer" "${SHARD[@]}" --deterministic --set batch.global=48 \
   --set data.train.samples=192
 expect_config_error "reduce.shard_optimizer" --set reduce.shard_optimizer=2
-echo "cli shard_optimizer: np=2,3 records, parameters and checkpoints equal to unsharded;" \
+# The node's ranks share one copy of the parameters: one replica cannot be perturbed alone.
+expect_config_error "debug.fail_kind" "${SHARD[@]}" --set debug.fail_kind=perturb --set debug.fail_rank=1
+echo "cli shard_optimizer: np=2,3 and 2 nodes x 2 records, parameters and checkpoints equal to unsharded;" \
      "2<->3 resumes across forms bitwise; refusals exit 2"

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -114,14 +115,37 @@ TEST(MpiCommunicator, NodePartsReachEveryRankInPrivateMemory) {
   expect_node_parts_exchanged(comm, data.data());
 }
 
-TEST(MpiCommunicator, NodePartsReachEveryRankInTheSharedWindow) {
-  // Note [parameters in the shared window]: each rank stores its part into the others'
-  // segments. 64 bytes into the segment, as a buffer need not start the window.
+TEST(MpiCommunicator, NodeCopyIsOneBufferThatEveryRankOfTheNodeReads) {
+  // Note [parameters once per node]: the copy holds node rank 0's bytes; each rank writes its
+  // own part and allgather_node_parts ends the writes; broadcast() into it makes every
+  // node's copy world rank 0's.
   MpiCommunicator comm;
-  const size_t bytes = 64 + static_cast<size_t>(comm.ranks_on_node()) * 192;
-  auto* shared = static_cast<unsigned char*>(comm.allocate_shared_buffer(bytes));
-  if (!shared) GTEST_SKIP() << "one rank on the node: no shared window";
-  expect_node_parts_exchanged(comm, shared + 64);
+  const int parts = comm.ranks_on_node();
+  std::vector<size_t> begins;
+  for (int r = 0; r <= parts; ++r) begins.push_back(static_cast<size_t>(r) * 192 - (r == parts ? 40 : 0));
+  std::vector<unsigned char> mine(begins.back(), static_cast<unsigned char>(10 + comm.node_rank()));
+  auto* copy = static_cast<unsigned char*>(comm.share_on_node(mine.data(), mine.size()));
+  if (!copy) GTEST_SKIP() << "one rank on the node: nothing to share";
+  EXPECT_NE(copy, mine.data());
+  EXPECT_EQ(std::count(copy, copy + mine.size(), 10), static_cast<long>(mine.size()));
+  double fence = 0.0;
+  for (int round = 0; round < 2; ++round) {  // reused, as in every step
+    comm.allreduce_sum(&fence, 1);            // every rank has read the previous round
+    const size_t first = begins[static_cast<size_t>(comm.node_rank())];
+    const size_t last = begins[static_cast<size_t>(comm.node_rank()) + 1];
+    std::fill(copy + first, copy + last, static_cast<unsigned char>(comm.node_rank() + 1 + round));
+    comm.allgather_node_parts(copy, begins);
+    int wrong = 0;
+    for (int r = 0; r < parts; ++r)
+      for (size_t i = begins[r]; i < begins[r + 1]; ++i)
+        if (copy[i] != r + 1 + round) ++wrong;
+    EXPECT_EQ(wrong, 0) << "round " << round;
+  }
+  // Each node's rank 0 writes its world rank; broadcast() leaves world rank 0's everywhere.
+  comm.allreduce_sum(&fence, 1);
+  if (comm.node_rank() == 0) std::fill(copy, copy + mine.size(), static_cast<unsigned char>(100 + comm.rank()));
+  comm.broadcast(copy, mine.size(), 0);
+  EXPECT_EQ(std::count(copy, copy + mine.size(), 100), static_cast<long>(mine.size()));
 }
 
 TEST(GradientReducer, AveragesOverRanks) {

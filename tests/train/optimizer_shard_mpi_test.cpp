@@ -144,8 +144,10 @@ TEST(OptimizerShardState, EachRankHoldsItsPartOnly) {
 TEST(ShardedResync, RepairsAPerturbedReplicaIntoTheUnperturbedRun) {
   distributed::MpiCommunicator comm;
   ASSERT_GE(comm.size(), 2) << "needs a rank 1 to perturb";
-  const Json clean = experiment(kAdam, "shm", false);
-  Json perturbed = experiment(kAdam, "shm", true);
+  // On the mpi path: on the shm path the node's ranks share one copy of the parameters, so
+  // a replica cannot be perturbed alone (ShardedConfig.RefusesPerturbingTheNodeCopy).
+  const Json clean = experiment(kAdam, "mpi", false);
+  Json perturbed = experiment(kAdam, "mpi", true);
   for (const char* assignment : {"divergence.action=resync", "check_every_steps=1",
                                  "debug.fail_rank=1", "debug.fail_step=2", "debug.fail_kind=perturb"})
     apply_override(perturbed, assignment);
@@ -167,6 +169,21 @@ TEST(ShardedConfig, RefusesSyncOff) {
     FAIL() << "sync=false with reduce.shard_optimizer was accepted";
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.key_path(), "reduce.shard_optimizer") << e.what();
+    EXPECT_EQ(e.code(), kExitConfig);
+  }
+}
+
+TEST(ShardedConfig, RefusesPerturbingTheNodeCopy) {
+  distributed::MpiCommunicator comm;
+  if (comm.ranks_on_node() < 2) GTEST_SKIP() << "one rank on the node: no node copy";
+  Json user = experiment(kAdam, "shm", true);
+  apply_override(user, "debug.fail_kind=perturb");
+  apply_override(user, "debug.fail_rank=1");
+  try {
+    Trainer<float> trainer(parse_config(user), comm);
+    FAIL() << "debug.fail_kind=perturb with the parameters once per node was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key_path(), "debug.fail_kind") << e.what();
     EXPECT_EQ(e.code(), kExitConfig);
   }
 }

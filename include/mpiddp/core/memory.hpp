@@ -66,7 +66,12 @@ class UntouchedZeros {
   size_t count_ = 0;
 };
 
-// The resident set high-water mark of this process in MiB (getrusage ru_maxrss).
+// The resident set high-water mark of this process in MiB (getrusage ru_maxrss). It counts
+// every shared page the process has touched whole: the node's shared windows and libraries.
 double peak_rss_mb();
+// This process's proportional set size now, in MiB (Pss in /proc/self/smaps_rollup): each
+// shared page divided by the processes that map it, so the ranks of a node add up to the
+// node's memory. 0 where the kernel does not report it.
+double current_pss_mb();
 
 }  // namespace mpiddp

@@ -66,6 +66,14 @@ class Communicator {
   // size, in the same order. Null when nothing is shared (one rank per node, or kShm
   // unusable): the caller then keeps its own memory. It lives as long as the communicator.
   virtual void* allocate_shared_buffer(size_t bytes) = 0;
+  // One copy of `bytes` at `data` for the whole node, read by every rank of the node at the
+  // returned address (Note [parameters once per node] in
+  // src/distributed/mpi_shared_memory_sum.cpp). It holds node rank 0's bytes. A rank writes
+  // only its own part of it (allgather_node_parts then ends the writes), and broadcast()
+  // into it takes every node's copy to world rank 0's. Collective over the world; null
+  // where no memory is shared (as allocate_shared_buffer). It lives as long as the
+  // communicator.
+  virtual void* share_on_node(const void* data, size_t bytes) = 0;
   // The collectives of the optimizer shard (reduce.shard_optimizer, Note [the optimizer
   // sharded across a node] in src/train/optimizer_shard.cpp). They work on parts: node rank
   // r owns bytes [begins[r], begins[r + 1]) of a buffer; begins: (ranks_on_node() + 1), the
@@ -76,8 +84,8 @@ class Communicator {
   // Every node has as many ranks, so that the parts pair up among the nodes.
   virtual bool node_parts_usable() const = 0;
   // In place: each rank holds its own part of data; afterwards every rank of the node holds
-  // every part. Collective over the world (each node exchanges within itself; on the
-  // shared-memory path by stores into the node's shared window, with no MPI message).
+  // every part. Collective over the world (each node exchanges within itself; for a node
+  // copy, share_on_node, only a node barrier: the parts are already where every rank reads).
   virtual void allgather_node_parts(void* data, const std::vector<size_t>& begins) = 0;
   // Each rank of world rank 0's node sends its part (bytes begins[r + 1] - begins[r] at
   // `part`); rank 0 receives them all into `whole` (elsewhere null). Collective over that

@@ -65,6 +65,9 @@ class GradientReducer {
   // Memory for a gradient buffer of count elements that this reducer sums where it lies
   // (the shared-memory path), or null when its path gains nothing from that. Collective.
   T* allocate_shared_buffer(size_t count);
+  // The node's one copy of count values at data (Communicator::share_on_node) on the same
+  // path, or null. Collective.
+  T* share_on_node(const T* data, size_t count);
 
   // grads: (count) flat, in place. Afterwards every rank holds the mean over ranks.
   void reduce(T* grads, size_t count);

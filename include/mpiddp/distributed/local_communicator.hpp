@@ -18,6 +18,7 @@ class LocalCommunicator final : public Communicator {
   int ranks_on_node() const override { return 1; }
   ReduceAlgorithm resolve(ReduceAlgorithm) const override { return ReduceAlgorithm::kMpi; }
   void* allocate_shared_buffer(size_t) override { return nullptr; }
+  void* share_on_node(const void*, size_t) override { return nullptr; }
   // A sum over one rank is the data itself; only the scale is applied.
   int start_sum(void* data, size_t count, ElementType type, double scale,
                 ReduceAlgorithm algorithm, Compression compress) override;

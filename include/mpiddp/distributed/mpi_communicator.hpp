@@ -29,6 +29,7 @@ class MpiCommunicator final : public Communicator {
   int start_sum(void* data, size_t count, ElementType type, double scale,
                 ReduceAlgorithm algorithm, Compression compress) override;
   void* allocate_shared_buffer(size_t bytes) override;
+  void* share_on_node(const void* data, size_t bytes) override;
   int node_rank() const override;
   bool node_parts_usable() const override;
   void allgather_node_parts(void* data, const std::vector<size_t>& begins) override;

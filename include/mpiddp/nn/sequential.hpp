@@ -84,10 +84,11 @@ class Sequential {
   // the caller owns and keeps alive as long as the model: the gradient reducer's shared
   // memory, where the ranks sum it without copying it (see GradientReducer).
   void place_gradients(T* memory);
-  // The same for the parameter buffer (parameter_count() elements): the optimizer shard's
-  // shared memory, where node rank s stores its updated part into every rank's parameters
-  // (Note [parameters in the shared window]).
-  void place_parameters(T* memory);
+  // The layers' parameter views move to `memory` (parameter_count() elements the caller
+  // keeps alive as long as the model, holding the values already: the node's one copy of
+  // the parameters, Note [parameters once per node]), and the model's own buffer is given
+  // back.
+  void adopt_parameters(T* memory);
   // Points the layers' gradient views at `memory` (parameter_count() values, the caller's)
   // without copying: backward then adds into it, while gradients() still names the model's
   // buffer. Null points them back at gradients(). The deterministic step has each chunk's
@@ -121,8 +122,6 @@ class Sequential {
   Shape input_shape_;
   LayerStack<T> stack_;
   Index max_batch_, parameter_count_ = 0, gradient_count_ = 0;
-  template <typename Owned>
-  void place(T*& buffer, Owned& own, Index count, T* memory_at);
 
   Index batch_ = 0;  // batch size of the last forward
   std::vector<ParameterTensor> tensors_;

@@ -227,13 +227,10 @@ RunResult run_training(const Config& config, distributed::Communicator& comm, Tr
 // so that `mpiddp bench --reduce-only` times exactly that. plan_reduction, local: the tensors
 // and the reserved slots are the reducer's bucket boundaries. place_for_reduction, collective: on
 // the shared-memory path the buffer moves into the reducer's shared memory, where the ranks
-// sum it without copying it (Note [gradients in the shared window]); with shard_optimizer the
-// parameter buffer moves into shared memory too, where each node rank stores its updated part
-// into every rank's parameters (Note [parameters in the shared window]).
+// sum it without copying it (Note [gradients in the shared window]).
 template <typename T>
 void plan_reduction(distributed::GradientReducer<T>& reducer, const nn::Sequential<T>& model);
 template <typename T>
-void place_for_reduction(distributed::GradientReducer<T>& reducer, nn::Sequential<T>& model,
-                         bool shard_optimizer = false);
+void place_for_reduction(distributed::GradientReducer<T>& reducer, nn::Sequential<T>& model);
 
 }  // namespace mpiddp::train
