@@ -14,7 +14,7 @@
 namespace mpiddp {
 
 ThreadChoice choose_threads(int64_t configured, const char* omp_env, int cores, int node_cores,
-                            int ranks_on_node, double work) {
+                            int ranks_on_node, double typical_product) {
   if (configured > 0) return {static_cast<int>(configured), "config"};
   if (omp_env && *omp_env) {
     char* end = nullptr;
@@ -22,7 +22,7 @@ ThreadChoice choose_threads(int64_t configured, const char* omp_env, int cores, 
     // OpenMP allows a list ("4,2") for nested levels: the first entry is ours.
     if (end != omp_env && value > 0 && (*end == '\0' || *end == ',')) return {static_cast<int>(value), "OMP_NUM_THREADS"};
   }
-  if (work < kMinParallelWork) return {1, "auto"};
+  if (typical_product < kMinParallelProduct) return {1, "auto"};
   const int share = node_cores / std::max(1, ranks_on_node);
   return {std::max(1, std::min(cores, share)), "auto"};
 }

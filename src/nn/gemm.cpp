@@ -2,8 +2,10 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <atomic>
 #include <stdexcept>
+#include <utility>
 
 #include "gemm_backends/gemm_kernels.hpp"
 
@@ -135,6 +137,24 @@ void multiply(MatrixView<T> c, ConstMatrixView<T> a, Op op_a, ConstMatrixView<T>
 std::string gemm_shape_text(const GemmShape& s) {
   return std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) + " " +
          (s.op_a == Op::kTranspose ? "T" : "N") + (s.op_b == Op::kTranspose ? "T" : "N");
+}
+
+double typical_product_multiply_adds(const std::vector<GemmCall>& calls) {
+  std::vector<std::pair<double, double>> sizes;  // (one product's multiply-adds, all of its calls')
+  double total = 0.0;
+  for (const GemmCall& call : calls) {
+    const double one = static_cast<double>(call.shape.m) * static_cast<double>(call.shape.n) *
+                       static_cast<double>(call.shape.k);
+    sizes.emplace_back(one, one * static_cast<double>(call.count));
+    total += one * static_cast<double>(call.count);
+  }
+  std::sort(sizes.begin(), sizes.end());
+  double below = 0.0;
+  for (const auto& [one, all] : sizes) {
+    below += all;
+    if (2.0 * below >= total) return one;
+  }
+  return 0.0;
 }
 
 template void multiply<float>(MatrixView<float>, ConstMatrixView<float>, Op, ConstMatrixView<float>, Op, Accumulate);

@@ -102,10 +102,9 @@ Trainer<T>::Trainer(const Config& config, distributed::Communicator& comm, Train
   model_ = std::make_unique<nn::Sequential<T>>(input_shape, config.layers, batch_per_rank_,
                                                kReservedSlots);
   plan_reduction(reducer_, *model_);
-  // One step: forward plus backward, about 3 multiply-adds per weight per sample.
-  const double step_work = 3.0 * model_->multiply_adds_per_sample() * static_cast<double>(batch_per_rank_);
   threads_ = choose_threads(config.threads, std::getenv("OMP_NUM_THREADS"), affinity_cores(),
-                            node_cores(), comm.ranks_on_node(), step_work)
+                            node_cores(), comm.ranks_on_node(),
+                            nn::typical_product_multiply_adds(model_->gemm_calls(batch_per_rank_)))
                  .threads;
   use_threads(threads_);
   ready_forwarder_.reducer = &reducer_;

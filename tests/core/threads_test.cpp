@@ -5,7 +5,7 @@
 namespace mpiddp {
 namespace {
 
-constexpr double kBig = 1e9;  // multiply-adds per step: worth a second thread
+constexpr double kBig = 1e9;  // multiply-adds of a typical product: worth a second thread
 
 TEST(Threads, AutoSharesTheNodeAmongItsRanks) {
   // 2 cores: 1 rank uses both, 2 ranks one each, 4 ranks (oversubscribed) still one.
@@ -22,12 +22,15 @@ TEST(Threads, ALauncherBindingLimitsTheCount) {
   EXPECT_EQ(choose_threads(0, nullptr, 1, 2, 1, kBig).threads, 1);
 }
 
-TEST(Threads, SmallModelsStaySingleThreaded) {
-  // The seed workload: 2688 multiply-adds per sample x 3 x 64 samples = 516,096 per step.
-  EXPECT_EQ(choose_threads(0, nullptr, 2, 2, 1, 516096).threads, 1);
-  EXPECT_EQ(choose_threads(0, nullptr, 2, 2, 1, kMinParallelWork).threads, 2);
+TEST(Threads, SmallProductsStaySingleThreaded) {
+  // The seed workload's products (64 x 64 x 32 and smaller) and the cnn's per-sample
+  // convolutions (196 x 32 x 288) stay on one thread; the mlp's 128 x 1024 x 784 takes two.
+  EXPECT_EQ(choose_threads(0, nullptr, 2, 2, 1, 64.0 * 64 * 32).threads, 1);
+  EXPECT_EQ(choose_threads(0, nullptr, 2, 2, 1, 196.0 * 32 * 288).threads, 1);
+  EXPECT_EQ(choose_threads(0, nullptr, 2, 2, 1, 128.0 * 1024 * 784).threads, 2);
+  EXPECT_EQ(choose_threads(0, nullptr, 2, 2, 1, kMinParallelProduct).threads, 2);
   // An explicit request still wins.
-  EXPECT_EQ(choose_threads(2, nullptr, 2, 2, 1, 516096).threads, 2);
+  EXPECT_EQ(choose_threads(2, nullptr, 2, 2, 1, 64.0 * 64 * 32).threads, 2);
 }
 
 TEST(Threads, ConfigThenEnvironmentOverride) {

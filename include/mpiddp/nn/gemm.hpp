@@ -59,4 +59,10 @@ struct GemmCall {
   Index count = 1;
 };
 
+// The multiply-adds (m n k) of a typical product among calls: the weighted median, the size
+// of the product in which the step's middle multiply-add is computed. Whether a second
+// thread pays depends on the size of each product it would split, not on the step's total:
+// a convolution's thousands of per-sample products are each too small to share. 0 for none.
+double typical_product_multiply_adds(const std::vector<GemmCall>& calls);
+
 }  // namespace mpiddp::nn
