@@ -1,6 +1,8 @@
 #pragma once
 // The helpers every MPI call and every abort of distributed/ go through (defined in
 // mpi_communicator.cpp).
+#include <mpi.h>
+
 #include <cstddef>
 
 namespace mpiddp::distributed {
@@ -15,5 +17,8 @@ void check_mpi(int code, const char* call);
 
 // count as an MPI count (int), or an Error on every rank alike when it does not fit.
 int mpi_count(size_t count, const char* call);
+
+// MPI_Bcast of any number of bytes over comm: MPI counts are int, so in pieces of 1 GiB.
+void broadcast_bytes(void* data, size_t bytes, int root, MPI_Comm comm, const char* call);
 
 }  // namespace mpiddp::distributed

@@ -201,19 +201,21 @@ void MpiCommunicator::allreduce_max(double* data, size_t count) {
 }
 
 void MpiCommunicator::broadcast(void* data, size_t bytes, int root) {
-  // MPI counts are int: large buffers go in chunks of at most 1 GiB.
-  constexpr size_t kChunk = size_t{1} << 30;
-  auto* p = static_cast<char*>(data);
   InCollective scope(*watchdog_, Collective::kBroadcast, bytes);
   if (root == 0 && shared_->in_node_copy(data, bytes)) {
     // Each node's ranks share the bytes: one rank per node receives them.
     shared_->broadcast_node_copy(data, bytes);
     return;
   }
+  broadcast_bytes(data, bytes, root, MPI_COMM_WORLD, "MPI_Bcast");
+}
+
+void broadcast_bytes(void* data, size_t bytes, int root, MPI_Comm comm, const char* call) {
+  constexpr size_t kChunk = size_t{1} << 30;
+  auto* p = static_cast<char*>(data);
   for (size_t done = 0; done < bytes; done += kChunk) {
     const size_t n = bytes - done < kChunk ? bytes - done : kChunk;
-    check_mpi(MPI_Bcast(p + done, static_cast<int>(n), MPI_BYTE, root, MPI_COMM_WORLD),
-              "MPI_Bcast");
+    check_mpi(MPI_Bcast(p + done, static_cast<int>(n), MPI_BYTE, root, comm), call);
   }
 }
 

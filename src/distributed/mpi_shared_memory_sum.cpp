@@ -268,14 +268,7 @@ void SharedMemorySum::broadcast_node_copy(void* data, size_t bytes) {
   const Window* window = node_copy_of(data, bytes);
   // Every rank of the node reads the copy until the broadcast overwrites it.
   node_barrier(window->handle);
-  if (local_rank_ == 0 && nodes_ > 1) {
-    constexpr size_t kChunk = size_t{1} << 30;  // MPI counts are int
-    auto* p = static_cast<char*>(data);
-    for (size_t done = 0; done < bytes; done += kChunk)
-      check_mpi(MPI_Bcast(p + done, static_cast<int>(std::min(kChunk, bytes - done)), MPI_BYTE,
-                          first_node_, cross_),
-                "MPI_Bcast(node copies)");
-  }
+  if (local_rank_ == 0 && nodes_ > 1) broadcast_bytes(data, bytes, first_node_, cross_, "MPI_Bcast(node copies)");
   node_barrier(window->handle);
 }
 
