@@ -126,7 +126,7 @@ SharedMemorySum::Window SharedMemorySum::allocate_window(size_t bytes, bool only
   // One passive epoch for the window's lifetime; MPI_Win_sync + barrier order the accesses.
   check_mpi(MPI_Win_lock_all(MPI_MODE_NOCHECK, window.handle), "MPI_Win_lock_all");
   // Touch our segment now so its page faults happen here, not in the first step.
-  std::memset(mine, 0, mine_bytes);
+  if (mine_bytes > 0) std::memset(mine, 0, mine_bytes);  // a segment of none may be null
   window.bytes = bytes;
   return window;
 }
