@@ -163,8 +163,7 @@ void run_bench(const train::Config& config, const BenchArgs& args, distributed::
   const auto& model = trainer.model();
   const double flops_per_sample = 6.0 * model.multiply_adds_per_sample();
   const distributed::GradientReducer<T> reducer(comm, config.reduce);
-  const bool node_copy = config.reduce.shard_optimizer && comm.ranks_on_node() > 1 &&
-                         reducer.algorithm() == distributed::ReduceAlgorithm::kShm;
+  const bool node_copy = config.reduce.shard_optimizer && reducer.shares_node_memory();
   const double needed = needed_memory_mb(config, model, trainer.train_set(),
                                          config.per_rank_batch(comm.size()), comm.ranks_on_node(),
                                          node_copy);

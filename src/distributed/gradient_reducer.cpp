@@ -59,8 +59,13 @@ T* GradientReducer<T>::allocate_shared_buffer(size_t count) {
 }
 
 template <typename T>
+bool GradientReducer<T>::shares_node_memory() const {
+  return algorithm_ == ReduceAlgorithm::kShm && comm_.ranks_on_node() > 1;
+}
+
+template <typename T>
 T* GradientReducer<T>::share_on_node(const T* data, size_t count) {
-  if (algorithm_ != ReduceAlgorithm::kShm) return nullptr;
+  if (!shares_node_memory()) return nullptr;
   return static_cast<T*>(comm_.share_on_node(data, count * sizeof(T)));
 }
 

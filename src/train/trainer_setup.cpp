@@ -56,7 +56,7 @@ Index smallest_micro_batch(Index per_rank, Index batch_per_rank, Index accumulat
 // reduce.shard_optimizer needs every rank to hold the same averaged gradients before the
 // update (Note [the optimizer sharded across a node]) and the parts to pair up among nodes.
 void check_optimizer_shard_fits(const Config& c, const distributed::Communicator& comm,
-                                distributed::ReduceAlgorithm algorithm) {
+                                bool shares_node_memory) {
   if (!c.reduce.shard_optimizer) return;
   if (!c.sync)
     throw ConfigError("reduce.shard_optimizer", "needs sync true: with sync off each rank "
@@ -69,8 +69,7 @@ void check_optimizer_shard_fits(const Config& c, const distributed::Communicator
   // On the shm path the node's ranks share one copy of the parameters (Note [parameters
   // once per node]): one rank's perturbation would be its node's, written while the others
   // read, and no replica of the node could differ from another.
-  if (c.faults.inject.enabled() && c.faults.inject.kind == "perturb" && comm.ranks_on_node() > 1 &&
-      algorithm == distributed::ReduceAlgorithm::kShm)
+  if (c.faults.inject.enabled() && c.faults.inject.kind == "perturb" && shares_node_memory)
     throw ConfigError("debug.fail_kind", "\"perturb\" perturbs one replica, but with "
                                          "reduce.shard_optimizer on the shm path the ranks of a "
                                          "node share one copy of the parameters; set "
@@ -127,7 +126,7 @@ Trainer<T>::Trainer(const Config& config, distributed::Communicator& comm, Train
   positions_.resize(static_cast<size_t>(batch_per_rank_));
   for (Index j = 0; j < batch_per_rank_; ++j) positions_[j] = j * comm.size() + comm.rank();
   loss_ = nn::make_loss<T>(config.loss);
-  check_optimizer_shard_fits(config, comm, reducer_.algorithm());
+  check_optimizer_shard_fits(config, comm, reducer_.shares_node_memory());
   optimizer_ = std::make_unique<OptimizerShard<T>>(config.optimizer, model_->parameter_count(),
                                                    comm, config.reduce.shard_optimizer);
   // Only rank 0 writes the log; the other ranks hold a disabled one.

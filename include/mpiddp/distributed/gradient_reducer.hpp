@@ -68,6 +68,9 @@ class GradientReducer {
   // The node's one copy of count values at data (Communicator::share_on_node) on the same
   // path, or null. Collective.
   T* share_on_node(const T* data, size_t count);
+  // This reducer's path shares memory among the ranks of a node (kShm, several ranks there):
+  // where share_on_node gives a node copy.
+  bool shares_node_memory() const;
 
   // grads: (count) flat, in place. Afterwards every rank holds the mean over ranks.
   void reduce(T* grads, size_t count);
