@@ -31,6 +31,7 @@ void ExactSum::sum(const V* terms, Index local_terms, int64_t max_terms, double 
                                         groups_[g + 1] - groups_[g]));
     max_[g] = m;
   }
+  local_terms_finite_ = std::all_of(max_.begin(), max_.end(), [](double m) { return std::isfinite(m); });
   comm_.allreduce_max(max_.data(), groups);
   // 2. Every value onto its group's grid, this rank's terms added in int64 (exact), then
   //    the int64 sum over the ranks (exact, on the configured path). In blocks of values,

@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <bit>
 #include <limits>
+#include <type_traits>
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+#include <immintrin.h>
+#endif
 
 namespace mpiddp::distributed {
 
@@ -52,8 +56,30 @@ double largest_magnitude(const V* values, size_t count) {
   return std::isfinite(value) ? static_cast<double>(value) : std::numeric_limits<double>::infinity();
 }
 
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+// AVX-512DQ converts eight doubles to int64 in one instruction (vcvtpd2qq), rounding as
+// to_fixed's cvtsd2si does (to nearest, ties to even: the MXCSR mode), and v 2^shift is
+// exact in double: the same integers as the loop of bits below, in a fraction of its
+// instructions. Returns how many values it added: the whole vectors of eight.
 template <typename V>
-void add_to_grid(const V* values, size_t count, int shift, int64_t* sums) {
+size_t add_vectors_to_grid(const V* values, size_t count, int shift, int64_t* sums) {
+  const __m512d scale = _mm512_set1_pd(power_of_two(shift));
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    __m512d v;
+    if constexpr (std::is_same_v<V, float>)
+      v = _mm512_cvtps_pd(_mm256_loadu_ps(values + i));
+    else
+      v = _mm512_loadu_pd(values + i);
+    const __m512i fixed = _mm512_cvtpd_epi64(_mm512_mul_pd(v, scale));
+    _mm512_storeu_si512(sums + i, _mm512_add_epi64(_mm512_loadu_si512(sums + i), fixed));
+  }
+  return i;
+}
+#endif
+
+template <typename V>
+void add_to_grid_by_bits(const V* values, size_t count, int shift, int64_t* sums) {
   using Bits = typename Ieee<V>::Bits;
   constexpr int kMantissaBits = Ieee<V>::kMantissaBits;
   constexpr int kSignBit = static_cast<int>(sizeof(Bits)) * 8 - 1;
@@ -86,9 +112,20 @@ void add_to_grid(const V* values, size_t count, int shift, int64_t* sums) {
   }
 }
 
+template <typename V>
+void add_to_grid(const V* values, size_t count, int shift, int64_t* sums) {
+  size_t done = 0;
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+  done = add_vectors_to_grid(values, count, shift, sums);
+#endif
+  add_to_grid_by_bits(values + done, count - done, shift, sums + done);
+}
+
 template double largest_magnitude(const float*, size_t);
 template double largest_magnitude(const double*, size_t);
 template void add_to_grid(const float*, size_t, int, int64_t*);
 template void add_to_grid(const double*, size_t, int, int64_t*);
+template void add_to_grid_by_bits(const float*, size_t, int, int64_t*);
+template void add_to_grid_by_bits(const double*, size_t, int, int64_t*);
 
 }  // namespace mpiddp::distributed

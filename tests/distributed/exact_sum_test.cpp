@@ -42,13 +42,18 @@ TEST(FixedPoint, ShiftLeavesHeadroomForTheTerms) {
 // add_to_grid against to_fixed, value by value: the same integers for every value whose
 // rounded magnitude stays below 2^62, whatever its exponent (subnormals included), sign or
 // rounding (ties go to even). Enough values that the vector loop and its tail both run.
+// Both forms: add_to_grid (AVX-512DQ's conversion in a build that has it, with the loop of
+// bits on the tail) and the loop of bits alone, the portable build's.
 template <typename V>
 void expect_grid_matches_rounding(int shift, const std::vector<V>& values) {
-  std::vector<int64_t> sums(values.size(), 5);  // add_to_grid adds: start off zero
+  std::vector<int64_t> sums(values.size(), 5), by_bits(values.size(), 5);  // they add: start off zero
   add_to_grid(values.data(), values.size(), shift, sums.data());
-  for (size_t i = 0; i < values.size(); ++i)
-    ASSERT_EQ(sums[i], 5 + to_fixed(static_cast<double>(values[i]), shift))
-        << "value " << values[i] << " (" << i << ") at shift " << shift;
+  add_to_grid_by_bits(values.data(), values.size(), shift, by_bits.data());
+  for (size_t i = 0; i < values.size(); ++i) {
+    const int64_t expected = 5 + to_fixed(static_cast<double>(values[i]), shift);
+    ASSERT_EQ(sums[i], expected) << "value " << values[i] << " (" << i << ") at shift " << shift;
+    ASSERT_EQ(by_bits[i], expected) << "by bits: value " << values[i] << " (" << i << ") at shift " << shift;
+  }
 }
 
 template <typename V>

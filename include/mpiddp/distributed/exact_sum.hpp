@@ -44,6 +44,11 @@ class ExactSum {
   template <typename V>
   void sum(const V* terms, Index local_terms, int64_t max_terms, double divisor, double* out);
 
+  // Whether every value of this rank's terms in the last sum was finite (what the sum's
+  // largest magnitudes show before they are reduced): the rank's own verdict, as the
+  // default mode's check of its local gradients gives, without a pass of its own.
+  bool local_terms_finite() const { return local_terms_finite_; }
+
   // Bytes this rank sends per sum (before the MPI algorithm's own factor): the max-reduction
   // and the int64 sum.
   size_t message_bytes() const { return groups_.size() * sizeof(double) + width_ * sizeof(int64_t); }
@@ -56,6 +61,7 @@ class ExactSum {
   std::vector<double> max_;      // (G)
   std::vector<int> shift_;       // (G) each group's grid; 0 for an all-zero or non-finite group
   std::vector<int64_t> fixed_;   // (width)
+  bool local_terms_finite_ = true;
 };
 
 }  // namespace mpiddp::distributed

@@ -39,9 +39,13 @@ double largest_magnitude(const V* values, size_t count);
 
 // sums[i] += to_fixed(values[i], shift) for `count` finite values whose magnitudes times
 // 2^shift stay below 2^62 (what fixed_point_shift guarantees for its group): the same
-// integers as to_fixed, computed from the bits so that the loop vectorises (x86-64 has no
-// vector conversion from double to int64 below AVX-512).
+// integers as to_fixed, by AVX-512DQ's vector conversion when the build has it, else by
+// add_to_grid_by_bits.
 template <typename V>
 void add_to_grid(const V* values, size_t count, int shift, int64_t* sums);
+// The same integers, computed from the bits so that the loop vectorises on any x86-64
+// (there is no vector conversion from double to int64 below AVX-512): the portable build's form.
+template <typename V>
+void add_to_grid_by_bits(const V* values, size_t count, int shift, int64_t* sums);
 
 }  // namespace mpiddp::distributed
