@@ -141,6 +141,12 @@ void LayerStack<T>::initialize(Rng& rng) {
 }
 
 template <typename T>
+bool LayerStack<T>::supports_chunked_pass() const {
+  return std::all_of(layers_.begin(), layers_.end(),
+                     [](const auto& layer) { return layer->supports_chunked_pass(); });
+}
+
+template <typename T>
 void LayerStack<T>::forward(const PassContext& context, ConstMatrixView<T> x, MatrixView<T> y) {
   const Index batch = x.cols();
   assert(x.rows() == this->inputs() && batch <= max_batch_);

@@ -38,7 +38,6 @@ void Linear<T>::bind(const LayerMemory<T>& memory) {
   weight_ = memory.parameters;
   bias_ = memory.parameters + weights;
   weight_grad_ = memory.gradients;
-  bias_grad_ = memory.gradients + weights;
 }
 
 template <typename T>
@@ -60,12 +59,34 @@ void Linear<T>::forward(const PassContext&, ConstMatrixView<T> x, MatrixView<T> 
 }
 
 template <typename T>
-void Linear<T>::backward(const PassContext&, ConstMatrixView<T> x, ConstMatrixView<T>,
+void Linear<T>::parameter_gradients(ConstMatrixView<T> x, ConstMatrixView<T> dy, T* gradients,
+                                    Accumulate mode) {
+  MatrixView<T> dwt(gradients, this->inputs(), this->outputs());
+  VectorView<T> db(gradients + this->inputs() * this->outputs(), this->outputs());
+  multiply(dwt, x, Op::kNone, dy, Op::kTranspose, mode);  // dW^T (+)= x dy^T: (F, B)(B, O)
+  // db = the row sums of dy, added column after column: each sum in column order whatever
+  // the vector width. Eigen's dy.rowwise().sum() splits the rows between vector code and
+  // scalar code (which add in other orders) by the address of db, so the same chunk's bias
+  // gradient came out otherwise in a term at another offset (tests/nn/chunked_pass_test.cpp).
+  if (mode == Accumulate::kOverwrite) db.setZero();
+  for (Index s = 0; s < dy.cols(); ++s) db += dy.col(s);
+}
+
+template <typename T>
+void Linear<T>::backward(const PassContext& context, ConstMatrixView<T> x, ConstMatrixView<T>,
                          ConstMatrixView<T> dy, MatrixView<T>* dx) {
-  MatrixView<T> dwt(weight_grad_, this->inputs(), this->outputs());
-  VectorView<T> db(bias_grad_, this->outputs());
-  multiply(dwt, x, Op::kNone, dy, Op::kTranspose, Accumulate::kAdd);  // dW^T += x dy^T: (F, B)(B, O)
-  db.noalias() += dy.rowwise().sum();
+  const Index chunk = context.chunk_columns;
+  if (chunk == 0) {
+    parameter_gradients(x, dy, weight_grad_, Accumulate::kAdd);
+  } else {
+    // Each chunk's own product, of the same views as a pass over that chunk alone: the
+    // same bits as the chunk-by-chunk step, whose terms start at zero (an overwrite is an
+    // addition to zero; only a zero's sign could differ, and the fixed-point sum drops it).
+    for (Index first = 0, t = 0; first < x.cols(); first += chunk, ++t)
+      parameter_gradients(ConstMatrixView<T>(x.data() + first * x.rows(), x.rows(), chunk),
+                          ConstMatrixView<T>(dy.data() + first * dy.rows(), dy.rows(), chunk),
+                          weight_grad_ + t * context.chunk_gradient_stride, Accumulate::kOverwrite);
+  }
   if (dx) {
     ConstMatrixView<T> wt(weight_, this->inputs(), this->outputs());
     multiply(*dx, wt, Op::kNone, dy, Op::kNone, Accumulate::kOverwrite);  // dx = W^T dy: (F, O)(O, B)

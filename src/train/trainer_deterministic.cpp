@@ -21,11 +21,29 @@
 //      added exactly (Note [the fixed-point sum] in distributed/exact_sum.hpp) and divided
 //      by C, once: the mean over equal chunks is the gradient of the global mean loss.
 // Evaluation goes the same way: fixed blocks of B/C samples, the per-block sums added exactly.
+//
+// Note [the chunked pass]
+// Step 2 above, run chunk by chunk, repeats every product once per chunk: at 16 samples a
+// chunk, mlp's weights were packed for the GEMM eight times a step for 16 columns of work
+// each, and that packing cost more than the multiply-adds. Most of a pass does not need the
+// chunks apart: Eigen's GEMM computes each column of its result from that column alone, with
+// the same instructions for every column of a 4-column panel (docs/benchmarks.md measured
+// it), so a forward product or an input gradient over all L chunks at once gives each column
+// the bits it gets in its own chunk's product; an elementwise layer without a transcendental
+// function does too. Only what sums over samples must stay per chunk: the loss (a mean per
+// chunk) and the parameter gradients (PassContext::chunk_columns, each chunk's product into
+// its own term). So when every layer supports_chunked_pass(), Eigen computes the products and
+// B/C is a multiple of 4, the rank runs one forward and one backward over its L chunks, with
+// chunk t in columns [t B/C, (t+1) B/C). Whether that holds depends on the config and
+// B/C alone, the same at every N, so every N takes the same path. A chunk's columns start
+// at another offset at every N, so nothing in such a pass may round by address: Eigen's row
+// sums did (they split rows between vector and scalar code by the address of the sum), and
+// linear's bias gradient adds column after column instead. BatchNorm normalises over a
+// chunk, and its statistics would need per-chunk groups: a model with it goes chunk by chunk.
 #include <Eigen/Core>
 
 #include <algorithm>
 
-#include "mpiddp/core/finite.hpp"
 #include "mpiddp/core/threads.hpp"
 #include "mpiddp/nn/layer.hpp"
 #include "mpiddp/train/deterministic_config.hpp"
@@ -33,6 +51,13 @@
 #include "mpiddp/train/trainer.hpp"
 
 namespace mpiddp::train {
+namespace {
+
+// Eigen's GEMM panel width on every x86-64 build (docs/benchmarks.md): chunks of a multiple of
+// it take the chunked pass.
+constexpr Index kChunkPanel = 4;
+
+}  // namespace
 
 template <typename T>
 void Trainer<T>::setup_deterministic() {
@@ -53,8 +78,11 @@ void Trainer<T>::setup_deterministic() {
   d->saved_buffers.assign(static_cast<size_t>(d->buffer_values), 0.0);
   d->saved_counters.assign(static_cast<size_t>(model_->buffer_counter_count()), 0);
   const Index chunk = config_.batch_global / d->chunks;
-  d->samples.assign(static_cast<size_t>(chunk), 0);
-  d->positions.assign(static_cast<size_t>(chunk), 0);
+  d->samples.assign(static_cast<size_t>(d->local_chunks * chunk), 0);
+  d->positions.assign(static_cast<size_t>(d->local_chunks * chunk), 0);
+  // Eigen: deterministic mode's `auto` (select_gemm); another library's column order is its own.
+  d->chunked_pass = model_->layers().supports_chunked_pass() &&
+                    (config_.gemm == "auto" || config_.gemm == "eigen") && chunk % kChunkPanel == 0;
   // One grid per tensor, one for the loss, one for the buffers, one for the vote.
   std::vector<size_t> groups;
   for (const auto& tensor : model_->tensors()) groups.push_back(static_cast<size_t>(tensor.offset));
@@ -84,21 +112,36 @@ void Trainer<T>::setup_deterministic() {
 template <typename T>
 double Trainer<T>::compute_chunk_gradients(const Index* samples, Index count) {
   DeterministicStep<T>& d = *deterministic_;
+  const Index size = count / d.local_chunks;  // B/C, or fewer in the epoch's last step
+  // Each chunk's backward adds its gradients straight into its term, not into the model's
+  // buffer and then a copy: at mlp's 1.9 M parameters that copy was 15 MB of memory traffic
+  // per chunk. The views go back to the buffer however the pass ends.
+  struct ViewsBack {
+    nn::Sequential<T>& model;
+    ~ViewsBack() { model.bind_gradient_views(nullptr); }
+  } views_back{*model_};
+  if (d.chunked_pass && size % kChunkPanel == 0) {
+    pass_chunks_together(samples, size);  // writes every term's gradients
+  } else {
+    for (Index t = 0; t < d.local_chunks; ++t)
+      std::fill_n(d.terms.data() + static_cast<size_t>(t) * d.width, d.parameters, T(0));
+    pass_chunk_by_chunk(samples, size);
+  }
+  for (Index t = 0; t < d.local_chunks; ++t)
+    d.terms[static_cast<size_t>(t) * d.width + d.width - 1] = t == 0 ? stop_vote() : T(0);  // one vote per rank
+  return 0.0;  // the step's loss comes out of synchronize_chunks
+}
+
+template <typename T>
+void Trainer<T>::pass_chunk_by_chunk(const Index* samples, Index size) {
+  DeterministicStep<T>& d = *deterministic_;
   const Index chunks = d.chunks, local = d.local_chunks, p = d.parameters;
   const Index world = comm_.size(), rank = comm_.rank();
-  const Index size = count / local;  // B/C, or fewer in the epoch's last step
   T* buffers = model_->buffer_values();
   int64_t* counters = model_->buffer_counters();
   for (Index i = 0; i < d.buffer_values; ++i) d.saved_buffers[i] = static_cast<double>(buffers[i]);
   std::copy(counters, counters + d.saved_counters.size(), d.saved_counters.begin());
   const nn::BatchTargets<T> targets{batch_y_.data(), batch_labels_.data()};
-  // Each chunk's backward adds its gradients straight into its term, not into the model's
-  // buffer and then a copy: at mlp's 1.9 M parameters that copy was 15 MB of memory traffic
-  // per chunk. The views go back to the buffer however the loop ends.
-  struct ViewsBack {
-    nn::Sequential<T>& model;
-    ~ViewsBack() { model.bind_gradient_views(nullptr); }
-  } views_back{*model_};
   for (Index t = 0; t < local; ++t) {
     // Every chunk starts from the step's buffers (Note [deterministic mode], 2).
     for (Index i = 0; i < d.buffer_values; ++i) buffers[i] = static_cast<T>(d.saved_buffers[i]);
@@ -109,7 +152,6 @@ double Trainer<T>::compute_chunk_gradients(const Index* samples, Index count) {
       d.positions[i] = world * t + rank + chunks * i;
     }
     T* term = d.terms.data() + static_cast<size_t>(t) * d.width;  // (width)
-    std::fill_n(term, p, T(0));
     model_->bind_gradient_views(term);
     phases_.lap(&StepProfile::forward_s, SpanKind::kZeroGradients);
     gather(train_, d.samples.data(), size);
@@ -124,20 +166,59 @@ double Trainer<T>::compute_chunk_gradients(const Index* samples, Index count) {
     phases_.lap(&StepProfile::backward_s, SpanKind::kBackward);
     term[p] = static_cast<T>(loss);  // rounded to T as the default mode's loss slot is
     std::copy(buffers, buffers + d.buffer_values, term + p + 1);
-    term[d.width - 1] = t == 0 ? stop_vote() : T(0);  // one vote per rank
   }
-  return 0.0;  // the step's loss comes out of synchronize_chunks
+}
+
+template <typename T>
+void Trainer<T>::pass_chunks_together(const Index* samples, Index size) {
+  // Note [the chunked pass]: the L chunks side by side, one forward and one backward.
+  DeterministicStep<T>& d = *deterministic_;
+  const Index chunks = d.chunks, local = d.local_chunks, p = d.parameters;
+  const Index world = comm_.size(), rank = comm_.rank(), count = local * size;
+  for (Index t = 0; t < local; ++t) {
+    for (Index i = 0; i < size; ++i) {
+      d.samples[t * size + i] = samples[t + local * i];
+      d.positions[t * size + i] = world * t + rank + chunks * i;
+    }
+  }
+  model_->bind_gradient_views(d.terms.data());  // chunk t's at + t width (PassContext)
+  phases_.lap(&StepProfile::forward_s, SpanKind::kZeroGradients);
+  gather(train_, d.samples.data(), count);
+  phases_.lap(&StepProfile::data_s, SpanKind::kData);
+  ConstMatrixView<T> x(batch_x_.data(), train_.features, count);
+  nn::PassContext pass = training_pass_;
+  pass.positions = d.positions.data();
+  pass.chunk_columns = size;
+  pass.chunk_gradient_stride = static_cast<Index>(d.width);
+  const auto out = model_->forward(pass, x);
+  MatrixView<T> out_gradient = model_->output_gradient();
+  const Index outputs = out.rows();
+  for (Index t = 0; t < local; ++t) {
+    const Index first = t * size;
+    const nn::BatchTargets<T> targets{batch_y_.data() + first * train_.outputs,
+                                      batch_labels_.data() + first};
+    const double loss = loss_->forward_backward(
+        ConstMatrixView<T>(out.data() + first * outputs, outputs, size), targets,
+        MatrixView<T>(out_gradient.data() + first * outputs, outputs, size));
+    T* term = d.terms.data() + static_cast<size_t>(t) * d.width;
+    term[p] = static_cast<T>(loss);
+    // The layers of this pass hold no buffers; the slots keep the step's (unchanged) values.
+    std::copy(model_->buffer_values(), model_->buffer_values() + d.buffer_values, term + p + 1);
+  }
+  phases_.lap(&StepProfile::forward_s, SpanKind::kForward);
+  model_->backward(pass, x);
+  phases_.lap(&StepProfile::backward_s, SpanKind::kBackward);
 }
 
 template <typename T>
 double Trainer<T>::synchronize_chunks() {
   DeterministicStep<T>& d = *deterministic_;
   const Index p = d.parameters;
-  locally_finite_ = all_finite(d.terms.data(), static_cast<Index>(d.terms.size()));
-  gradients_inspected_ = true;
   // The mean over the C chunks: divided by C here and nowhere else (Note [deterministic mode], 3).
   d.step_sum->sum(d.terms.data(), d.local_chunks, d.chunks, static_cast<double>(d.chunks),
                   d.mean.data());
+  locally_finite_ = d.step_sum->local_terms_finite();
+  gradients_inspected_ = true;
   T* grads = model_->gradients();
   for (Index i = 0; i <= p; ++i) grads[i] = static_cast<T>(d.mean[i]);  // the loss slot too
   T* buffers = model_->buffer_values();
@@ -153,7 +234,7 @@ nn::EvalSums Trainer<T>::evaluate_in_blocks(const data::Dataset<T>& set) {
   // block's forward pass and sums are the same at every N; the blocks' sums add exactly.
   DeterministicStep<T>& d = *deterministic_;
   const Index n = set.samples, world = comm_.size();
-  const Index block = static_cast<Index>(d.samples.size());
+  const Index block = config_.batch_global / d.chunks;
   const Index blocks = (n + block - 1) / block;
   const Index mine = blocks / world + (comm_.rank() < blocks % world ? 1 : 0);
   d.eval_terms.resize(static_cast<size_t>(2 * mine));

@@ -82,7 +82,9 @@ void Trainer<T>::start() {
                    config_.reduce.compress.c_str(), reducer_.compression_note().c_str());
     }
     // Tells `mpiddp compare` to demand bitwise equality (docs/log-format.md).
-    if (deterministic_) run_record["deterministic"] = {{"chunks", deterministic_->chunks}};
+    if (deterministic_)
+      run_record["deterministic"] = {{"chunks", deterministic_->chunks},
+                                     {"pass", deterministic_->chunked_pass ? "chunked" : "chunk_by_chunk"}};
     if (!resumed_from_.empty()) run_record["resumed_from"] = resume_point();
     open_log(run_record, hosts);
     if (!options_.quiet) {

@@ -31,6 +31,14 @@ struct PassContext {
   // Reduces BatchNorm's statistics over the ranks, so that they are the global batch's.
   // Null: this pass's own samples only (one process, evaluation, or batchnorm.sync off).
   StatisticsReducer* statistics = nullptr;
+  // The deterministic mode's chunked pass (Note [the chunked pass] in
+  // src/train/trainer_deterministic.cpp): the batch is chunks of chunk_columns samples, one
+  // after the other, and backward writes (does not add) chunk t's parameter gradients at the
+  // layer's gradient views + t * chunk_gradient_stride values, chunk t's own term, which
+  // nobody clears first. 0: one batch, its gradients added into the views. Only layers that
+  // supports_chunked_pass() see it.
+  Index chunk_columns = 0;
+  Index chunk_gradient_stride = 0;
 
   Index position(Index column) const { return positions ? positions[column] : column; }
 };

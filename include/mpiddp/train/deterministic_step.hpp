@@ -24,8 +24,12 @@ struct DeterministicStep {
   std::vector<double> mean;           // (width) the mean over all C chunks, every rank alike
   std::vector<double> saved_buffers;  // (buffer_values) the buffers before the step
   std::vector<int64_t> saved_counters;
-  std::vector<Index> samples;    // (B / C) one chunk's sample indices
-  std::vector<Index> positions;  // (B / C) their positions in the step's global batch
+  // Whether the steps take the chunked pass (Note [the chunked pass]): every layer supports
+  // it, Eigen computes the products, and a chunk's columns fill Eigen's 4-column panels (an
+  // epoch's shorter last step checks its own chunks again).
+  bool chunked_pass = false;
+  std::vector<Index> samples;    // (B / N) the chunks' sample indices, chunk after chunk
+  std::vector<Index> positions;  // (B / N) their positions in the step's global batch
   std::vector<double> eval_terms;     // (blocks, 2) [loss sum, correct] of each evaluation block
   std::unique_ptr<distributed::ExactSum> step_sum;  // groups: the tensors, the loss, the buffers
   std::unique_ptr<distributed::ExactSum> eval_sum;  // groups: the loss sum, the correct count

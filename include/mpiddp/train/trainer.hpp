@@ -127,6 +127,8 @@ class Trainer final : public TrainingRun {
   // compute_gradients, synchronize and evaluate that give the same bits at every world size.
   void setup_deterministic();
   double compute_chunk_gradients(const Index* samples, Index count);
+  void pass_chunk_by_chunk(const Index* samples, Index size);
+  void pass_chunks_together(const Index* samples, Index size);
   double synchronize_chunks();
   nn::EvalSums evaluate_in_blocks(const data::Dataset<T>& set);
   nn::EvalSums evaluate(const data::Dataset<T>& set);
