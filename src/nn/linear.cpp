@@ -1,6 +1,8 @@
 #include "mpiddp/nn/linear.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/nn/gemm.hpp"
@@ -72,21 +74,68 @@ void Linear<T>::parameter_gradients(ConstMatrixView<T> x, ConstMatrixView<T> dy,
   for (Index s = 0; s < dy.cols(); ++s) db += dy.col(s);
 }
 
+namespace {
+
+// The largest |v| of a view, or infinity when some v is not finite: a bound must see a NaN.
+template <typename T>
+double largest_magnitude(ConstMatrixView<T> values) {
+  if (!values.allFinite()) return std::numeric_limits<double>::infinity();
+  return values.size() == 0 ? 0.0 : static_cast<double>(values.cwiseAbs().maxCoeff());
+}
+
+// About a quarter of a core's L2 for a block of the weight gradient (F rows, a multiple of 4
+// columns): the block and its int64 sums stay in cache while every chunk is added to them.
+constexpr size_t kGridBlockBytes = 256 * 1024;
+
+}  // namespace
+
+template <typename T>
+void Linear<T>::parameter_gradients_onto_grid(const PassContext& context, ConstMatrixView<T> x,
+                                              ConstMatrixView<T> dy) {
+  GradientGrid& grid = *context.gradient_grid;
+  const Index f = this->inputs(), o = this->outputs(), chunk = context.chunk_columns;
+  const Index chunks = x.cols() / chunk;
+  // A chunk's gradient of weight (o, f) sums `chunk` products x[f, s] dy[o, s], each at most
+  // max|x| max|dy|, and float rounding adds less than chunk * eps of that: twice the sum
+  // bounds every chunk's value with room to spare. The maxima are every rank's (collective).
+  double maxima[2] = {largest_magnitude(x), largest_magnitude(dy)};
+  grid.max_over_ranks(maxima, 2);
+  const double per_chunk = 2.0 * static_cast<double>(chunk);
+  const GradientGrid::Tensor weights = grid.tensor(weight_grad_, per_chunk * maxima[0] * maxima[1]);
+  const GradientGrid::Tensor bias = grid.tensor(weight_grad_ + f * o, per_chunk * maxima[1]);
+  // Blocks of `width` outputs: dW^T[:, block] = x_t dy_t[block, :]^T for each chunk t, each
+  // product of the same shape at every N, then onto the grid while the block is in cache.
+  const Index width = std::clamp<Index>(
+      static_cast<Index>(kGridBlockBytes / (static_cast<size_t>(f) * sizeof(T))) / 4 * 4, 4, o);
+  T* block = static_cast<T*>(grid.scratch(
+      scratch_values_bytes<T>(f * width) + scratch_values_bytes<T>(width * chunk) + scratch_values_bytes<T>(o)));
+  T* dy_block = block + scratch_values_bytes<T>(f * width) / sizeof(T);
+  T* bias_sum = dy_block + scratch_values_bytes<T>(width * chunk) / sizeof(T);
+  for (Index first = 0; first < o; first += width) {
+    const Index n = std::min(width, o - first);
+    for (Index t = 0; t < chunks; ++t) {
+      MatrixView<T> rows(dy_block, n, chunk);  // dy_t[block, :], contiguous for the product
+      rows = dy.block(first, t * chunk, n, chunk);
+      multiply(MatrixView<T>(block, f, n), ConstMatrixView<T>(x.data() + t * chunk * f, f, chunk),
+               Op::kNone, ConstMatrixView<T>(dy_block, n, chunk), Op::kTranspose, Accumulate::kOverwrite);
+      grid.add(block, static_cast<size_t>(f * n), weights, static_cast<size_t>(first * f));
+    }
+  }
+  VectorView<T> db(bias_sum, o);
+  for (Index t = 0; t < chunks; ++t) {
+    db.setZero();  // the bias gradient as parameter_gradients adds it, column after column
+    for (Index s = t * chunk; s < (t + 1) * chunk; ++s) db += dy.col(s);
+    grid.add(bias_sum, static_cast<size_t>(o), bias, 0);
+  }
+}
+
 template <typename T>
 void Linear<T>::backward(const PassContext& context, ConstMatrixView<T> x, ConstMatrixView<T>,
                          ConstMatrixView<T> dy, MatrixView<T>* dx) {
-  const Index chunk = context.chunk_columns;
-  if (chunk == 0) {
+  if (context.chunk_columns == 0)
     parameter_gradients(x, dy, weight_grad_, Accumulate::kAdd);
-  } else {
-    // Each chunk's own product, of the same views as a pass over that chunk alone: the
-    // same bits as the chunk-by-chunk step, whose terms start at zero (an overwrite is an
-    // addition to zero; only a zero's sign could differ, and the fixed-point sum drops it).
-    for (Index first = 0, t = 0; first < x.cols(); first += chunk, ++t)
-      parameter_gradients(ConstMatrixView<T>(x.data() + first * x.rows(), x.rows(), chunk),
-                          ConstMatrixView<T>(dy.data() + first * dy.rows(), dy.rows(), chunk),
-                          weight_grad_ + t * context.chunk_gradient_stride, Accumulate::kOverwrite);
-  }
+  else
+    parameter_gradients_onto_grid(context, x, dy);
   if (dx) {
     ConstMatrixView<T> wt(weight_, this->inputs(), this->outputs());
     multiply(*dx, wt, Op::kNone, dy, Op::kNone, Accumulate::kOverwrite);  // dx = W^T dy: (F, O)(O, B)

@@ -31,10 +31,12 @@
 // it), so a forward product or an input gradient over all L chunks at once gives each column
 // the bits it gets in its own chunk's product; an elementwise layer without a transcendental
 // function does too. Only what sums over samples must stay per chunk: the loss (a mean per
-// chunk) and the parameter gradients (PassContext::chunk_columns, each chunk's product into
-// its own term). So when every layer supports_chunked_pass(), Eigen computes the products and
-// B/C is a multiple of 4, the rank runs one forward and one backward over its L chunks, with
-// chunk t in columns [t B/C, (t+1) B/C). Whether that holds depends on the config and
+// chunk) and the parameter gradients (PassContext::chunk_columns: each chunk's products, of
+// the same shapes as in its own pass, go onto the integer grid as they are made, Note
+// [gradients onto the grid] in gradient_grid.cpp). So when every layer
+// supports_chunked_pass(), Eigen computes the products and B/C is a multiple of 4, the rank
+// runs one forward and one backward over its L chunks, with chunk t in columns
+// [t B/C, (t+1) B/C), and keeps no per-chunk copy of the gradients. Whether that holds depends on the config and
 // B/C alone, the same at every N, so every N takes the same path. A chunk's columns start
 // at another offset at every N, so nothing in such a pass may round by address: Eigen's row
 // sums did (they split rows between vector and scalar code by the address of the sum), and
@@ -73,7 +75,6 @@ void Trainer<T>::setup_deterministic() {
   // neither its group's largest magnitude nor its sum.
   const Index used = d->parameters + 1 + d->buffer_values + 1;
   d->width = nn::scratch_values_bytes<T>(used) / sizeof(T);  // rounded up to 64 bytes
-  d->terms.assign(static_cast<size_t>(d->local_chunks) * d->width, T(0));
   d->mean.assign(d->width, 0.0);
   d->saved_buffers.assign(static_cast<size_t>(d->buffer_values), 0.0);
   d->saved_counters.assign(static_cast<size_t>(model_->buffer_counter_count()), 0);
@@ -83,6 +84,26 @@ void Trainer<T>::setup_deterministic() {
   // Eigen: deterministic mode's `auto` (select_gemm); another library's column order is its own.
   d->chunked_pass = model_->layers().supports_chunked_pass() &&
                     (config_.gemm == "auto" || config_.gemm == "eigen") && chunk % kChunkPanel == 0;
+  const Index per_epoch = train_.samples;
+  const Index last = per_epoch % config_.batch_global;
+  const Index last_chunk = last > 0 ? last / d->chunks : chunk;  // the epoch's shorter last step's
+  // The terms only for steps that go chunk by chunk: L copies of the gradients.
+  if (!d->chunked_pass || last_chunk % kChunkPanel != 0)
+    d->terms.assign(static_cast<size_t>(d->local_chunks) * d->width, T(0));
+  if (d->chunked_pass) {
+    std::vector<Index> begins;
+    for (const auto& tensor : model_->tensors()) begins.push_back(tensor.offset);
+    begins.push_back(d->parameters);
+    // On the shm path the sums lie in the node's window, summed there without a copy.
+    void* shared = reducer_.algorithm() == distributed::ReduceAlgorithm::kShm
+                       ? comm_.allocate_shared_buffer(static_cast<size_t>(d->parameters) * sizeof(int64_t))
+                       : nullptr;
+    d->grid = std::make_unique<ChunkGradientGrid<T>>(comm_, std::move(begins), d->chunks,
+                                                     static_cast<int64_t*>(shared));
+    d->side_terms.assign(static_cast<size_t>(2 * d->local_chunks), 0.0);
+    d->side_sum = std::make_unique<distributed::ExactSum>(comm_, std::vector<size_t>{0, 1}, 2,
+                                                          reducer_.algorithm());
+  }
   // One grid per tensor, one for the loss, one for the buffers, one for the vote.
   std::vector<size_t> groups;
   for (const auto& tensor : model_->tensors()) groups.push_back(static_cast<size_t>(tensor.offset));
@@ -94,9 +115,7 @@ void Trainer<T>::setup_deterministic() {
   d->eval_sum = std::make_unique<distributed::ExactSum>(comm_, std::vector<size_t>{0, 1}, 2,
                                                         reducer_.algorithm());
   // The fewest samples a chunk holds: the epoch's last, shorter step has shorter chunks.
-  const Index per_epoch = train_.samples;
-  const Index last = per_epoch % config_.batch_global;
-  model_->layers().check_training_batch(last > 0 ? std::min(chunk, last / d->chunks) : chunk);
+  model_->layers().check_training_batch(std::min(chunk, last_chunk));
   deterministic_ = std::move(d);
   // One thread per rank, and Eigen's GEMM blocking fixed rather than read from this CPU's
   // caches: both decide the order of the products' additions.
@@ -120,22 +139,24 @@ double Trainer<T>::compute_chunk_gradients(const Index* samples, Index count) {
     nn::Sequential<T>& model;
     ~ViewsBack() { model.bind_gradient_views(nullptr); }
   } views_back{*model_};
-  if (d.chunked_pass && size % kChunkPanel == 0) {
-    pass_chunks_together(samples, size);  // writes every term's gradients
+  d.step_on_grid = d.chunked_pass && size % kChunkPanel == 0;
+  if (d.step_on_grid) {
+    pass_chunks_together(samples, size);
+    for (Index t = 0; t < d.local_chunks; ++t) d.side_terms[2 * t + 1] = t == 0 ? stop_vote() : 0.0;
   } else {
     for (Index t = 0; t < d.local_chunks; ++t)
       std::fill_n(d.terms.data() + static_cast<size_t>(t) * d.width, d.parameters, T(0));
     pass_chunk_by_chunk(samples, size);
+    for (Index t = 0; t < d.local_chunks; ++t)
+      d.terms[static_cast<size_t>(t) * d.width + d.width - 1] = t == 0 ? stop_vote() : T(0);  // one vote per rank
   }
-  for (Index t = 0; t < d.local_chunks; ++t)
-    d.terms[static_cast<size_t>(t) * d.width + d.width - 1] = t == 0 ? stop_vote() : T(0);  // one vote per rank
-  return 0.0;  // the step's loss comes out of synchronize_chunks
+  return 0.0;  // the step's loss comes out of synchronize_chunks or synchronize_grid
 }
 
 template <typename T>
 void Trainer<T>::pass_chunk_by_chunk(const Index* samples, Index size) {
   DeterministicStep<T>& d = *deterministic_;
-  const Index chunks = d.chunks, local = d.local_chunks, p = d.parameters;
+  const Index local = d.local_chunks, p = d.parameters;
   const Index world = comm_.size(), rank = comm_.rank();
   T* buffers = model_->buffer_values();
   int64_t* counters = model_->buffer_counters();
@@ -146,11 +167,7 @@ void Trainer<T>::pass_chunk_by_chunk(const Index* samples, Index size) {
     // Every chunk starts from the step's buffers (Note [deterministic mode], 2).
     for (Index i = 0; i < d.buffer_values; ++i) buffers[i] = static_cast<T>(d.saved_buffers[i]);
     std::copy(d.saved_counters.begin(), d.saved_counters.end(), counters);
-    // Local chunk t is global chunk q = N t + r: local indices t + L i, positions q + C i.
-    for (Index i = 0; i < size; ++i) {
-      d.samples[i] = samples[t + local * i];
-      d.positions[i] = world * t + rank + chunks * i;
-    }
+    d.take_chunk(t, size, samples, world, rank, 0);
     T* term = d.terms.data() + static_cast<size_t>(t) * d.width;  // (width)
     model_->bind_gradient_views(term);
     phases_.lap(&StepProfile::forward_s, SpanKind::kZeroGradients);
@@ -173,15 +190,10 @@ template <typename T>
 void Trainer<T>::pass_chunks_together(const Index* samples, Index size) {
   // Note [the chunked pass]: the L chunks side by side, one forward and one backward.
   DeterministicStep<T>& d = *deterministic_;
-  const Index chunks = d.chunks, local = d.local_chunks, p = d.parameters;
+  const Index local = d.local_chunks;
   const Index world = comm_.size(), rank = comm_.rank(), count = local * size;
-  for (Index t = 0; t < local; ++t) {
-    for (Index i = 0; i < size; ++i) {
-      d.samples[t * size + i] = samples[t + local * i];
-      d.positions[t * size + i] = world * t + rank + chunks * i;
-    }
-  }
-  model_->bind_gradient_views(d.terms.data());  // chunk t's at + t width (PassContext)
+  for (Index t = 0; t < local; ++t) d.take_chunk(t, size, samples, world, rank, t * size);
+  d.grid->begin_step(model_->gradients());  // the views stay on the model's buffer
   phases_.lap(&StepProfile::forward_s, SpanKind::kZeroGradients);
   gather(train_, d.samples.data(), count);
   phases_.lap(&StepProfile::data_s, SpanKind::kData);
@@ -189,7 +201,7 @@ void Trainer<T>::pass_chunks_together(const Index* samples, Index size) {
   nn::PassContext pass = training_pass_;
   pass.positions = d.positions.data();
   pass.chunk_columns = size;
-  pass.chunk_gradient_stride = static_cast<Index>(d.width);
+  pass.gradient_grid = d.grid.get();
   const auto out = model_->forward(pass, x);
   MatrixView<T> out_gradient = model_->output_gradient();
   const Index outputs = out.rows();
@@ -200,10 +212,8 @@ void Trainer<T>::pass_chunks_together(const Index* samples, Index size) {
     const double loss = loss_->forward_backward(
         ConstMatrixView<T>(out.data() + first * outputs, outputs, size), targets,
         MatrixView<T>(out_gradient.data() + first * outputs, outputs, size));
-    T* term = d.terms.data() + static_cast<size_t>(t) * d.width;
-    term[p] = static_cast<T>(loss);
-    // The layers of this pass hold no buffers; the slots keep the step's (unchanged) values.
-    std::copy(model_->buffer_values(), model_->buffer_values() + d.buffer_values, term + p + 1);
+    // Rounded to T as the default mode's loss slot is. The layers of this pass hold no buffers.
+    d.side_terms[2 * t] = static_cast<double>(static_cast<T>(loss));
   }
   phases_.lap(&StepProfile::forward_s, SpanKind::kForward);
   model_->backward(pass, x);
@@ -213,6 +223,7 @@ void Trainer<T>::pass_chunks_together(const Index* samples, Index size) {
 template <typename T>
 double Trainer<T>::synchronize_chunks() {
   DeterministicStep<T>& d = *deterministic_;
+  if (d.step_on_grid) return synchronize_grid();
   const Index p = d.parameters;
   // The mean over the C chunks: divided by C here and nowhere else (Note [deterministic mode], 3).
   d.step_sum->sum(d.terms.data(), d.local_chunks, d.chunks, static_cast<double>(d.chunks),
@@ -226,6 +237,21 @@ double Trainer<T>::synchronize_chunks() {
   stop_requested_ = d.mean[d.width - 1] > 0.0;  // some rank voted: every rank stops
   phases_.lap(&StepProfile::sync_exposed_s, SpanKind::kReductionWait);
   return d.mean[p];
+}
+
+template <typename T>
+double Trainer<T>::synchronize_grid() {
+  DeterministicStep<T>& d = *deterministic_;
+  double side[2];  // the mean loss over the C chunks, the vote
+  d.side_sum->sum(d.side_terms.data(), d.local_chunks, d.chunks, static_cast<double>(d.chunks), side);
+  T* grads = model_->gradients();
+  d.grid->finish(static_cast<double>(d.chunks), grads, reducer_.algorithm());
+  grads[d.parameters] = static_cast<T>(side[0]);  // the loss slot, as synchronize_chunks fills it
+  locally_finite_ = d.grid->local_finite() && d.side_sum->local_terms_finite();
+  gradients_inspected_ = true;
+  stop_requested_ = side[1] > 0.0;
+  phases_.lap(&StepProfile::sync_exposed_s, SpanKind::kReductionWait);
+  return side[0];
 }
 
 template <typename T>
@@ -259,6 +285,7 @@ nn::EvalSums Trainer<T>::evaluate_in_blocks(const data::Dataset<T>& set) {
   template void Trainer<T>::setup_deterministic();                               \
   template double Trainer<T>::compute_chunk_gradients(const Index*, Index);      \
   template double Trainer<T>::synchronize_chunks();                              \
+  template double Trainer<T>::synchronize_grid();                                \
   template nn::EvalSums Trainer<T>::evaluate_in_blocks(const data::Dataset<T>&);
 MPIDDP_INSTANTIATE(float)
 MPIDDP_INSTANTIATE(double)

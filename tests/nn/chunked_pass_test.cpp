@@ -1,16 +1,21 @@
 // The deterministic mode's chunked pass (Note [the chunked pass] in
 // src/train/trainer_deterministic.cpp): chunks side by side in one forward and one backward
-// give every chunk the outputs and the parameter gradients a pass over that chunk alone
-// gives, bit for bit, whichever place the chunk takes among how many others. That is what
-// makes the chunked pass's results the same at every world size.
+// give every chunk the outputs a pass over that chunk alone gives, bit for bit, whichever
+// place the chunk takes among how many others, and the same chunks in any order give the
+// same gradients on the grid, bit for bit. That is what makes the chunked pass's results
+// the same at every world size.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <vector>
 
 #include "../support/layer_harness.hpp"
+#include "mpiddp/distributed/local_communicator.hpp"
 #include "mpiddp/nn/gemm.hpp"
 #include "mpiddp/nn/sequential.hpp"
+#include "mpiddp/train/gradient_grid.hpp"
 
 namespace mpiddp::nn {
 namespace {
@@ -26,12 +31,6 @@ const char* const kLayers = R"([
     {"type": "linear", "out": 7}])";
 constexpr Index kChunk = 8;  // a multiple of Eigen's 4-column panel
 constexpr Index kChunks = 5;
-
-template <typename T>
-struct ChunkResult {
-  std::vector<T> output;     // (outputs, kChunk)
-  std::vector<T> gradients;  // (P)
-};
 
 // Every chunk's input, output gradient and positions: fixed per chunk, whatever its place.
 template <typename T>
@@ -55,7 +54,6 @@ Chunks<T> make_chunks(const Sequential<T>& model) {
   return c;
 }
 
-template <typename T>
 PassContext training_context() {
   PassContext pass;
   pass.seed = 5;
@@ -63,58 +61,53 @@ PassContext training_context() {
   return pass;
 }
 
-// Chunk q on its own: the chunk-by-chunk step's pass, gradients added into zeros.
+// Chunk q's outputs from a pass over it alone.
 template <typename T>
-ChunkResult<T> alone(Sequential<T>& model, const Chunks<T>& c, Index q) {
-  ChunkResult<T> r;
-  r.gradients.assign(static_cast<size_t>(model.parameter_count()), T(0));
-  model.bind_gradient_views(r.gradients.data());
-  PassContext pass = training_context<T>();
+std::vector<T> alone(Sequential<T>& model, const Chunks<T>& c, Index q) {
+  PassContext pass = training_context();
   pass.positions = c.positions[q].data();
-  ConstMatrixView<T> x(c.x[q].data(), model.inputs(), kChunk);
-  const auto out = model.forward(pass, x);
-  r.output.assign(out.data(), out.data() + out.size());
-  std::copy(c.dy[q].begin(), c.dy[q].end(), model.output_gradient().data());
-  model.backward(pass, x);
-  model.bind_gradient_views(nullptr);
-  return r;
+  const auto out = model.forward(pass, ConstMatrixView<T>(c.x[q].data(), model.inputs(), kChunk));
+  return {out.data(), out.data() + out.size()};
 }
 
-// The chunks `order` side by side in one pass, each one's gradients in its own term of
-// `stride` values (more than P, as the trainer's padded terms), which start as garbage:
-// the chunked pass writes them.
+struct Together {
+  std::vector<std::vector<double>> outputs;  // per place
+  std::vector<double> gradients;             // the grid's mean over the chunks
+};
+
+// The chunks `order` side by side in one chunked pass, their gradients onto a grid.
 template <typename T>
-std::vector<ChunkResult<T>> together(Sequential<T>& model, const Chunks<T>& c,
-                                     const std::vector<Index>& order) {
-  const Index count = static_cast<Index>(order.size()) * kChunk, p = model.parameter_count();
-  const Index stride = p + 5;
-  std::vector<T> x, dy, terms(static_cast<size_t>(stride * static_cast<Index>(order.size())), T(7));
+Together together(Sequential<T>& model, const Chunks<T>& c, const std::vector<Index>& order) {
+  const Index count = static_cast<Index>(order.size()) * kChunk;
+  std::vector<T> x, dy;
   std::vector<Index> positions;
   for (Index q : order) {
     x.insert(x.end(), c.x[q].begin(), c.x[q].end());
     dy.insert(dy.end(), c.dy[q].begin(), c.dy[q].end());
     positions.insert(positions.end(), c.positions[q].begin(), c.positions[q].end());
   }
-  model.bind_gradient_views(terms.data());
-  PassContext pass = training_context<T>();
+  distributed::LocalCommunicator comm;
+  std::vector<Index> begins;
+  for (const auto& tensor : model.tensors()) begins.push_back(tensor.offset);
+  begins.push_back(model.parameter_count());
+  train::ChunkGradientGrid<T> grid(comm, begins, kChunks, nullptr);
+  grid.begin_step(model.gradients());
+  PassContext pass = training_context();
   pass.positions = positions.data();
   pass.chunk_columns = kChunk;
-  pass.chunk_gradient_stride = stride;
+  pass.gradient_grid = &grid;
   ConstMatrixView<T> xs(x.data(), model.inputs(), count);
   const auto out = model.forward(pass, xs);
-  std::copy(dy.begin(), dy.end(), model.output_gradient().data());
-  std::vector<ChunkResult<T>> results(order.size());
+  Together r;
   for (size_t t = 0; t < order.size(); ++t) {
     const T* o = out.data() + static_cast<Index>(t) * kChunk * model.outputs();
-    results[t].output.assign(o, o + kChunk * model.outputs());
+    r.outputs.emplace_back(o, o + kChunk * model.outputs());
   }
+  std::copy(dy.begin(), dy.end(), model.output_gradient().data());
   model.backward(pass, xs);
-  model.bind_gradient_views(nullptr);
-  for (size_t t = 0; t < order.size(); ++t) {
-    const T* g = terms.data() + static_cast<Index>(t) * stride;
-    results[t].gradients.assign(g, g + p);
-  }
-  return results;
+  grid.finish(static_cast<double>(kChunks), model.gradients(), distributed::ReduceAlgorithm::kMpi);
+  r.gradients.assign(model.gradients(), model.gradients() + model.parameter_count());
+  return r;
 }
 
 template <typename T>
@@ -124,27 +117,31 @@ void expect_chunks_keep_their_bits() {
   ASSERT_TRUE(model.layers().supports_chunked_pass());
   model.initialize(9);
   const Chunks<T> c = make_chunks(model);
-  std::vector<ChunkResult<T>> reference;
-  for (Index q = 0; q < kChunks; ++q) reference.push_back(alone(model, c, q));
-  // Dropout drops something, and the chunks differ: the comparisons below could fail.
-  ASSERT_NE(reference[0].gradients, reference[1].gradients);
-  // All five in order, three in another order (as on another rank at another world size),
-  // and one alone in a chunked pass.
+  std::vector<std::vector<double>> reference;
+  for (Index q = 0; q < kChunks; ++q) {
+    const auto out = alone(model, c, q);
+    reference.emplace_back(out.begin(), out.end());
+  }
+  ASSERT_NE(reference[0], reference[1]);
+  // Outputs: every chunk's bits at any place among any number of chunks.
   for (const std::vector<Index>& order : {std::vector<Index>{0, 1, 2, 3, 4}, std::vector<Index>{4, 2, 1},
                                           std::vector<Index>{3}}) {
-    const auto results = together(model, c, order);
-    for (size_t t = 0; t < order.size(); ++t) {
-      const Index q = order[t];
-      // == on the values: an overwritten zero may be -0 where an added one is +0, which the
-      // fixed-point sum does not see; every other bit must agree.
-      EXPECT_EQ(results[t].output, reference[q].output) << "chunk " << q << " at place " << t;
-      EXPECT_EQ(results[t].gradients, reference[q].gradients) << "chunk " << q << " at place " << t;
-    }
+    const Together r = together(model, c, order);
+    for (size_t t = 0; t < order.size(); ++t)
+      EXPECT_EQ(r.outputs[t], reference[order[t]]) << "chunk " << order[t] << " at place " << t;
   }
+  // Gradients: the same chunks in another order give the same integers on the grid, so the
+  // same bits, only if every chunk's gradients kept theirs at another place.
+  const Together in_order = together(model, c, {0, 1, 2, 3, 4});
+  const Together shuffled = together(model, c, {3, 0, 4, 2, 1});
+  ASSERT_NE(in_order.gradients, std::vector<double>(in_order.gradients.size(), 0.0));
+  for (size_t i = 0; i < in_order.gradients.size(); ++i)
+    ASSERT_EQ(std::bit_cast<uint64_t>(in_order.gradients[i]), std::bit_cast<uint64_t>(shuffled.gradients[i]))
+        << "gradient " << i;
 }
 
-TEST(ChunkedPass, EveryChunkGetsTheBitsOfItsOwnPassInFloat) { expect_chunks_keep_their_bits<float>(); }
-TEST(ChunkedPass, EveryChunkGetsTheBitsOfItsOwnPassInDouble) { expect_chunks_keep_their_bits<double>(); }
+TEST(ChunkedPass, EveryChunkKeepsItsBitsAtAnyPlaceInFloat) { expect_chunks_keep_their_bits<float>(); }
+TEST(ChunkedPass, EveryChunkKeepsItsBitsAtAnyPlaceInDouble) { expect_chunks_keep_their_bits<double>(); }
 
 TEST(ChunkedPass, OnlyLayersThatKeepColumnsApartSupportIt) {
   EXPECT_TRUE(Sequential<float>(kInput, specs(kLayers), 4).layers().supports_chunked_pass());

@@ -18,6 +18,33 @@ class StatisticsReducer {
   virtual void sum(double* values, size_t count) = 0;
 };
 
+// Where a chunked pass puts its parameter gradients when they go straight onto the
+// deterministic sum's integer grid (Note [gradients onto the grid] in
+// src/train/gradient_grid.cpp) instead of into one term per chunk. A layer asks for the
+// maxima its bound needs, the grid of each of its tensors from that bound, and adds every
+// chunk's gradients onto it. Collective where it says so: every rank calls in the same order.
+class GradientGrid {
+ public:
+  struct Tensor {
+    int64_t* sums = nullptr;  // the rank's int64 sums of the tensor's gradients
+    int shift = 0;            // its grid: value v becomes llrint(v 2^shift)
+    bool finite = true;       // false when some rank's bound was not: the tensor comes out NaN
+  };
+  virtual ~GradientGrid() = default;
+  // values: (count) this rank's, replaced by their maxima over every rank. Collective.
+  virtual void max_over_ranks(double* values, size_t count) = 0;
+  // The grid of the tensor whose gradient view starts at `view`, for values at most `bound`
+  // in magnitude in every chunk on every rank (a bound from max_over_ranks' maxima, so the
+  // same on every rank and at every N).
+  virtual Tensor tensor(const void* view, double bound) = 0;
+  // tensor.sums[at + i] += values[i] on the tensor's grid, for i < count.
+  virtual void add(const float* values, size_t count, const Tensor& tensor, size_t at) = 0;
+  virtual void add(const double* values, size_t count, const Tensor& tensor, size_t at) = 0;
+  // At least `bytes` of memory for a layer's blocks, 64-byte aligned, the same for every
+  // layer (one at a time uses it); sized by the first step.
+  virtual void* scratch(size_t bytes) = 0;
+};
+
 struct PassContext {
   // Training (BatchNorm with batch statistics, dropout on) or evaluation.
   bool training = true;
@@ -33,12 +60,11 @@ struct PassContext {
   StatisticsReducer* statistics = nullptr;
   // The deterministic mode's chunked pass (Note [the chunked pass] in
   // src/train/trainer_deterministic.cpp): the batch is chunks of chunk_columns samples, one
-  // after the other, and backward writes (does not add) chunk t's parameter gradients at the
-  // layer's gradient views + t * chunk_gradient_stride values, chunk t's own term, which
-  // nobody clears first. 0: one batch, its gradients added into the views. Only layers that
-  // supports_chunked_pass() see it.
+  // after the other, and backward adds each chunk's parameter gradients onto gradient_grid
+  // (not into the gradient views). 0: one batch, its gradients added into the views. Only
+  // layers that supports_chunked_pass() see it.
   Index chunk_columns = 0;
-  Index chunk_gradient_stride = 0;
+  GradientGrid* gradient_grid = nullptr;
 
   Index position(Index column) const { return positions ? positions[column] : column; }
 };

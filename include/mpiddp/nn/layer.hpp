@@ -95,9 +95,9 @@ class Layer {
   // chunk_columns): its forward and its input gradient give every sample's column the same
   // bits whatever the batch's width and the column's place in it (elementwise arithmetic
   // without a transcendental function, whose vectorised and scalar forms round apart, or a
-  // GEMM whose column order does not reach a column's sums), and its backward keeps each
-  // chunk's parameter gradients apart. False unless the layer says so: such a model's
-  // deterministic step goes chunk by chunk instead.
+  // GEMM whose column order does not reach a column's sums), and its backward puts each
+  // chunk's parameter gradients onto the context's gradient grid. False unless the layer
+  // says so: such a model's deterministic step goes chunk by chunk instead.
   virtual bool supports_chunked_pass() const { return false; }
 
   virtual void bind(const LayerMemory<T>& /*memory*/) {}

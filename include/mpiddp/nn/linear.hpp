@@ -42,6 +42,9 @@ class Linear final : public Layer<T> {
   // dW^T = x dy^T and db = the row sums of dy (or += both), into the gradients at
   // `gradients` (laid out as weight_grad_ is).
   void parameter_gradients(ConstMatrixView<T> x, ConstMatrixView<T> dy, T* gradients, Accumulate mode);
+  // The chunked pass's parameter gradients, chunk by chunk, onto context.gradient_grid.
+  void parameter_gradients_onto_grid(const PassContext& context, ConstMatrixView<T> x,
+                                     ConstMatrixView<T> dy);
 };
 
 }  // namespace mpiddp::nn

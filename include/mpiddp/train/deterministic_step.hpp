@@ -8,6 +8,7 @@
 #include "mpiddp/core/memory.hpp"
 #include "mpiddp/core/types.hpp"
 #include "mpiddp/distributed/exact_sum.hpp"
+#include "mpiddp/train/gradient_grid.hpp"
 
 namespace mpiddp::train {
 
@@ -20,7 +21,8 @@ struct DeterministicStep {
   // One chunk's results: [P gradients | the loss | the buffers after its pass | zeros to a
   // whole cache line | the stop vote] = width.
   size_t width = 0;
-  std::vector<T, HugePageAllocator<T>> terms;  // (L, width) this rank's chunks, in chunk order
+  // (L, width) this rank's chunks, in chunk order; empty when every step takes the chunked pass
+  std::vector<T, HugePageAllocator<T>> terms;
   std::vector<double> mean;           // (width) the mean over all C chunks, every rank alike
   std::vector<double> saved_buffers;  // (buffer_values) the buffers before the step
   std::vector<int64_t> saved_counters;
@@ -30,7 +32,23 @@ struct DeterministicStep {
   bool chunked_pass = false;
   std::vector<Index> samples;    // (B / N) the chunks' sample indices, chunk after chunk
   std::vector<Index> positions;  // (B / N) their positions in the step's global batch
+
+  // Local chunk t of `size` samples into samples and positions from index `at`: local chunk
+  // t of rank r is global chunk q = N t + r, at local indices t + L i and positions q + C i
+  // of the step's batch (Note [deterministic mode], 1).
+  void take_chunk(Index t, Index size, const Index* step_samples, Index world, Index rank, Index at) {
+    for (Index i = 0; i < size; ++i) {
+      samples[at + i] = step_samples[t + local_chunks * i];
+      positions[at + i] = world * t + rank + chunks * i;
+    }
+  }
   std::vector<double> eval_terms;     // (blocks, 2) [loss sum, correct] of each evaluation block
+  // The chunked pass puts the gradients onto `grid` (Note [gradients onto the grid]); the
+  // chunks' losses and the stop vote go through side_sum, groups [the loss | the vote].
+  std::unique_ptr<ChunkGradientGrid<T>> grid;
+  std::vector<double> side_terms;  // (L, 2)
+  std::unique_ptr<distributed::ExactSum> side_sum;
+  bool step_on_grid = false;  // whether the last step took the chunked pass
   std::unique_ptr<distributed::ExactSum> step_sum;  // groups: the tensors, the loss, the buffers
   std::unique_ptr<distributed::ExactSum> eval_sum;  // groups: the loss sum, the correct count
 };

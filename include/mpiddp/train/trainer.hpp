@@ -130,6 +130,7 @@ class Trainer final : public TrainingRun {
   void pass_chunk_by_chunk(const Index* samples, Index size);
   void pass_chunks_together(const Index* samples, Index size);
   double synchronize_chunks();
+  double synchronize_grid();
   nn::EvalSums evaluate_in_blocks(const data::Dataset<T>& set);
   nn::EvalSums evaluate(const data::Dataset<T>& set);
   EpochResult finish_epoch(int64_t epoch, double seconds, Index samples_seen);

@@ -1,0 +1,59 @@
+#pragma once
+// The deterministic chunked pass's gradients, added onto the fixed-point sum's integer grid as
+// each layer's backward makes them (Note [gradients onto the grid] in
+// src/train/gradient_grid.cpp), then summed over the ranks and converted back once.
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "mpiddp/core/memory.hpp"
+#include "mpiddp/core/types.hpp"
+#include "mpiddp/distributed/communicator.hpp"
+#include "mpiddp/nn/context.hpp"
+
+namespace mpiddp::train {
+
+template <typename T>
+class ChunkGradientGrid final : public nn::GradientGrid {
+ public:
+  // tensor_begins: the parameter tensors' offsets, ascending, then P; chunks: C, the most
+  // terms any value's sum has; shared_sums: P int64 in the node's shared window, which the
+  // shm path sums where they lie (Communicator::allocate_shared_buffer), or null.
+  ChunkGradientGrid(distributed::Communicator& comm, std::vector<Index> tensor_begins, int64_t chunks,
+                    int64_t* shared_sums);
+
+  // Before a step's pass: the sums cleared; the layers' gradient views start at `views`.
+  void begin_step(const T* views);
+  // After it: the int64 sums over every rank on `algorithm`'s path, and gradients[i] = the
+  // sum of every chunk's gradient i / divisor, the same bits on every rank at every N (NaN
+  // for a tensor some rank's bound found non-finite). Collective.
+  void finish(double divisor, T* gradients, distributed::ReduceAlgorithm algorithm);
+  // Whether this rank's gradients of the last step were all finite.
+  bool local_finite() const { return local_finite_; }
+  // Bytes this rank sends per step (before the MPI algorithm's own factor): the int64 sums,
+  // and two maxima per tensor pair.
+  size_t message_bytes() const {
+    return static_cast<size_t>(begins_.back()) * sizeof(int64_t) + (begins_.size() - 1) * sizeof(double);
+  }
+
+  void max_over_ranks(double* values, size_t count) override;
+  Tensor tensor(const void* view, double bound) override;
+  void add(const float* values, size_t count, const Tensor& tensor, size_t at) override;
+  void add(const double* values, size_t count, const Tensor& tensor, size_t at) override;
+  void* scratch(size_t bytes) override;
+
+ private:
+  distributed::Communicator& comm_;
+  std::vector<Index> begins_;  // (G + 1)
+  int64_t chunks_;
+  std::vector<int64_t, HugePageAllocator<int64_t>> own_sums_;  // (P) unless shared
+  int64_t* sums_ = nullptr;                                     // (P) own_sums_ or shared
+  std::vector<int> shift_;      // (G)
+  std::vector<char> finite_;    // (G)
+  std::vector<char> placed_;    // (G) whether this step's pass set the tensor's grid
+  bool local_finite_ = true;
+  const T* views_ = nullptr;
+  std::vector<std::byte, HugePageAllocator<std::byte>> scratch_;
+};
+
+}  // namespace mpiddp::train

@@ -1,0 +1,114 @@
+// The chunked pass's gradients onto the integer grid (Note [gradients onto the grid] in
+// src/train/gradient_grid.cpp), on one process: the mean over the chunks of each chunk's own
+// gradients, to the grid's precision; a non-finite input makes its tensors NaN.
+#include "mpiddp/train/gradient_grid.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <stdexcept>
+#include <vector>
+
+#include "../support/layer_harness.hpp"
+#include "mpiddp/distributed/local_communicator.hpp"
+#include "mpiddp/nn/gemm.hpp"
+#include "mpiddp/nn/sequential.hpp"
+
+namespace mpiddp::train {
+namespace {
+
+using mpiddp::testing::specs;
+using mpiddp::testing::test_values;
+
+constexpr Index kChunk = 4, kChunks = 3;
+const char* const kLayers = R"([{"type": "linear", "out": 6}, {"type": "relu"}, {"type": "linear", "out": 4}])";
+
+struct Pass {
+  std::vector<double> x, dy;
+};
+
+Pass make_pass(const nn::Sequential<double>& model) {
+  return {test_values(model.inputs() * kChunk * kChunks, 1), test_values(model.outputs() * kChunk * kChunks, 2)};
+}
+
+// The grid's gradients of one chunked pass over all chunks.
+std::vector<double> on_grid(nn::Sequential<double>& model, const Pass& p, bool* finite) {
+  distributed::LocalCommunicator comm;
+  std::vector<Index> begins;
+  for (const auto& tensor : model.tensors()) begins.push_back(tensor.offset);
+  begins.push_back(model.parameter_count());
+  ChunkGradientGrid<double> grid(comm, begins, kChunks, nullptr);
+  grid.begin_step(model.gradients());
+  nn::PassContext pass;
+  pass.chunk_columns = kChunk;
+  pass.gradient_grid = &grid;
+  ConstMatrixView<double> x(p.x.data(), model.inputs(), kChunk * kChunks);
+  model.forward(pass, x);
+  std::copy(p.dy.begin(), p.dy.end(), model.output_gradient().data());
+  model.backward(pass, x);
+  grid.finish(static_cast<double>(kChunks), model.gradients(), distributed::ReduceAlgorithm::kMpi);
+  *finite = grid.local_finite();
+  return {model.gradients(), model.gradients() + model.parameter_count()};
+}
+
+// The mean of the chunks' gradients, each chunk's from a pass of its own, summed in double.
+std::vector<double> mean_of_chunks(nn::Sequential<double>& model, const Pass& p) {
+  std::vector<double> mean(static_cast<size_t>(model.parameter_count()), 0.0);
+  for (Index t = 0; t < kChunks; ++t) {
+    model.zero_gradients();
+    ConstMatrixView<double> x(p.x.data() + t * kChunk * model.inputs(), model.inputs(), kChunk);
+    model.forward(x);
+    const double* dy = p.dy.data() + t * kChunk * model.outputs();
+    std::copy(dy, dy + kChunk * model.outputs(), model.output_gradient().data());
+    model.backward(x);
+    for (size_t i = 0; i < mean.size(); ++i) mean[i] += model.gradients()[i] / kChunks;
+  }
+  return mean;
+}
+
+TEST(GradientGrid, GivesTheMeanOfTheChunksGradientsToTheGridsPrecision) {
+  nn::use_gemm_backend(nn::GemmBackend::kEigen, 1);
+  nn::Sequential<double> model({9}, specs(kLayers), kChunk * kChunks);
+  model.initialize(4);
+  const Pass p = make_pass(model);
+  bool finite = false;
+  const std::vector<double> grid = on_grid(model, p, &finite);
+  const std::vector<double> mean = mean_of_chunks(model, p);
+  EXPECT_TRUE(finite);
+  // Each tensor's grid keeps about 62 - log2(C) - (how far the bound exceeds the largest
+  // value) bits; 1e-12 of the tensor's largest gradient is far looser than that and far
+  // tighter than any real error (a wrong chunk, a missed bias) would be.
+  for (const auto& tensor : model.tensors()) {
+    double largest = 0.0;
+    for (Index i = tensor.offset; i < tensor.offset + tensor.size(); ++i) largest = std::max(largest, std::fabs(mean[i]));
+    ASSERT_GT(largest, 0.0) << tensor.name;
+    for (Index i = tensor.offset; i < tensor.offset + tensor.size(); ++i)
+      EXPECT_NEAR(grid[i], mean[i], 1e-12 * largest) << tensor.name << " [" << i - tensor.offset << "]";
+  }
+}
+
+TEST(GradientGrid, ANonFiniteInputMakesItsLayersTensorsNaN) {
+  nn::use_gemm_backend(nn::GemmBackend::kEigen, 1);
+  nn::Sequential<double> model({9}, specs(kLayers), kChunk * kChunks);
+  model.initialize(4);
+  Pass p = make_pass(model);
+  p.x[5] = std::numeric_limits<double>::infinity();
+  bool finite = true;
+  const std::vector<double> grid = on_grid(model, p, &finite);
+  EXPECT_FALSE(finite);
+  const auto& first_weight = model.tensors()[0];
+  EXPECT_TRUE(std::isnan(grid[first_weight.offset]));
+}
+
+TEST(GradientGrid, RefusesToFinishWhenATensorGotNothing) {
+  distributed::LocalCommunicator comm;
+  ChunkGradientGrid<float> grid(comm, {0, 10, 12}, kChunks, nullptr);
+  std::vector<float> gradients(12, 0.0f);
+  grid.begin_step(gradients.data());
+  grid.tensor(gradients.data(), 1.0);  // the first tensor only
+  EXPECT_THROW(grid.finish(3.0, gradients.data(), distributed::ReduceAlgorithm::kMpi), std::logic_error);
+  EXPECT_THROW(grid.tensor(gradients.data() + 3, 1.0), std::logic_error);  // starts no tensor
+}
+
+}  // namespace
+}  // namespace mpiddp::train
