@@ -33,9 +33,12 @@ for line in open(sys.argv[1]):
     step = r["forward_ms"] + r["backward_ms"] + r["sync_exposed_ms"] + r["optimizer_ms"] + r["data_ms"]
     rows[mode].append(step)
 d, x = statistics.median(rows["default"]), statistics.median(rows["deterministic"])
-# Default: the P gradients and the loss slot in float32. Deterministic: the same P + 1 values
-# (plus BatchNorm's buffers) as int64, and one double per tensor for the max-reduction.
+# Default: the P gradients and the loss slot in float32. Deterministic, chunk by chunk: the
+# same P + 1 values (plus BatchNorm's buffers) as int64, and one double per tensor for the
+# max-reduction; in the chunked pass the P gradients as int64, two doubles per linear layer
+# for its maxima, and 32 bytes for the loss and the stop vote (docs/design.md).
 print(f"{sys.argv[2]} np={sys.argv[3]} chunks={sys.argv[4]}: step {d:.2f} ms default, {x:.2f} ms "
       f"deterministic, ratio {x / d:.2f} (target <= 1.3); bytes per rank per step: "
-      f"default {4 * (params + 1)}, deterministic {8 * (params + 1)} + 8 per buffer value and per tensor")
+      f"default {4 * (params + 1)}, deterministic {8 * params} + 16 per linear layer + 32 (chunked pass) "
+      f"or {8 * (params + 1)} + 8 per buffer value and per tensor (chunk by chunk)")
 PY
