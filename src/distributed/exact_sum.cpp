@@ -57,8 +57,7 @@ void ExactSum::sum(const V* terms, Index local_terms, int64_t max_terms, double 
     const bool finite = std::isfinite(max_[g]);
     const double unscale = power_of_two(-shift_[g]);
     for (size_t i = groups_[g]; i < groups_[g + 1]; ++i)
-      out[i] = finite ? static_cast<double>(fixed_[i]) * unscale / divisor  // from_fixed
-                      : std::numeric_limits<double>::quiet_NaN();
+      out[i] = finite ? from_fixed_divided(fixed_[i], unscale, divisor) : std::numeric_limits<double>::quiet_NaN();
   }
 }
 

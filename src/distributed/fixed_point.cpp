@@ -8,6 +8,8 @@
 #include <immintrin.h>
 #endif
 
+#include "mpiddp/core/ieee.hpp"
+
 namespace mpiddp::distributed {
 
 int fixed_point_shift(double max_abs, int64_t terms) {
@@ -21,40 +23,6 @@ int fixed_point_shift(double max_abs, int64_t terms) {
 }
 
 double from_fixed(int64_t value, int shift) { return static_cast<double>(value) * power_of_two(-shift); }
-
-namespace {
-
-// The IEEE 754 layout of V: sign, biased exponent, mantissa (without its leading 1).
-template <typename V>
-struct Ieee;
-template <>
-struct Ieee<float> {
-  using Bits = uint32_t;
-  static constexpr int kMantissaBits = 23, kBias = 127;
-};
-template <>
-struct Ieee<double> {
-  using Bits = uint64_t;
-  static constexpr int kMantissaBits = 52, kBias = 1023;
-};
-
-}  // namespace
-
-template <typename V>
-double largest_magnitude(const V* values, size_t count) {
-  using Bits = typename Ieee<V>::Bits;
-  // A non-negative IEEE value's bits, read as an unsigned integer, order as its magnitude
-  // does, and an infinity's or a NaN's lie above every finite value's: the largest |v| is the
-  // largest of the bits without the sign, a loop of integer maxima that vectorises.
-  constexpr Bits kMagnitude = std::numeric_limits<Bits>::max() >> 1;
-  Bits largest = 0;
-  for (size_t i = 0; i < count; ++i) {
-    const Bits magnitude = std::bit_cast<Bits>(values[i]) & kMagnitude;
-    largest = magnitude > largest ? magnitude : largest;
-  }
-  const V value = std::bit_cast<V>(largest);
-  return std::isfinite(value) ? static_cast<double>(value) : std::numeric_limits<double>::infinity();
-}
 
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
 // AVX-512DQ converts eight doubles to int64 in one instruction (vcvtpd2qq), rounding as
@@ -121,8 +89,6 @@ void add_to_grid(const V* values, size_t count, int shift, int64_t* sums) {
   add_to_grid_by_bits(values + done, count - done, shift, sums + done);
 }
 
-template double largest_magnitude(const float*, size_t);
-template double largest_magnitude(const double*, size_t);
 template void add_to_grid(const float*, size_t, int, int64_t*);
 template void add_to_grid(const double*, size_t, int, int64_t*);
 template void add_to_grid_by_bits(const float*, size_t, int, int64_t*);

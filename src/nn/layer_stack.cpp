@@ -141,9 +141,9 @@ void LayerStack<T>::initialize(Rng& rng) {
 }
 
 template <typename T>
-bool LayerStack<T>::supports_chunked_pass() const {
+bool LayerStack<T>::supports_chunked_pass(Index chunk) const {
   return std::all_of(layers_.begin(), layers_.end(),
-                     [](const auto& layer) { return layer->supports_chunked_pass(); });
+                     [chunk](const auto& layer) { return layer->supports_chunked_pass(chunk); });
 }
 
 template <typename T>

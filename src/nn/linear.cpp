@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "mpiddp/core/error.hpp"
+#include "mpiddp/core/finite.hpp"
 #include "mpiddp/nn/gemm.hpp"
 
 namespace mpiddp::nn {
@@ -60,34 +60,32 @@ void Linear<T>::forward(const PassContext&, ConstMatrixView<T> x, MatrixView<T> 
   multiply(y, wt, Op::kTranspose, x, Op::kNone, Accumulate::kAdd);
 }
 
-template <typename T>
-void Linear<T>::parameter_gradients(ConstMatrixView<T> x, ConstMatrixView<T> dy, T* gradients,
-                                    Accumulate mode) {
-  MatrixView<T> dwt(gradients, this->inputs(), this->outputs());
-  VectorView<T> db(gradients + this->inputs() * this->outputs(), this->outputs());
-  multiply(dwt, x, Op::kNone, dy, Op::kTranspose, mode);  // dW^T (+)= x dy^T: (F, B)(B, O)
-  // db = the row sums of dy, added column after column: each sum in column order whatever
-  // the vector width. Eigen's dy.rowwise().sum() splits the rows between vector code and
-  // scalar code (which add in other orders) by the address of db, so the same chunk's bias
-  // gradient came out otherwise in a term at another offset (tests/nn/chunked_pass_test.cpp).
-  if (mode == Accumulate::kOverwrite) db.setZero();
-  for (Index s = 0; s < dy.cols(); ++s) db += dy.col(s);
-}
-
 namespace {
 
-// The largest |v| of a view, or infinity when some v is not finite: a bound must see a NaN.
+// db += the row sums of columns [first, first + count) of dy, added column after column: each
+// sum in column order whatever the vector width or the addresses. Eigen's dy.rowwise().sum()
+// splits the rows between vector code and scalar code (which add in other orders) by the
+// address of db, so the same chunk's bias gradient came out otherwise at another offset.
 template <typename T>
-double largest_magnitude(ConstMatrixView<T> values) {
-  if (!values.allFinite()) return std::numeric_limits<double>::infinity();
-  return values.size() == 0 ? 0.0 : static_cast<double>(values.cwiseAbs().maxCoeff());
+void add_row_sums(ConstMatrixView<T> dy, Index first, Index count, VectorView<T> db) {
+  for (Index s = first; s < first + count; ++s) db += dy.col(s);
 }
 
-// About a quarter of a core's L2 for a block of the weight gradient (F rows, a multiple of 4
+// An eighth of a core's L2 for a block of the weight gradient (F rows, a multiple of 4
 // columns): the block and its int64 sums stay in cache while every chunk is added to them.
-constexpr size_t kGridBlockBytes = 256 * 1024;
+constexpr size_t kGridBlockBytes = 128 * 1024;
 
 }  // namespace
+
+template <typename T>
+bool Linear<T>::supports_chunked_pass(Index chunk) const {
+  // Eigen's GEMM computes each column with the same instructions when the width is a whole
+  // number of its nr-column panels; below EIGEN_GEMM_TO_COEFFBASED_THRESHOLD (rows + columns
+  // + depth) it takes a coefficient-based product instead, whose sums are ordered otherwise,
+  // so a pass of one chunk (at N = C) and one of many must both stay above it.
+  constexpr Index kPanel = Eigen::internal::gebp_traits<T, T>::nr;
+  return chunk % kPanel == 0 && this->inputs() + this->outputs() + chunk >= EIGEN_GEMM_TO_COEFFBASED_THRESHOLD;
+}
 
 template <typename T>
 void Linear<T>::parameter_gradients_onto_grid(const PassContext& context, ConstMatrixView<T> x,
@@ -98,15 +96,16 @@ void Linear<T>::parameter_gradients_onto_grid(const PassContext& context, ConstM
   // A chunk's gradient of weight (o, f) sums `chunk` products x[f, s] dy[o, s], each at most
   // max|x| max|dy|, and float rounding adds less than chunk * eps of that: twice the sum
   // bounds every chunk's value with room to spare. The maxima are every rank's (collective).
-  double maxima[2] = {largest_magnitude(x), largest_magnitude(dy)};
+  double maxima[2] = {largest_magnitude(x.data(), static_cast<size_t>(x.size())),
+                      largest_magnitude(dy.data(), static_cast<size_t>(dy.size()))};
   grid.max_over_ranks(maxima, 2);
   const double per_chunk = 2.0 * static_cast<double>(chunk);
   const GradientGrid::Tensor weights = grid.tensor(weight_grad_, per_chunk * maxima[0] * maxima[1]);
   const GradientGrid::Tensor bias = grid.tensor(weight_grad_ + f * o, per_chunk * maxima[1]);
   // Blocks of `width` outputs: dW^T[:, block] = x_t dy_t[block, :]^T for each chunk t, each
   // product of the same shape at every N, then onto the grid while the block is in cache.
-  const Index width = std::clamp<Index>(
-      static_cast<Index>(kGridBlockBytes / (static_cast<size_t>(f) * sizeof(T))) / 4 * 4, 4, o);
+  const Index fitting = static_cast<Index>(kGridBlockBytes / (static_cast<size_t>(f) * sizeof(T))) / 4 * 4;
+  const Index width = std::min(o, std::max<Index>(4, fitting));
   T* block = static_cast<T*>(grid.scratch(
       scratch_values_bytes<T>(f * width) + scratch_values_bytes<T>(width * chunk) + scratch_values_bytes<T>(o)));
   T* dy_block = block + scratch_values_bytes<T>(f * width) / sizeof(T);
@@ -123,8 +122,8 @@ void Linear<T>::parameter_gradients_onto_grid(const PassContext& context, ConstM
   }
   VectorView<T> db(bias_sum, o);
   for (Index t = 0; t < chunks; ++t) {
-    db.setZero();  // the bias gradient as parameter_gradients adds it, column after column
-    for (Index s = t * chunk; s < (t + 1) * chunk; ++s) db += dy.col(s);
+    db.setZero();
+    add_row_sums(dy, t * chunk, chunk, db);
     grid.add(bias_sum, static_cast<size_t>(o), bias, 0);
   }
 }
@@ -132,10 +131,13 @@ void Linear<T>::parameter_gradients_onto_grid(const PassContext& context, ConstM
 template <typename T>
 void Linear<T>::backward(const PassContext& context, ConstMatrixView<T> x, ConstMatrixView<T>,
                          ConstMatrixView<T> dy, MatrixView<T>* dx) {
-  if (context.chunk_columns == 0)
-    parameter_gradients(x, dy, weight_grad_, Accumulate::kAdd);
-  else
+  if (context.chunk_columns == 0) {
+    MatrixView<T> dwt(weight_grad_, this->inputs(), this->outputs());
+    multiply(dwt, x, Op::kNone, dy, Op::kTranspose, Accumulate::kAdd);  // dW^T += x dy^T: (F, B)(B, O)
+    add_row_sums(dy, 0, dy.cols(), VectorView<T>(weight_grad_ + this->inputs() * this->outputs(), this->outputs()));
+  } else {
     parameter_gradients_onto_grid(context, x, dy);
+  }
   if (dx) {
     ConstMatrixView<T> wt(weight_, this->inputs(), this->outputs());
     multiply(*dx, wt, Op::kNone, dy, Op::kNone, Accumulate::kOverwrite);  // dx = W^T dy: (F, O)(O, B)

@@ -34,8 +34,9 @@
 // chunk) and the parameter gradients (PassContext::chunk_columns: each chunk's products, of
 // the same shapes as in its own pass, go onto the integer grid as they are made, Note
 // [gradients onto the grid] in gradient_grid.cpp). So when every layer
-// supports_chunked_pass(), Eigen computes the products and B/C is a multiple of 4, the rank
-// runs one forward and one backward over its L chunks, with chunk t in columns
+// supports_chunked_pass(B/C) (for linear: B/C a whole number of Eigen's 4-column panels, and
+// the product above Eigen's size for a coefficient-based one) and Eigen computes the
+// products, the rank runs one forward and one backward over its L chunks, with chunk t in columns
 // [t B/C, (t+1) B/C), and keeps no per-chunk copy of the gradients. Whether that holds depends on the config and
 // B/C alone, the same at every N, so every N takes the same path. A chunk's columns start
 // at another offset at every N, so nothing in such a pass may round by address: Eigen's row
@@ -45,6 +46,7 @@
 #include <Eigen/Core>
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "mpiddp/core/threads.hpp"
 #include "mpiddp/nn/layer.hpp"
@@ -53,13 +55,6 @@
 #include "mpiddp/train/trainer.hpp"
 
 namespace mpiddp::train {
-namespace {
-
-// Eigen's GEMM panel width on every x86-64 build (docs/benchmarks.md): chunks of a multiple of
-// it take the chunked pass.
-constexpr Index kChunkPanel = 4;
-
-}  // namespace
 
 template <typename T>
 void Trainer<T>::setup_deterministic() {
@@ -82,13 +77,16 @@ void Trainer<T>::setup_deterministic() {
   d->samples.assign(static_cast<size_t>(d->local_chunks * chunk), 0);
   d->positions.assign(static_cast<size_t>(d->local_chunks * chunk), 0);
   // Eigen: deterministic mode's `auto` (select_gemm); another library's column order is its own.
-  d->chunked_pass = model_->layers().supports_chunked_pass() &&
-                    (config_.gemm == "auto" || config_.gemm == "eigen") && chunk % kChunkPanel == 0;
+  const bool eigen = config_.gemm == "auto" || config_.gemm == "eigen";
+  d->chunked_pass = eigen && model_->layers().supports_chunked_pass(chunk);
+  // The layers that take it hold no buffers: synchronize_grid sums none.
+  if (d->chunked_pass && model_->buffer_value_count() + model_->buffer_counter_count() > 0)
+    throw std::logic_error("the chunked pass with a layer that holds buffers");
   const Index per_epoch = train_.samples;
   const Index last = per_epoch % config_.batch_global;
   const Index last_chunk = last > 0 ? last / d->chunks : chunk;  // the epoch's shorter last step's
   // The terms only for steps that go chunk by chunk: L copies of the gradients.
-  if (!d->chunked_pass || last_chunk % kChunkPanel != 0)
+  if (!d->chunked_pass || !model_->layers().supports_chunked_pass(last_chunk))
     d->terms.assign(static_cast<size_t>(d->local_chunks) * d->width, T(0));
   if (d->chunked_pass) {
     std::vector<Index> begins;
@@ -139,7 +137,7 @@ double Trainer<T>::compute_chunk_gradients(const Index* samples, Index count) {
     nn::Sequential<T>& model;
     ~ViewsBack() { model.bind_gradient_views(nullptr); }
   } views_back{*model_};
-  d.step_on_grid = d.chunked_pass && size % kChunkPanel == 0;
+  d.step_on_grid = d.chunked_pass && model_->layers().supports_chunked_pass(size);
   if (d.step_on_grid) {
     pass_chunks_together(samples, size);
     for (Index t = 0; t < d.local_chunks; ++t) d.side_terms[2 * t + 1] = t == 0 ? stop_vote() : 0.0;

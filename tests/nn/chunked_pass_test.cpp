@@ -7,11 +7,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
+#include <utility>
 #include <bit>
 #include <cstdint>
 #include <vector>
 
 #include "../support/layer_harness.hpp"
+#include "mpiddp/core/memory.hpp"
 #include "mpiddp/distributed/local_communicator.hpp"
 #include "mpiddp/nn/gemm.hpp"
 #include "mpiddp/nn/sequential.hpp"
@@ -114,7 +117,7 @@ template <typename T>
 void expect_chunks_keep_their_bits() {
   use_gemm_backend(GemmBackend::kEigen, 1);
   Sequential<T> model(kInput, specs(kLayers), kChunks * kChunk);
-  ASSERT_TRUE(model.layers().supports_chunked_pass());
+  ASSERT_TRUE(model.layers().supports_chunked_pass(kChunk));
   model.initialize(9);
   const Chunks<T> c = make_chunks(model);
   std::vector<std::vector<double>> reference;
@@ -140,18 +143,134 @@ void expect_chunks_keep_their_bits() {
         << "gradient " << i;
 }
 
+// A grid that keeps every block of values a layer adds to it, per tensor and offset, in the
+// order added, and leaves the maxima as they are: what it holds is each chunk's gradients.
+class RecordingGrid final : public GradientGrid {
+ public:
+  using Key = std::pair<const void*, size_t>;  // the tensor's gradient view, the offset
+  void max_over_ranks(double*, size_t) override {}
+  Tensor tensor(const void* view, double) override {
+    int64_t* id = &ids_[view];
+    views_[id] = view;
+    return {id, 0, true};
+  }
+  void add(const float* values, size_t count, const Tensor& t, size_t at) override { keep(values, count, t, at); }
+  void add(const double* values, size_t count, const Tensor& t, size_t at) override { keep(values, count, t, at); }
+  void* scratch(size_t bytes) override {
+    if (scratch_.size() < bytes) scratch_.resize(bytes);
+    return scratch_.data();
+  }
+  std::map<Key, std::vector<std::vector<double>>> added;
+
+ private:
+  template <typename V>
+  void keep(const V* values, size_t count, const Tensor& t, size_t at) {
+    added[{views_.at(t.sums), at}].emplace_back(values, values + count);
+  }
+  std::map<const void*, int64_t> ids_;
+  std::map<const int64_t*, const void*> views_;
+  std::vector<std::byte, HugePageAllocator<std::byte>> scratch_;
+};
+
+// The chunks `order` in one chunked pass; what the layers added, per tensor and offset, one
+// entry per chunk in order.
+template <typename T>
+std::map<RecordingGrid::Key, std::vector<std::vector<double>>> recorded(
+    Sequential<T>& model, const Chunks<T>& c, const std::vector<Index>& order) {
+  std::vector<T> x, dy;
+  std::vector<Index> positions;
+  for (Index q : order) {
+    x.insert(x.end(), c.x[q].begin(), c.x[q].end());
+    dy.insert(dy.end(), c.dy[q].begin(), c.dy[q].end());
+    positions.insert(positions.end(), c.positions[q].begin(), c.positions[q].end());
+  }
+  RecordingGrid grid;
+  PassContext pass = training_context();
+  pass.positions = positions.data();
+  pass.chunk_columns = kChunk;
+  pass.gradient_grid = &grid;
+  ConstMatrixView<T> xs(x.data(), model.inputs(), static_cast<Index>(order.size()) * kChunk);
+  model.forward(pass, xs);
+  std::copy(dy.begin(), dy.end(), model.output_gradient().data());
+  model.backward(pass, xs);
+  return grid.added;
+}
+
+// Every chunk's gradients, as the layers hand them to the grid, have the same bits in a pass
+// of 5 chunks, of 3 and of 1: the width of the pass (what N changes) reaches none of them,
+// through the input gradients of the later layers included.
+template <typename T>
+void expect_chunk_gradients_keep_their_bits() {
+  use_gemm_backend(GemmBackend::kEigen, 1);
+  Sequential<T> model(kInput, specs(kLayers), kChunks * kChunk);
+  model.initialize(9);
+  const Chunks<T> c = make_chunks(model);
+  for (const std::vector<Index>& order : {std::vector<Index>{0, 1, 2, 3, 4}, std::vector<Index>{4, 2, 1}}) {
+    const auto many = recorded(model, c, order);
+    ASSERT_FALSE(many.empty());
+    for (size_t t = 0; t < order.size(); ++t) {
+      const auto one = recorded(model, c, {order[t]});
+      ASSERT_EQ(one.size(), many.size());
+      for (const auto& [key, chunks] : many) {
+        ASSERT_EQ(chunks.size(), order.size());
+        ASSERT_EQ(one.at(key).size(), 1u);
+        EXPECT_EQ(chunks[t], one.at(key)[0]) << "chunk " << order[t] << " at place " << t << ", offset " << key.second;
+      }
+    }
+  }
+}
+
+TEST(ChunkedPass, EveryChunksGradientsKeepTheirBitsAtAnyWidthInFloat) { expect_chunk_gradients_keep_their_bits<float>(); }
+TEST(ChunkedPass, EveryChunksGradientsKeepTheirBitsAtAnyWidthInDouble) { expect_chunk_gradients_keep_their_bits<double>(); }
+
+// The bias gradient in the default pass: the same bits wherever the gradient buffer starts
+// (Eigen's row sums split rows between vector and scalar code by that address).
+TEST(ChunkedPass, BiasGradientDoesNotFollowTheBuffersAddress) {
+  use_gemm_backend(GemmBackend::kEigen, 1);
+  Sequential<float> model(kInput, specs(kLayers), kChunk);
+  model.initialize(9);
+  const Chunks<float> c = make_chunks(model);
+  const Index p = model.parameter_count();
+  std::vector<float> reference;
+  for (Index offset = 0; offset < 16; ++offset) {
+    std::vector<float> buffer(static_cast<size_t>(p + 16), 0.0f);
+    model.bind_gradient_views(buffer.data() + offset);
+    PassContext pass = training_context();
+    pass.positions = c.positions[0].data();
+    ConstMatrixView<float> x(c.x[0].data(), model.inputs(), kChunk);
+    model.forward(pass, x);
+    std::copy(c.dy[0].begin(), c.dy[0].end(), model.output_gradient().data());
+    model.backward(pass, x);
+    model.bind_gradient_views(nullptr);
+    const std::vector<float> gradients(buffer.begin() + offset, buffer.begin() + offset + p);
+    if (offset == 0) reference = gradients;
+    for (Index i = 0; i < p; ++i)
+      ASSERT_EQ(std::bit_cast<uint32_t>(gradients[i]), std::bit_cast<uint32_t>(reference[i]))
+          << "gradient " << i << " with the buffer " << offset << " floats on";
+  }
+}
+
 TEST(ChunkedPass, EveryChunkKeepsItsBitsAtAnyPlaceInFloat) { expect_chunks_keep_their_bits<float>(); }
 TEST(ChunkedPass, EveryChunkKeepsItsBitsAtAnyPlaceInDouble) { expect_chunks_keep_their_bits<double>(); }
 
+TEST(ChunkedPass, LinearNeedsWholePanelsAndAGemmSizedProduct) {
+  const char* linear = R"([{"type": "linear", "out": 7}])";
+  EXPECT_TRUE(Sequential<float>(kInput, specs(linear), 8).layers().supports_chunked_pass(8));
+  EXPECT_FALSE(Sequential<float>(kInput, specs(linear), 8).layers().supports_chunked_pass(6));  // not whole panels
+  // 3 inputs + 2 outputs + 4 columns is below Eigen's size for a GEMM at one chunk a pass.
+  EXPECT_FALSE(Sequential<float>({3}, specs(R"([{"type": "linear", "out": 2}])"), 8).layers().supports_chunked_pass(4));
+  EXPECT_TRUE(Sequential<float>({3}, specs(R"([{"type": "linear", "out": 2}])"), 16).layers().supports_chunked_pass(16));
+}
+
 TEST(ChunkedPass, OnlyLayersThatKeepColumnsApartSupportIt) {
-  EXPECT_TRUE(Sequential<float>(kInput, specs(kLayers), 4).layers().supports_chunked_pass());
+  EXPECT_TRUE(Sequential<float>(kInput, specs(kLayers), 4).layers().supports_chunked_pass(kChunk));
   // Transcendental functions round differently in vector and scalar code; BatchNorm
   // normalises over the batch; a convolution and a residual have not been made to.
   for (const char* layers : {R"([{"type": "linear", "out": 3}, {"type": "tanh"}])",
                              R"([{"type": "linear", "out": 3}, {"type": "sigmoid"}])",
                              R"([{"type": "linear", "out": 3}, {"type": "gelu"}])",
                              R"([{"type": "linear", "out": 3}, {"type": "batchnorm1d"}])"})
-    EXPECT_FALSE(Sequential<float>(kInput, specs(layers), 4).layers().supports_chunked_pass()) << layers;
+    EXPECT_FALSE(Sequential<float>(kInput, specs(layers), 4).layers().supports_chunked_pass(kChunk)) << layers;
 }
 
 }  // namespace

@@ -100,6 +100,29 @@ TEST(GradientGrid, ANonFiniteInputMakesItsLayersTensorsNaN) {
   EXPECT_TRUE(std::isnan(grid[first_weight.offset]));
 }
 
+TEST(GradientGrid, AProductThatMayOverflowTheDtypeComesOutNaN) {
+  // float32 inputs and output gradients near 1e20: finite, but their products (1e40) are
+  // not, and the grid cannot hold them.
+  nn::use_gemm_backend(nn::GemmBackend::kEigen, 1);
+  nn::Sequential<float> model({9}, specs(R"([{"type": "linear", "out": 12}])"), kChunk * kChunks);
+  model.initialize(4);
+  distributed::LocalCommunicator comm;
+  ChunkGradientGrid<float> grid(comm, {0, 9 * 12, 9 * 12 + 12}, kChunks, nullptr);
+  grid.begin_step(model.gradients());
+  nn::PassContext pass;
+  pass.chunk_columns = kChunk;
+  pass.gradient_grid = &grid;
+  const std::vector<float> x(9 * kChunk * kChunks, 1e20f);
+  ConstMatrixView<float> xs(x.data(), 9, kChunk * kChunks);
+  model.forward(pass, xs);
+  model.output_gradient().setConstant(1e20f);
+  model.backward(pass, xs);
+  grid.finish(static_cast<double>(kChunks), model.gradients(), distributed::ReduceAlgorithm::kMpi);
+  EXPECT_FALSE(grid.local_finite());
+  EXPECT_TRUE(std::isnan(model.gradients()[0]));
+  EXPECT_FALSE(std::isnan(model.gradients()[9 * 12]));  // the bias: sums of 1e20, finite
+}
+
 TEST(GradientGrid, RefusesToFinishWhenATensorGotNothing) {
   distributed::LocalCommunicator comm;
   ChunkGradientGrid<float> grid(comm, {0, 10, 12}, kChunks, nullptr);

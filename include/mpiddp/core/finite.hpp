@@ -1,6 +1,8 @@
 #pragma once
-// A fast test for NaN and Inf in a flat buffer.
+// Fast tests for NaN and Inf in a flat buffer, and its largest magnitude.
 #include <Eigen/Core>
+
+#include <cstddef>
 
 #include "mpiddp/core/types.hpp"
 
@@ -14,5 +16,10 @@ bool all_finite(const T* x, Index n) {
   using Array = Eigen::Array<T, Eigen::Dynamic, 1>;
   return (Eigen::Map<const Array>(x, n) * T(0)).sum() == T(0);
 }
+
+// The largest |values[i]| of `count` floats or doubles, as a double; +infinity when one of
+// them is an infinity or a NaN (a bound computed from it must see them).
+template <typename V>
+double largest_magnitude(const V* values, size_t count);
 
 }  // namespace mpiddp

@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "mpiddp/core/finite.hpp"
+
 namespace mpiddp::distributed {
 
 // The grid for a group whose values are at most max_abs in magnitude (> 0, finite) and
@@ -18,6 +20,12 @@ double from_fixed(int64_t value, int shift);
 
 // 2^shift as a double, for shift in the range fixed_point_shift gives.
 inline double power_of_two(int shift) { return std::ldexp(1.0, shift); }
+
+// A sum on the grid back to a value and divided once: sum * 2^-shift is exact (unscale =
+// power_of_two(-shift)), the division the one rounding. The same integers give the same bits.
+inline double from_fixed_divided(int64_t sum, double unscale, double divisor) {
+  return static_cast<double>(sum) * unscale / divisor;
+}
 
 // value * 2^shift rounded to an integer, one value at a time (add_to_grid is the loop):
 // |value * 2^shift| must be below 2^63. Multiplying by a power of two is exact.
@@ -32,10 +40,7 @@ inline int64_t to_fixed(double value, int shift) {
 #endif
 }
 
-// The largest |values[i]| of `count` floats or doubles, as a double; +infinity when one of
-// them is an infinity or a NaN.
-template <typename V>
-double largest_magnitude(const V* values, size_t count);
+// A group's largest magnitude: mpiddp::largest_magnitude (core/finite.hpp).
 
 // sums[i] += to_fixed(values[i], shift) for `count` finite values whose magnitudes times
 // 2^shift stay below 2^62 (what fixed_point_shift guarantees for its group): the same

@@ -15,7 +15,7 @@ class Activation final : public Layer<T> {
   // relu is a comparison and a select; tanh, sigmoid and gelu call functions whose
   // vectorised forms round otherwise than their scalar ones, so a column's bits could follow
   // its place in the batch.
-  bool supports_chunked_pass() const override { return kind_ == ActivationKind::kRelu; }
+  bool supports_chunked_pass(Index) const override { return kind_ == ActivationKind::kRelu; }
   void forward(const PassContext& context, ConstMatrixView<T> x, MatrixView<T> y) override;
   void backward(const PassContext& context, ConstMatrixView<T> x, ConstMatrixView<T> y,
                 ConstMatrixView<T> dy, MatrixView<T>* dx) override;

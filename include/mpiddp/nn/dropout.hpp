@@ -31,7 +31,7 @@ class Dropout final : public Layer<T> {
   size_t scratch_bytes(Index max_batch) const override;
   double multiply_adds_per_sample() const override { return static_cast<double>(this->inputs()); }
   // The mask follows each column's position; applying it is one product per value.
-  bool supports_chunked_pass() const override { return true; }
+  bool supports_chunked_pass(Index) const override { return true; }
   void bind(const LayerMemory<T>& memory) override;
   void forward(const PassContext& context, ConstMatrixView<T> x, MatrixView<T> y) override;
   void backward(const PassContext& context, ConstMatrixView<T> x, ConstMatrixView<T> y,

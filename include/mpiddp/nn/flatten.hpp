@@ -18,7 +18,7 @@ class Flatten final : public Layer<T> {
   Flatten(const FlattenOptions& options, const Shape& input, const std::string& key);
 
   std::string type() const override { return "flatten"; }
-  bool supports_chunked_pass() const override { return true; }  // a copy
+  bool supports_chunked_pass(Index) const override { return true; }  // a copy
   void forward(const PassContext& context, ConstMatrixView<T> x, MatrixView<T> y) override;
   void backward(const PassContext& context, ConstMatrixView<T> x, ConstMatrixView<T> y,
                 ConstMatrixView<T> dy, MatrixView<T>* dx) override;

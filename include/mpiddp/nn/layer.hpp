@@ -92,13 +92,13 @@ class Layer {
   virtual void check_training_batch(Index /*smallest*/) const {}
 
   // Whether the layer can take the deterministic mode's chunked pass (PassContext's
-  // chunk_columns): its forward and its input gradient give every sample's column the same
+  // chunk_columns) with chunks of `chunk` samples: its forward and its input gradient give every sample's column the same
   // bits whatever the batch's width and the column's place in it (elementwise arithmetic
   // without a transcendental function, whose vectorised and scalar forms round apart, or a
   // GEMM whose column order does not reach a column's sums), and its backward puts each
   // chunk's parameter gradients onto the context's gradient grid. False unless the layer
   // says so: such a model's deterministic step goes chunk by chunk instead.
-  virtual bool supports_chunked_pass() const { return false; }
+  virtual bool supports_chunked_pass(Index /*chunk*/) const { return false; }
 
   virtual void bind(const LayerMemory<T>& /*memory*/) {}
   // PyTorch's default initialisation of the parameters, and the buffers' initial values.

@@ -38,7 +38,7 @@ class LayerStack final : public Layer<T> {
   void check_training_batch(Index smallest) const override {
     for (const auto& layer : layers_) layer->check_training_batch(smallest);
   }
-  bool supports_chunked_pass() const override;
+  bool supports_chunked_pass(Index chunk) const override;
   void bind(const LayerMemory<T>& memory) override;
   void initialize(Rng& rng) override;
   void forward(const PassContext& context, ConstMatrixView<T> x, MatrixView<T> y) override;

@@ -24,9 +24,7 @@ class Linear final : public Layer<T> {
     return static_cast<double>(this->inputs()) * static_cast<double>(this->outputs());
   }
   void gemm_calls(Index batch, std::vector<GemmCall>& calls) const override;
-  // Eigen's GEMM computes each column of a product with the same instructions when the
-  // width is a multiple of its 4-column panel (the trainer checks the chunk size).
-  bool supports_chunked_pass() const override { return true; }
+  bool supports_chunked_pass(Index chunk) const override;
   void bind(const LayerMemory<T>& memory) override;
   // PyTorch's default: W and b uniform in [-1/sqrt(F), 1/sqrt(F)), weights first, row by row.
   void initialize(Rng& rng) override;
@@ -39,9 +37,6 @@ class Linear final : public Layer<T> {
   T* bias_ = nullptr;         // (O)
   T* weight_grad_ = nullptr;  // dW^T: (F, O), then db: (O)
 
-  // dW^T = x dy^T and db = the row sums of dy (or += both), into the gradients at
-  // `gradients` (laid out as weight_grad_ is).
-  void parameter_gradients(ConstMatrixView<T> x, ConstMatrixView<T> dy, T* gradients, Accumulate mode);
   // The chunked pass's parameter gradients, chunk by chunk, onto context.gradient_grid.
   void parameter_gradients_onto_grid(const PassContext& context, ConstMatrixView<T> x,
                                      ConstMatrixView<T> dy);
