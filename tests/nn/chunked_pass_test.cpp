@@ -73,6 +73,41 @@ std::vector<T> alone(Sequential<T>& model, const Chunks<T>& c, Index q) {
   return {out.data(), out.data() + out.size()};
 }
 
+// The chunks `order` side by side, as a rank's batch holds them.
+template <typename T>
+struct Batch {
+  std::vector<T> x, dy;
+  std::vector<Index> positions;
+  Index columns = 0;
+};
+
+template <typename T>
+Batch<T> side_by_side(const Chunks<T>& c, const std::vector<Index>& order) {
+  Batch<T> b;
+  for (Index q : order) {
+    b.x.insert(b.x.end(), c.x[q].begin(), c.x[q].end());
+    b.dy.insert(b.dy.end(), c.dy[q].begin(), c.dy[q].end());
+    b.positions.insert(b.positions.end(), c.positions[q].begin(), c.positions[q].end());
+  }
+  b.columns = static_cast<Index>(order.size()) * kChunk;
+  return b;
+}
+
+// One chunked pass of the batch, forward and backward, its gradients onto `grid`; the outputs.
+template <typename T>
+std::vector<T> chunked_pass(Sequential<T>& model, const Batch<T>& b, GradientGrid& grid) {
+  PassContext pass = training_context();
+  pass.positions = b.positions.data();
+  pass.chunk_columns = kChunk;
+  pass.gradient_grid = &grid;
+  ConstMatrixView<T> x(b.x.data(), model.inputs(), b.columns);
+  const auto out = model.forward(pass, x);
+  std::vector<T> outputs(out.data(), out.data() + out.size());
+  std::copy(b.dy.begin(), b.dy.end(), model.output_gradient().data());
+  model.backward(pass, x);
+  return outputs;
+}
+
 struct Together {
   std::vector<std::vector<double>> outputs;  // per place
   std::vector<double> gradients;             // the grid's mean over the chunks
@@ -81,33 +116,18 @@ struct Together {
 // The chunks `order` side by side in one chunked pass, their gradients onto a grid.
 template <typename T>
 Together together(Sequential<T>& model, const Chunks<T>& c, const std::vector<Index>& order) {
-  const Index count = static_cast<Index>(order.size()) * kChunk;
-  std::vector<T> x, dy;
-  std::vector<Index> positions;
-  for (Index q : order) {
-    x.insert(x.end(), c.x[q].begin(), c.x[q].end());
-    dy.insert(dy.end(), c.dy[q].begin(), c.dy[q].end());
-    positions.insert(positions.end(), c.positions[q].begin(), c.positions[q].end());
-  }
   distributed::LocalCommunicator comm;
   std::vector<Index> begins;
   for (const auto& tensor : model.tensors()) begins.push_back(tensor.offset);
   begins.push_back(model.parameter_count());
   train::ChunkGradientGrid<T> grid(comm, begins, kChunks, nullptr);
   grid.begin_step(model.gradients());
-  PassContext pass = training_context();
-  pass.positions = positions.data();
-  pass.chunk_columns = kChunk;
-  pass.gradient_grid = &grid;
-  ConstMatrixView<T> xs(x.data(), model.inputs(), count);
-  const auto out = model.forward(pass, xs);
+  const std::vector<T> out = chunked_pass(model, side_by_side(c, order), grid);
   Together r;
   for (size_t t = 0; t < order.size(); ++t) {
     const T* o = out.data() + static_cast<Index>(t) * kChunk * model.outputs();
     r.outputs.emplace_back(o, o + kChunk * model.outputs());
   }
-  std::copy(dy.begin(), dy.end(), model.output_gradient().data());
-  model.backward(pass, xs);
   grid.finish(static_cast<double>(kChunks), model.gradients(), distributed::ReduceAlgorithm::kMpi);
   r.gradients.assign(model.gradients(), model.gradients() + model.parameter_count());
   return r;
@@ -177,22 +197,8 @@ class RecordingGrid final : public GradientGrid {
 template <typename T>
 std::map<RecordingGrid::Key, std::vector<std::vector<double>>> recorded(
     Sequential<T>& model, const Chunks<T>& c, const std::vector<Index>& order) {
-  std::vector<T> x, dy;
-  std::vector<Index> positions;
-  for (Index q : order) {
-    x.insert(x.end(), c.x[q].begin(), c.x[q].end());
-    dy.insert(dy.end(), c.dy[q].begin(), c.dy[q].end());
-    positions.insert(positions.end(), c.positions[q].begin(), c.positions[q].end());
-  }
   RecordingGrid grid;
-  PassContext pass = training_context();
-  pass.positions = positions.data();
-  pass.chunk_columns = kChunk;
-  pass.gradient_grid = &grid;
-  ConstMatrixView<T> xs(x.data(), model.inputs(), static_cast<Index>(order.size()) * kChunk);
-  model.forward(pass, xs);
-  std::copy(dy.begin(), dy.end(), model.output_gradient().data());
-  model.backward(pass, xs);
+  chunked_pass(model, side_by_side(c, order), grid);
   return grid.added;
 }
 
