@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 
+#include "mpiddp/core/finite.hpp"
+
 namespace mpiddp::distributed {
 
 ExactSum::ExactSum(Communicator& comm, std::vector<size_t> group_begins, size_t width,

@@ -89,6 +89,14 @@ void Sequential<T>::zero_gradients() {
 }
 
 template <typename T>
+std::vector<size_t> Sequential<T>::tensor_bounds() const {
+  std::vector<size_t> bounds;
+  for (const auto& tensor : tensors_) bounds.push_back(static_cast<size_t>(tensor.offset));
+  bounds.push_back(static_cast<size_t>(parameter_count_));
+  return bounds;
+}
+
+template <typename T>
 ConstMatrixView<T> Sequential<T>::forward(const PassContext& context, ConstMatrixView<T> x) {
   batch_ = x.cols();
   MatrixView<T> y(output_.data(), outputs(), batch_);

@@ -31,12 +31,12 @@
 namespace mpiddp::train {
 
 template <typename T>
-ChunkGradientGrid<T>::ChunkGradientGrid(distributed::Communicator& comm, std::vector<Index> tensor_begins,
+ChunkGradientGrid<T>::ChunkGradientGrid(distributed::Communicator& comm, std::vector<size_t> tensor_bounds,
                                         int64_t chunks, int64_t* shared_sums)
-    : comm_(comm), begins_(std::move(tensor_begins)), chunks_(chunks) {
+    : comm_(comm), begins_(std::move(tensor_bounds)), chunks_(chunks) {
   assert(begins_.size() >= 2 && begins_.front() == 0);
   const size_t groups = begins_.size() - 1;
-  if (!shared_sums) own_sums_.assign(static_cast<size_t>(begins_.back()), 0);
+  if (!shared_sums) own_sums_.assign(begins_.back(), 0);
   sums_ = shared_sums ? shared_sums : own_sums_.data();
   shift_.assign(groups, 0);
   finite_.assign(groups, 1);
@@ -46,7 +46,7 @@ ChunkGradientGrid<T>::ChunkGradientGrid(distributed::Communicator& comm, std::ve
 template <typename T>
 void ChunkGradientGrid<T>::begin_step(const T* views) {
   views_ = views;
-  std::fill_n(sums_, static_cast<size_t>(begins_.back()), int64_t{0});
+  std::fill_n(sums_, begins_.back(), int64_t{0});
   std::fill(placed_.begin(), placed_.end(), char{0});
   local_finite_ = true;
 }
@@ -59,7 +59,7 @@ void ChunkGradientGrid<T>::max_over_ranks(double* values, size_t count) {
 
 template <typename T>
 nn::GradientGrid::Tensor ChunkGradientGrid<T>::tensor(const void* view, double bound) {
-  const Index offset = static_cast<const T*>(view) - views_;
+  const auto offset = static_cast<size_t>(static_cast<const T*>(view) - views_);
   const auto at = std::lower_bound(begins_.begin(), begins_.end() - 1, offset);
   if (at == begins_.end() - 1 || *at != offset)
     throw std::logic_error("ChunkGradientGrid: a gradient view that starts no tensor");
@@ -94,11 +94,11 @@ template <typename T>
 void ChunkGradientGrid<T>::finish(double divisor, T* gradients, distributed::ReduceAlgorithm algorithm) {
   if (!std::all_of(placed_.begin(), placed_.end(), [](char placed) { return placed != 0; }))
     throw std::logic_error("ChunkGradientGrid: a tensor's layer put nothing onto the grid");
-  comm_.wait_sum(comm_.start_sum(sums_, static_cast<size_t>(begins_.back()), distributed::ElementType::kInt64, 1.0, algorithm,
+  comm_.wait_sum(comm_.start_sum(sums_, begins_.back(), distributed::ElementType::kInt64, 1.0, algorithm,
                                  distributed::Compression::kNone));
   for (size_t g = 0; g + 1 < begins_.size(); ++g) {
     const double unscale = distributed::power_of_two(-shift_[g]);
-    for (Index i = begins_[g]; i < begins_[g + 1]; ++i)
+    for (size_t i = begins_[g]; i < begins_[g + 1]; ++i)
       gradients[i] = finite_[g] ? static_cast<T>(distributed::from_fixed_divided(sums_[i], unscale, divisor))
                                 : std::numeric_limits<T>::quiet_NaN();
   }

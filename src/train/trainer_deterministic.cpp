@@ -70,7 +70,6 @@ void Trainer<T>::setup_deterministic() {
   // neither its group's largest magnitude nor its sum.
   const Index used = d->parameters + 1 + d->buffer_values + 1;
   d->width = nn::scratch_values_bytes<T>(used) / sizeof(T);  // rounded up to 64 bytes
-  d->mean.assign(d->width, 0.0);
   d->saved_buffers.assign(static_cast<size_t>(d->buffer_values), 0.0);
   d->saved_counters.assign(static_cast<size_t>(model_->buffer_counter_count()), 0);
   const Index chunk = config_.batch_global / d->chunks;
@@ -85,31 +84,29 @@ void Trainer<T>::setup_deterministic() {
   const Index per_epoch = train_.samples;
   const Index last = per_epoch % config_.batch_global;
   const Index last_chunk = last > 0 ? last / d->chunks : chunk;  // the epoch's shorter last step's
-  // The terms only for steps that go chunk by chunk: L copies of the gradients.
-  if (!d->chunked_pass || !model_->layers().supports_chunked_pass(last_chunk))
+  // The terms, their mean and their sum (P int64) only for steps that go chunk by chunk:
+  // L copies of the gradients.
+  if (!d->chunked_pass || !model_->layers().supports_chunked_pass(last_chunk)) {
     d->terms.assign(static_cast<size_t>(d->local_chunks) * d->width, T(0));
+    d->mean.assign(d->width, 0.0);
+    // One grid per tensor, one for the loss, one for the buffers, one for the vote.
+    std::vector<size_t> groups = model_->tensor_bounds();  // the tensors, then the loss at P
+    if (d->buffer_values > 0) groups.push_back(static_cast<size_t>(d->parameters + 1));
+    groups.push_back(d->width - 1);
+    d->step_sum = std::make_unique<distributed::ExactSum>(comm_, std::move(groups), d->width,
+                                                          reducer_.algorithm());
+  }
   if (d->chunked_pass) {
-    std::vector<Index> begins;
-    for (const auto& tensor : model_->tensors()) begins.push_back(tensor.offset);
-    begins.push_back(d->parameters);
     // On the shm path the sums lie in the node's window, summed there without a copy.
     void* shared = reducer_.algorithm() == distributed::ReduceAlgorithm::kShm
                        ? comm_.allocate_shared_buffer(static_cast<size_t>(d->parameters) * sizeof(int64_t))
                        : nullptr;
-    d->grid = std::make_unique<ChunkGradientGrid<T>>(comm_, std::move(begins), d->chunks,
+    d->grid = std::make_unique<ChunkGradientGrid<T>>(comm_, model_->tensor_bounds(), d->chunks,
                                                      static_cast<int64_t*>(shared));
     d->side_terms.assign(static_cast<size_t>(2 * d->local_chunks), 0.0);
     d->side_sum = std::make_unique<distributed::ExactSum>(comm_, std::vector<size_t>{0, 1}, 2,
                                                           reducer_.algorithm());
   }
-  // One grid per tensor, one for the loss, one for the buffers, one for the vote.
-  std::vector<size_t> groups;
-  for (const auto& tensor : model_->tensors()) groups.push_back(static_cast<size_t>(tensor.offset));
-  groups.push_back(static_cast<size_t>(d->parameters));
-  if (d->buffer_values > 0) groups.push_back(static_cast<size_t>(d->parameters + 1));
-  groups.push_back(d->width - 1);
-  d->step_sum = std::make_unique<distributed::ExactSum>(comm_, std::move(groups), d->width,
-                                                        reducer_.algorithm());
   d->eval_sum = std::make_unique<distributed::ExactSum>(comm_, std::vector<size_t>{0, 1}, 2,
                                                         reducer_.algorithm());
   // The fewest samples a chunk holds: the epoch's last, shorter step has shorter chunks.

@@ -170,10 +170,7 @@ void Trainer<T>::select_gemm() {
 
 template <typename T>
 void plan_reduction(distributed::GradientReducer<T>& reducer, const nn::Sequential<T>& model) {
-  std::vector<size_t> tensor_begins;
-  for (const auto& tensor : model.tensors()) tensor_begins.push_back(static_cast<size_t>(tensor.offset));
-  tensor_begins.push_back(static_cast<size_t>(model.parameter_count()));  // the reserved slots
-  reducer.set_tensor_begins(std::move(tensor_begins));
+  reducer.set_tensor_begins(model.tensor_bounds());  // P: where the reserved slots begin
   reducer.keep_exact_from(static_cast<size_t>(model.parameter_count()));
 }
 

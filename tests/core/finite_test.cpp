@@ -35,5 +35,20 @@ TYPED_TEST(AllFinite, FindsOneBadValueAnywhere) {
   EXPECT_TRUE(all_finite(x.data(), 0));  // nothing to be wrong
 }
 
+TEST(LargestMagnitude, OfTheBits) {
+  const std::vector<float> values = {0.5f, -0.0f, -3.25f, 2.0f, 1e-40f, 3.0f};
+  EXPECT_EQ(largest_magnitude(values.data(), values.size()), 3.25);
+  EXPECT_EQ(largest_magnitude(values.data(), 0), 0.0);
+  const std::vector<double> tiny = {-std::numeric_limits<double>::denorm_min(), 0.0};
+  EXPECT_EQ(largest_magnitude(tiny.data(), 2), std::numeric_limits<double>::denorm_min());
+  for (double bad : {std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
+                     std::numeric_limits<double>::quiet_NaN(), -std::numeric_limits<double>::quiet_NaN()}) {
+    std::vector<double> with = {1.0, bad, 2.0};
+    EXPECT_EQ(largest_magnitude(with.data(), 3), std::numeric_limits<double>::infinity()) << bad;
+    const std::vector<float> as_float = {1.0f, static_cast<float>(bad)};
+    EXPECT_EQ(largest_magnitude(as_float.data(), 2), std::numeric_limits<double>::infinity()) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace mpiddp

@@ -117,10 +117,7 @@ struct Together {
 template <typename T>
 Together together(Sequential<T>& model, const Chunks<T>& c, const std::vector<Index>& order) {
   distributed::LocalCommunicator comm;
-  std::vector<Index> begins;
-  for (const auto& tensor : model.tensors()) begins.push_back(tensor.offset);
-  begins.push_back(model.parameter_count());
-  train::ChunkGradientGrid<T> grid(comm, begins, kChunks, nullptr);
+  train::ChunkGradientGrid<T> grid(comm, model.tensor_bounds(), kChunks, nullptr);
   grid.begin_step(model.gradients());
   const std::vector<T> out = chunked_pass(model, side_by_side(c, order), grid);
   Together r;

@@ -34,10 +34,7 @@ Pass make_pass(const nn::Sequential<double>& model) {
 // The grid's gradients of one chunked pass over all chunks.
 std::vector<double> on_grid(nn::Sequential<double>& model, const Pass& p, bool* finite) {
   distributed::LocalCommunicator comm;
-  std::vector<Index> begins;
-  for (const auto& tensor : model.tensors()) begins.push_back(tensor.offset);
-  begins.push_back(model.parameter_count());
-  ChunkGradientGrid<double> grid(comm, begins, kChunks, nullptr);
+  ChunkGradientGrid<double> grid(comm, model.tensor_bounds(), kChunks, nullptr);
   grid.begin_step(model.gradients());
   nn::PassContext pass;
   pass.chunk_columns = kChunk;
@@ -107,7 +104,7 @@ TEST(GradientGrid, AProductThatMayOverflowTheDtypeComesOutNaN) {
   nn::Sequential<float> model({9}, specs(R"([{"type": "linear", "out": 12}])"), kChunk * kChunks);
   model.initialize(4);
   distributed::LocalCommunicator comm;
-  ChunkGradientGrid<float> grid(comm, {0, 9 * 12, 9 * 12 + 12}, kChunks, nullptr);
+  ChunkGradientGrid<float> grid(comm, model.tensor_bounds(), kChunks, nullptr);
   grid.begin_step(model.gradients());
   nn::PassContext pass;
   pass.chunk_columns = kChunk;

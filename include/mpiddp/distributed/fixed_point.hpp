@@ -1,15 +1,14 @@
 #pragma once
 // The grid of the fixed-point sum (Note [the fixed-point sum] in exact_sum.hpp): the shift a
-// group's largest value sets, the rounding of one value onto it and back, and the two loops
-// over a whole group that the deterministic step runs over every chunk's gradients.
+// group's largest value sets, the rounding of one value onto it and back, and the loop over a
+// whole group that puts every chunk's gradients onto it (the group's largest magnitude is
+// mpiddp::largest_magnitude, core/finite.hpp).
 #include <cmath>
 #if defined(__x86_64__)
 #include <emmintrin.h>
 #endif
 #include <cstddef>
 #include <cstdint>
-
-#include "mpiddp/core/finite.hpp"
 
 namespace mpiddp::distributed {
 
@@ -39,8 +38,6 @@ inline int64_t to_fixed(double value, int shift) {
   return static_cast<int64_t>(std::llrint(scaled));
 #endif
 }
-
-// A group's largest magnitude: mpiddp::largest_magnitude (core/finite.hpp).
 
 // sums[i] += to_fixed(values[i], shift) for `count` finite values whose magnitudes times
 // 2^shift stay below 2^62 (what fixed_point_shift guarantees for its group): the same

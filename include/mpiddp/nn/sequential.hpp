@@ -48,6 +48,10 @@ class Sequential {
   Index max_batch() const { return max_batch_; }
   Index parameter_count() const { return parameter_count_; }
   const std::vector<ParameterTensor>& tensors() const { return tensors_; }
+  // Where each tensor begins in the parameter (and gradient) buffer, in order, then P: tensor
+  // t spans [bounds[t], bounds[t + 1]). The reduction's buckets and the deterministic sums'
+  // grids are cut there.
+  std::vector<size_t> tensor_bounds() const;
   const std::vector<BufferTensor>& buffer_tensors() const { return buffer_tensors_; }
   // Multiply-adds of one sample's forward pass, the sum of the layers' own figures.
   double multiply_adds_per_sample() const { return stack_.multiply_adds_per_sample(); }

@@ -23,7 +23,7 @@ struct DeterministicStep {
   size_t width = 0;
   // (L, width) this rank's chunks, in chunk order; empty when every step takes the chunked pass
   std::vector<T, HugePageAllocator<T>> terms;
-  std::vector<double> mean;           // (width) the mean over all C chunks, every rank alike
+  std::vector<double> mean;           // (width) the mean over all C chunks, every rank alike; as terms
   std::vector<double> saved_buffers;  // (buffer_values) the buffers before the step
   std::vector<int64_t> saved_counters;
   // Whether the steps take the chunked pass (Note [the chunked pass]): every layer supports
@@ -49,7 +49,8 @@ struct DeterministicStep {
   std::vector<double> side_terms;  // (L, 2)
   std::unique_ptr<distributed::ExactSum> side_sum;
   bool step_on_grid = false;  // whether the last step took the chunked pass
-  std::unique_ptr<distributed::ExactSum> step_sum;  // groups: the tensors, the loss, the buffers
+  // groups: the tensors, the loss, the buffers; null when every step takes the chunked pass
+  std::unique_ptr<distributed::ExactSum> step_sum;
   std::unique_ptr<distributed::ExactSum> eval_sum;  // groups: the loss sum, the correct count
 };
 

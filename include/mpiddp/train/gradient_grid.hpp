@@ -16,10 +16,11 @@ namespace mpiddp::train {
 template <typename T>
 class ChunkGradientGrid final : public nn::GradientGrid {
  public:
-  // tensor_begins: the parameter tensors' offsets, ascending, then P; chunks: C, the most
+  // tensor_bounds: the parameter tensors' offsets, ascending, then P
+  // (Sequential::tensor_bounds); chunks: C, the most
   // terms any value's sum has; shared_sums: P int64 in the node's shared window, which the
   // shm path sums where they lie (Communicator::allocate_shared_buffer), or null.
-  ChunkGradientGrid(distributed::Communicator& comm, std::vector<Index> tensor_begins, int64_t chunks,
+  ChunkGradientGrid(distributed::Communicator& comm, std::vector<size_t> tensor_bounds, int64_t chunks,
                     int64_t* shared_sums);
 
   // Before a step's pass: the sums cleared; the layers' gradient views start at `views`.
@@ -30,11 +31,6 @@ class ChunkGradientGrid final : public nn::GradientGrid {
   void finish(double divisor, T* gradients, distributed::ReduceAlgorithm algorithm);
   // Whether this rank's gradients of the last step were all finite.
   bool local_finite() const { return local_finite_; }
-  // Bytes this rank sends per step (before the MPI algorithm's own factor): the int64 sums,
-  // and two maxima per tensor pair.
-  size_t message_bytes() const {
-    return static_cast<size_t>(begins_.back()) * sizeof(int64_t) + (begins_.size() - 1) * sizeof(double);
-  }
 
   void max_over_ranks(double* values, size_t count) override;
   Tensor tensor(const void* view, double bound) override;
@@ -44,7 +40,7 @@ class ChunkGradientGrid final : public nn::GradientGrid {
 
  private:
   distributed::Communicator& comm_;
-  std::vector<Index> begins_;  // (G + 1)
+  std::vector<size_t> begins_;  // (G + 1)
   int64_t chunks_;
   std::vector<int64_t, HugePageAllocator<int64_t>> own_sums_;  // (P) unless shared
   int64_t* sums_ = nullptr;                                     // (P) own_sums_ or shared
