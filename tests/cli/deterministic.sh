@@ -15,30 +15,7 @@ det_run np1 1 "${MLP[@]}"
 # tanh rounds otherwise in vector and scalar code: this model goes chunk by chunk.
 grep -q '"deterministic":{"chunks":24,"pass":"chunk_by_chunk"}' "$WORK/np1.jsonl" ||
   fail "np1: the run record does not say chunk by chunk"
-for np in 2 3 4 6 8; do
-  det_run "np$np" "$np" "${MLP[@]}"
-  same_bits np1 "np$np"
-done
-# The paths at np 4 and 6: mpi and shm, overlap on and off, accumulate_steps, 2 threads.
-det_run np4_mpi_blocking 4 "${MLP[@]}" --set reduce.algorithm=mpi --set reduce.overlap=false
-same_bits np1 np4_mpi_blocking
-det_run np4_shm_accumulate 4 "${MLP[@]}" --set reduce.algorithm=shm --set accumulate_steps=3
-same_bits np1 np4_shm_accumulate
-det_run np6_mpi_accumulate 6 "${MLP[@]}" --set reduce.algorithm=mpi --set accumulate_steps=2 \
-  --set reduce.overlap=false
-same_bits np1 np6_mpi_accumulate
-det_run np2_threads 2 "${MLP[@]}" --set threads=2
-same_bits np1 np2_threads
-# Two "nodes" of 2 and of 3 ranks: the shared-memory sum within each, an allreduce between.
-MPIDDP_TEST_RANKS_PER_NODE=2 det_run np4_two_nodes 4 "${MLP[@]}" --set reduce.algorithm=shm
-same_bits np1 np4_two_nodes
-MPIDDP_TEST_RANKS_PER_NODE=3 det_run np6_two_nodes 6 "${MLP[@]}" --set reduce.algorithm=shm \
-  --set reduce.overlap=false
-same_bits np1 np6_two_nodes
-# float64 too.
-det_run f64_np1 1 "${MLP[@]}" --set dtype=float64
-det_run f64_np3 3 "${MLP[@]}" --set dtype=float64
-same_bits f64_np1 f64_np3
+same_bits_everywhere "${MLP[@]}"
 # A library named in compute.gemm (auto is Eigen in deterministic mode): its own bits, the
 # same at np 1, 3 and 8 (one thread and the same shapes at every N). One not built in skips.
 for lib in openblas blis onednn; do

@@ -32,27 +32,7 @@ grep -q '"deterministic":{"chunks":24,"pass":"chunked"}' "$WORK/np1.jsonl" ||
   fail "np1: the run record does not say the chunked pass"
 grep -q '"eval_accuracy":' "$WORK/np1.jsonl" || fail "np1: no eval_accuracy"
 [ "$(grep -c '"kind":"step"' "$WORK/np1.jsonl")" -eq 10 ] || fail "np1: expected 10 step records"
-for np in 2 3 4 6 8; do
-  det_run "np$np" "$np" "${MLP[@]}"
-  same_bits np1 "np$np"
-done
-det_run np4_mpi_blocking 4 "${MLP[@]}" --set reduce.algorithm=mpi --set reduce.overlap=false
-same_bits np1 np4_mpi_blocking
-det_run np4_shm_accumulate 4 "${MLP[@]}" --set reduce.algorithm=shm --set accumulate_steps=3
-same_bits np1 np4_shm_accumulate
-det_run np6_mpi_accumulate 6 "${MLP[@]}" --set reduce.algorithm=mpi --set accumulate_steps=2 \
-  --set reduce.overlap=false
-same_bits np1 np6_mpi_accumulate
-det_run np2_threads 2 "${MLP[@]}" --set threads=2
-same_bits np1 np2_threads
-MPIDDP_TEST_RANKS_PER_NODE=2 det_run np4_two_nodes 4 "${MLP[@]}" --set reduce.algorithm=shm
-same_bits np1 np4_two_nodes
-MPIDDP_TEST_RANKS_PER_NODE=3 det_run np6_two_nodes 6 "${MLP[@]}" --set reduce.algorithm=shm \
-  --set reduce.overlap=false
-same_bits np1 np6_two_nodes
-det_run f64_np1 1 "${MLP[@]}" --set dtype=float64
-det_run f64_np3 3 "${MLP[@]}" --set dtype=float64
-same_bits f64_np1 f64_np3
+same_bits_everywhere "${MLP[@]}"
 # 528 samples: five steps of 96, then one of 48, whose chunks of 2 samples go chunk by chunk.
 SHORT=("${MLP[@]}" --set data.train.samples=528)
 det_run short_np1 1 "${SHORT[@]}"

@@ -29,3 +29,32 @@ same_bits() {
   grep -q "PASS: bitwise identical" "$WORK/compare.txt" || fail "compare $1 $2: no 'bitwise identical'"
   echo "  $2: bitwise identical to $1"
 }
+
+# same_bits_everywhere ARGS...: ARGS at np 2, 3, 4, 6 and 8, and over the paths at np 2, 4
+# and 6 (mpi and shm, overlap on and off, accumulate_steps, 2 threads, two emulated nodes of 2
+# and of 3 ranks), each byte-identical to $WORK/np1.jsonl (run first with ARGS); and float64
+# at np 3 against np 1.
+same_bits_everywhere() {
+  for np in 2 3 4 6 8; do
+    det_run "np$np" "$np" "$@"
+    same_bits np1 "np$np"
+  done
+  det_run np4_mpi_blocking 4 "$@" --set reduce.algorithm=mpi --set reduce.overlap=false
+  same_bits np1 np4_mpi_blocking
+  det_run np4_shm_accumulate 4 "$@" --set reduce.algorithm=shm --set accumulate_steps=3
+  same_bits np1 np4_shm_accumulate
+  det_run np6_mpi_accumulate 6 "$@" --set reduce.algorithm=mpi --set accumulate_steps=2 \
+    --set reduce.overlap=false
+  same_bits np1 np6_mpi_accumulate
+  det_run np2_threads 2 "$@" --set threads=2
+  same_bits np1 np2_threads
+  # Two "nodes" of 2 and of 3 ranks: the shared-memory sum within each, an allreduce between.
+  MPIDDP_TEST_RANKS_PER_NODE=2 det_run np4_two_nodes 4 "$@" --set reduce.algorithm=shm
+  same_bits np1 np4_two_nodes
+  MPIDDP_TEST_RANKS_PER_NODE=3 det_run np6_two_nodes 6 "$@" --set reduce.algorithm=shm \
+    --set reduce.overlap=false
+  same_bits np1 np6_two_nodes
+  det_run f64_np1 1 "$@" --set dtype=float64
+  det_run f64_np3 3 "$@" --set dtype=float64
+  same_bits f64_np1 f64_np3
+}
