@@ -1,8 +1,12 @@
 #include "mpiddp/core/interrupt.hpp"
 
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <mutex>
+#include <thread>
 #include <cerrno>
 #include <csignal>
 
@@ -26,15 +30,63 @@ extern "C" void record_signal(int signal_number) {
   errno = saved_errno;
 }
 
+sigset_t terminating_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : {SIGTERM, SIGINT, SIGUSR1}) sigaddset(&set, s);
+  return set;
+}
+
+// The thread that takes the signals (Note [no signals in the compute threads]): it only
+// waits, with the signals unblocked, and the handler runs on it.
+void wait_for_signals() {
+  const sigset_t set = terminating_signals();
+  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+  for (;;) pause();
+}
+
 }  // namespace
 
+// Note [no signals in the compute threads]
+// A process-directed signal runs its handler on any thread that does not block it. When that
+// was the main thread in the middle of a oneDNN product on 2 OpenMP threads, the run aborted
+// with a corrupted heap inside dnnl_sgemm ("corrupted size vs. prev_size while consolidating"),
+// nearly every time under a storm of SIGTERMs (tests/cli/interrupt.sh; a Zen 5 with oneDNN
+// 2.6.3: with 1 thread, with Eigen or with OpenBLAS it did not, nor with the signals blocked in
+// the compute threads). The handler only sets a flag and writes to stderr, both
+// async-signal-safe, so what breaks is the interrupted code, and the remedy is that no thread
+// that computes takes a signal: the main thread blocks them here, OpenMP's team inherits the
+// block from it (and use_threads creates its team with them blocked in any case), and one
+// thread of ours takes them, with the handler. MPI's service threads may too; they compute
+// nothing. A signal sent to the process reaches that thread; raise() would send it to the
+// calling thread, where it stays blocked: raise_interrupt sends it to the process.
 void install_interrupt_handlers() {
-  struct sigaction action {};
-  action.sa_handler = record_signal;
-  sigemptyset(&action.sa_mask);
-  // SA_RESTART: a read or write interrupted by the signal goes on; the flag is polled later.
-  action.sa_flags = SA_RESTART;
-  for (int s : {SIGTERM, SIGINT, SIGUSR1}) sigaction(s, &action, nullptr);
+  static std::once_flag installed;
+  std::call_once(installed, [] {
+    struct sigaction action {};
+    action.sa_handler = record_signal;
+    sigemptyset(&action.sa_mask);
+    // SA_RESTART: a read or write interrupted by the signal goes on; the flag is polled later.
+    action.sa_flags = SA_RESTART;
+    for (int s : {SIGTERM, SIGINT, SIGUSR1}) sigaction(s, &action, nullptr);
+    std::thread(wait_for_signals).detach();
+  });
+  const sigset_t set = terminating_signals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);  // the calling thread computes
+}
+
+void with_interrupts_blocked(void (*start)(int), int argument) {
+  const sigset_t set = terminating_signals();
+  sigset_t previous;
+  pthread_sigmask(SIG_BLOCK, &set, &previous);
+  start(argument);
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+}
+
+void raise_interrupt(int signal_number) {
+  ::kill(::getpid(), signal_number);
+  // Taken by another thread: wait until its handler has run, as raise() returns after it.
+  for (int waited = 0; waited < 10000 && interrupt_signal() == 0; ++waited) ::usleep(100);
 }
 
 bool interrupt_requested() { return first_signal.load(std::memory_order_relaxed) != 0; }

@@ -7,6 +7,8 @@
 #include <cstdlib>
 
 #include <Eigen/Core>
+
+#include "mpiddp/core/interrupt.hpp"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -43,6 +45,13 @@ void use_threads(int threads) {
   Eigen::setNbThreads(threads);
 #ifdef _OPENMP
   omp_set_num_threads(threads);
+  // The team's threads are created here, with the terminating signals blocked, so that they
+  // inherit the block whoever calls (Note [no signals in the compute threads] in
+  // src/core/interrupt.cpp); later parallel regions reuse them.
+  with_interrupts_blocked([](int team) {
+#pragma omp parallel num_threads(team)
+    { [[maybe_unused]] volatile int started = omp_get_thread_num(); }
+  }, threads);
 #endif
 }
 

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "mpiddp/core/error.hpp"
+#include "mpiddp/core/interrupt.hpp"
 
 namespace mpiddp::train {
 
@@ -53,7 +54,7 @@ void inject_step_fault(const FaultInjection& f, int rank, int64_t step, T* grads
   if (f.fires(rank, step, "throw")) throw_injected(where);
   if (f.fires(rank, step, "exit")) exit_injected(rank, where);
   if (f.fires(rank, step, "kill")) std::raise(SIGKILL);  // exactly what kill -9 does
-  if (f.fires(rank, step, "signal")) std::raise(SIGTERM);  // as kill -TERM from outside
+  if (f.fires(rank, step, "signal")) raise_interrupt(SIGTERM);  // as kill -TERM from outside
   if (f.fires(rank, step, "nan")) grads[0] = std::numeric_limits<T>::quiet_NaN();
   if (f.fires(rank, step, "stall")) stall(f);
   // "huge" acts on every rank, not only fail_rank: its point is values that are finite on

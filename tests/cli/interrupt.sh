@@ -44,15 +44,17 @@ MPIDDP_TEST_RANKS_PER_NODE=2 interrupt_case two_level 4 --set reduce.algorithm=s
 
 # The overlapped reduction (fault injection turns overlap off): a real SIGUSR1 to one rank of a
 # longer run, wherever it lands; the stop and the resume still give the straight run's result.
-long=("${ADAM[@]}" --set epochs=1000)
+# 30,000 epochs of 4 steps: about 2 s on a Zen 5, where 1,000 epochs (63 ms) ended before
+# the first step record was seen and the signal sent.
+long=("${ADAM[@]}" --set epochs=30000)
 d="$WORK/overlap"
 run_np 2 train --quiet "${long[@]}" --set checkpoint.dir="$d/ck" --log "$d.first.jsonl" 2> "$d.err" &
 launcher=$!
 ranks=""
-for _ in $(seq 300); do
+for _ in $(seq 1500); do
   ranks=$(rank_pids "$launcher")
   [ "$(wc -w <<< "$ranks")" -eq 2 ] && grep -q '"kind":"step"' "$d.first.jsonl" 2> /dev/null && break
-  sleep 0.05
+  sleep 0.01
 done
 kill -USR1 "$(tail -n 1 <<< "$ranks")"
 rc=0

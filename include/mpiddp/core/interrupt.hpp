@@ -12,7 +12,20 @@ namespace mpiddp {
 // the first is handled changes nothing: the flag is set once, the first signal is kept (a
 // batch system often sends several: SIGUSR1 ahead of the time limit, SIGTERM at it, to each
 // process of the job), and the handler only says on stderr that the stop is under way.
+// The signals are blocked in the calling thread (and so in the threads it creates later) and
+// taken by a thread of their own (Note [no signals in the compute threads] in
+// src/core/interrupt.cpp): call it from the main thread before the compute threads start.
 void install_interrupt_handlers();
+
+// Sends `signal_number` to the process, as kill -TERM from outside does, and returns once its
+// handler has run (fault injection's "signal"; raise() would leave it blocked on this thread).
+void raise_interrupt(int signal_number);
+
+// Calls `start` with SIGTERM, SIGINT and SIGUSR1 blocked in the calling thread, then restores
+// its mask: threads that `start` creates inherit the block and never run the handler. For the
+// compute threads (core/threads.hpp, Note [no signals in the compute threads] in
+// src/core/interrupt.cpp), also where the caller never installed the handlers.
+void with_interrupts_blocked(void (*start)(int), int argument);
 
 // Whether one of those signals has arrived (async-signal-safe to read, lock-free).
 bool interrupt_requested();
