@@ -30,7 +30,7 @@ double from_fixed(int64_t value, int shift) { return static_cast<double>(value) 
 // exact in double: the same integers as the loop of bits below, in a fraction of its
 // instructions. Returns how many values it added: the whole vectors of eight.
 template <typename V>
-size_t add_vectors_to_grid(const V* values, size_t count, int shift, int64_t* sums) {
+size_t add_vectors_to_grid(const V* values, size_t count, int shift, int64_t* sums, OntoGrid how) {
   const __m512d scale = _mm512_set1_pd(power_of_two(shift));
   size_t i = 0;
   for (; i + 8 <= count; i += 8) {
@@ -40,14 +40,14 @@ size_t add_vectors_to_grid(const V* values, size_t count, int shift, int64_t* su
     else
       v = _mm512_loadu_pd(values + i);
     const __m512i fixed = _mm512_cvtpd_epi64(_mm512_mul_pd(v, scale));
-    _mm512_storeu_si512(sums + i, _mm512_add_epi64(_mm512_loadu_si512(sums + i), fixed));
+    _mm512_storeu_si512(sums + i, how == OntoGrid::kSet ? fixed : _mm512_add_epi64(_mm512_loadu_si512(sums + i), fixed));
   }
   return i;
 }
 #endif
 
 template <typename V>
-void add_to_grid_by_bits(const V* values, size_t count, int shift, int64_t* sums) {
+void add_to_grid_by_bits(const V* values, size_t count, int shift, int64_t* sums, OntoGrid how) {
   using Bits = typename Ieee<V>::Bits;
   constexpr int kMantissaBits = Ieee<V>::kMantissaBits;
   constexpr int kSignBit = static_cast<int>(sizeof(Bits)) * 8 - 1;
@@ -76,22 +76,23 @@ void add_to_grid_by_bits(const V* values, size_t count, int shift, int64_t* sums
     const uint64_t magnitude = k >= 0 ? up : down;
     const uint64_t negative = bits >> kSignBit;  // 0 or 1
     // Two's complement negation when negative: (x xor all ones) + 1.
-    sums[i] += static_cast<int64_t>((magnitude ^ (uint64_t{0} - negative)) + negative);
+    const auto fixed = static_cast<int64_t>((magnitude ^ (uint64_t{0} - negative)) + negative);
+    sums[i] = how == OntoGrid::kSet ? fixed : sums[i] + fixed;
   }
 }
 
 template <typename V>
-void add_to_grid(const V* values, size_t count, int shift, int64_t* sums) {
+void add_to_grid(const V* values, size_t count, int shift, int64_t* sums, OntoGrid how) {
   size_t done = 0;
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
-  done = add_vectors_to_grid(values, count, shift, sums);
+  done = add_vectors_to_grid(values, count, shift, sums, how);
 #endif
-  add_to_grid_by_bits(values + done, count - done, shift, sums + done);
+  add_to_grid_by_bits(values + done, count - done, shift, sums + done, how);
 }
 
-template void add_to_grid(const float*, size_t, int, int64_t*);
-template void add_to_grid(const double*, size_t, int, int64_t*);
-template void add_to_grid_by_bits(const float*, size_t, int, int64_t*);
-template void add_to_grid_by_bits(const double*, size_t, int, int64_t*);
+template void add_to_grid(const float*, size_t, int, int64_t*, OntoGrid);
+template void add_to_grid(const double*, size_t, int, int64_t*, OntoGrid);
+template void add_to_grid_by_bits(const float*, size_t, int, int64_t*, OntoGrid);
+template void add_to_grid_by_bits(const double*, size_t, int, int64_t*, OntoGrid);
 
 }  // namespace mpiddp::distributed

@@ -134,6 +134,18 @@ void multiply(MatrixView<T> c, ConstMatrixView<T> a, Op op_a, ConstMatrixView<T>
            mode == Accumulate::kAdd ? T(1) : T(0), c.data(), c.rows());
 }
 
+template <typename T>
+void multiply_in_pieces(MatrixView<T> c, ConstMatrixView<T> a, Op op_a, ConstMatrixView<T> b, Accumulate mode,
+                        Index piece) {
+  const Index n = c.cols();
+  if (piece <= 0 || piece >= n) return multiply(c, a, op_a, b, Op::kNone, mode);
+  for (Index first = 0; first < n; first += piece) {
+    const Index width = std::min(piece, n - first);
+    multiply(MatrixView<T>(c.data() + first * c.rows(), c.rows(), width), a, op_a,
+             ConstMatrixView<T>(b.data() + first * b.rows(), b.rows(), width), Op::kNone, mode);
+  }
+}
+
 std::string gemm_shape_text(const GemmShape& s) {
   return std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) + " " +
          (s.op_a == Op::kTranspose ? "T" : "N") + (s.op_b == Op::kTranspose ? "T" : "N");
@@ -157,6 +169,10 @@ double typical_product_multiply_adds(const std::vector<GemmCall>& calls) {
   return 0.0;
 }
 
+template void multiply_in_pieces<float>(MatrixView<float>, ConstMatrixView<float>, Op, ConstMatrixView<float>,
+                                        Accumulate, Index);
+template void multiply_in_pieces<double>(MatrixView<double>, ConstMatrixView<double>, Op, ConstMatrixView<double>,
+                                         Accumulate, Index);
 template void multiply<float>(MatrixView<float>, ConstMatrixView<float>, Op, ConstMatrixView<float>, Op, Accumulate);
 template void multiply<double>(MatrixView<double>, ConstMatrixView<double>, Op, ConstMatrixView<double>, Op,
                                Accumulate);

@@ -50,14 +50,14 @@ void Linear<T>::initialize(Rng& rng) {
 }
 
 template <typename T>
-void Linear<T>::forward(const PassContext&, ConstMatrixView<T> x, MatrixView<T> y) {
+void Linear<T>::forward(const PassContext& context, ConstMatrixView<T> x, MatrixView<T> y) {
   ConstMatrixView<T> wt(weight_, this->inputs(), this->outputs());
   VectorView<T> b(bias_, this->outputs());
   // y = W x + b, written as (W^T)^T x so Eigen's GEMM reads the weights in place. The bias
   // goes in first and the product is added to it: "=" would zero y and then add anyway, so
   // the bias costs no pass of its own.
   y.colwise() = b;
-  multiply(y, wt, Op::kTranspose, x, Op::kNone, Accumulate::kAdd);
+  multiply_in_pieces(y, wt, Op::kTranspose, x, Accumulate::kAdd, context.product_columns);
 }
 
 namespace {
@@ -117,14 +117,14 @@ void Linear<T>::parameter_gradients_onto_grid(const PassContext& context, ConstM
       rows = dy.block(first, t * chunk, n, chunk);
       multiply(MatrixView<T>(block, f, n), ConstMatrixView<T>(x.data() + t * chunk * f, f, chunk),
                Op::kNone, ConstMatrixView<T>(dy_block, n, chunk), Op::kTranspose, Accumulate::kOverwrite);
-      grid.add(block, static_cast<size_t>(f * n), weights, static_cast<size_t>(first * f));
+      grid.add(block, static_cast<size_t>(f * n), weights, static_cast<size_t>(first * f), t == 0);
     }
   }
   VectorView<T> db(bias_sum, o);
   for (Index t = 0; t < chunks; ++t) {
     db.setZero();
     add_row_sums(dy, t * chunk, chunk, db);
-    grid.add(bias_sum, static_cast<size_t>(o), bias, 0);
+    grid.add(bias_sum, static_cast<size_t>(o), bias, 0, t == 0);
   }
 }
 
@@ -140,7 +140,8 @@ void Linear<T>::backward(const PassContext& context, ConstMatrixView<T> x, Const
   }
   if (dx) {
     ConstMatrixView<T> wt(weight_, this->inputs(), this->outputs());
-    multiply(*dx, wt, Op::kNone, dy, Op::kNone, Accumulate::kOverwrite);  // dx = W^T dy: (F, O)(O, B)
+    // dx = W^T dy: (F, O)(O, B)
+    multiply_in_pieces(*dx, wt, Op::kNone, dy, Accumulate::kOverwrite, context.product_columns);
   }
 }
 

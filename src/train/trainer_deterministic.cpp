@@ -35,10 +35,13 @@
 // the same shapes as in its own pass, go onto the integer grid as they are made, Note
 // [gradients onto the grid] in gradient_grid.cpp). So when every layer
 // supports_chunked_pass(B/C) (for linear: B/C a whole number of Eigen's 4-column panels, and
-// the product above Eigen's size for a coefficient-based one) and Eigen computes the
-// products, the rank runs one forward and one backward over its L chunks, with chunk t in columns
-// [t B/C, (t+1) B/C), and keeps no per-chunk copy of the gradients. Whether that holds depends on the config and
-// B/C alone, the same at every N, so every N takes the same path. A chunk's columns start
+// the product above Eigen's size for a coefficient-based one) and the library computing the
+// products keeps a column's bits at every width the pass makes (Eigen does; another library
+// is measured, Note [deterministic mode's library]), the rank runs one forward and one
+// backward over its L chunks, with chunk t in columns [t B/C, (t+1) B/C), its products cut
+// into pieces of at most PassContext::product_columns, and keeps no per-chunk copy of the
+// gradients. Whether that holds depends on the config, B/C and the library on this machine,
+// never on N, so every N takes the same path. A chunk's columns start
 // at another offset at every N, so nothing in such a pass may round by address: Eigen's row
 // sums did (they split rows between vector and scalar code by the address of the sum), and
 // linear's bias gradient adds column after column instead. BatchNorm normalises over a
@@ -51,6 +54,7 @@
 #include "mpiddp/core/threads.hpp"
 #include "mpiddp/nn/layer.hpp"
 #include "mpiddp/train/deterministic_config.hpp"
+#include "mpiddp/train/deterministic_gemm.hpp"
 #include "mpiddp/train/step_profile.hpp"
 #include "mpiddp/train/trainer.hpp"
 
@@ -75,18 +79,38 @@ void Trainer<T>::setup_deterministic() {
   const Index chunk = config_.batch_global / d->chunks;
   d->samples.assign(static_cast<size_t>(d->local_chunks * chunk), 0);
   d->positions.assign(static_cast<size_t>(d->local_chunks * chunk), 0);
-  // Eigen: deterministic mode's `auto` (select_gemm); another library's column order is its own.
-  const bool eigen = config_.gemm == "auto" || config_.gemm == "eigen";
-  d->chunked_pass = eigen && model_->layers().supports_chunked_pass(chunk);
-  // The layers that take it hold no buffers: synchronize_grid sums none.
-  if (d->chunked_pass && model_->buffer_value_count() + model_->buffer_counter_count() > 0)
-    throw std::logic_error("the chunked pass with a layer that holds buffers");
   const Index per_epoch = train_.samples;
   const Index last = per_epoch % config_.batch_global;
   const Index last_chunk = last > 0 ? last / d->chunks : chunk;  // the epoch's shorter last step's
+  // One thread per rank, and Eigen's GEMM blocking fixed rather than read from this CPU's
+  // caches: both decide the order of the products' additions (and so what the library
+  // check below measures).
+  threads_ = 1;
+  use_threads(1);
+  Eigen::setCpuCacheSizes(32 * 1024, 256 * 1024, 2 * 1024 * 1024);
+  // The library and the pass: rank 0 decides, every rank takes its answer (Note
+  // [deterministic mode's library]).
+  // A library named but not built in is every rank's ConfigError, before the broadcast.
+  if (config_.gemm != "auto") choose_gemm<T>(config_.gemm, {}, 1);
+  int64_t decision[3] = {0, 0, 0};  // the backend, the full step's piece, the last step's
+  if (comm_.rank() == 0) {
+    DeterministicGemm chosen = choose_deterministic_gemm<T>(config_.gemm, *model_, d->chunks, chunk, last_chunk);
+    gemm_ = std::move(chosen.choice);
+    decision[0] = static_cast<int64_t>(gemm_.backend);
+    decision[1] = chosen.full_piece;
+    decision[2] = chosen.last_piece;
+  }
+  comm_.broadcast(decision, sizeof decision, 0);
+  gemm_.backend = static_cast<nn::GemmBackend>(decision[0]);
+  d->chunk = chunk;
+  d->full_piece = decision[1];
+  d->last_piece = decision[2];
+  // The layers that take it hold no buffers: synchronize_grid sums none.
+  if (d->any_chunked_pass() && model_->buffer_value_count() + model_->buffer_counter_count() > 0)
+    throw std::logic_error("the chunked pass with a layer that holds buffers");
   // The terms, their mean and their sum (P int64) only for steps that go chunk by chunk:
   // L copies of the gradients.
-  if (!d->chunked_pass || !model_->layers().supports_chunked_pass(last_chunk)) {
+  if (!d->every_step_chunked()) {
     d->terms.assign(static_cast<size_t>(d->local_chunks) * d->width, T(0));
     d->mean.assign(d->width, 0.0);
     // One grid per tensor, one for the loss, one for the buffers, one for the vote.
@@ -96,7 +120,7 @@ void Trainer<T>::setup_deterministic() {
     d->step_sum = std::make_unique<distributed::ExactSum>(comm_, std::move(groups), d->width,
                                                           reducer_.algorithm());
   }
-  if (d->chunked_pass) {
+  if (d->any_chunked_pass()) {
     // On the shm path the sums lie in the node's window, summed there without a copy.
     void* shared = reducer_.algorithm() == distributed::ReduceAlgorithm::kShm
                        ? comm_.allocate_shared_buffer(static_cast<size_t>(d->parameters) * sizeof(int64_t))
@@ -112,11 +136,6 @@ void Trainer<T>::setup_deterministic() {
   // The fewest samples a chunk holds: the epoch's last, shorter step has shorter chunks.
   model_->layers().check_training_batch(std::min(chunk, last_chunk));
   deterministic_ = std::move(d);
-  // One thread per rank, and Eigen's GEMM blocking fixed rather than read from this CPU's
-  // caches: both decide the order of the products' additions.
-  threads_ = 1;
-  use_threads(1);
-  Eigen::setCpuCacheSizes(32 * 1024, 256 * 1024, 2 * 1024 * 1024);
   // BatchNorm takes each chunk's own statistics, and its buffers are averaged exactly, so
   // they are neither reduced during the pass nor broadcast.
   training_pass_.statistics = nullptr;
@@ -134,7 +153,7 @@ double Trainer<T>::compute_chunk_gradients(const Index* samples, Index count) {
     nn::Sequential<T>& model;
     ~ViewsBack() { model.bind_gradient_views(nullptr); }
   } views_back{*model_};
-  d.step_on_grid = d.chunked_pass && model_->layers().supports_chunked_pass(size);
+  d.step_on_grid = d.chunked_pass(size);
   if (d.step_on_grid) {
     pass_chunks_together(samples, size);
     for (Index t = 0; t < d.local_chunks; ++t) d.side_terms[2 * t + 1] = t == 0 ? stop_vote() : 0.0;
@@ -197,6 +216,8 @@ void Trainer<T>::pass_chunks_together(const Index* samples, Index size) {
   pass.positions = d.positions.data();
   pass.chunk_columns = size;
   pass.gradient_grid = d.grid.get();
+  // Whole chunks, at most the columns the library was checked at (nn/gemm_columns.hpp).
+  pass.product_columns = d.product_columns(size);
   const auto out = model_->forward(pass, x);
   MatrixView<T> out_gradient = model_->output_gradient();
   const Index outputs = out.rows();

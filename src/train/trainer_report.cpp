@@ -82,9 +82,12 @@ void Trainer<T>::start() {
                    config_.reduce.compress.c_str(), reducer_.compression_note().c_str());
     }
     // Tells `mpiddp compare` to demand bitwise equality (docs/log-format.md).
-    if (deterministic_)
+    if (deterministic_) {
       run_record["deterministic"] = {{"chunks", deterministic_->chunks},
-                                     {"pass", deterministic_->chunked_pass ? "chunked" : "chunk_by_chunk"}};
+                                     {"pass", deterministic_->full_piece > 0 ? "chunked" : "chunk_by_chunk"}};
+      // The most columns one product takes in the chunked pass (Note [deterministic mode's library]).
+      if (deterministic_->full_piece > 0) run_record["deterministic"]["product_columns"] = deterministic_->full_piece;
+    }
     if (!resumed_from_.empty()) run_record["resumed_from"] = resume_point();
     open_log(run_record, hosts);
     if (!options_.quiet) {

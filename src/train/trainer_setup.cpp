@@ -149,14 +149,7 @@ void Trainer<T>::select_gemm() {
   // An explicit compute.gemm is every rank's already; `auto` is measured once, on rank 0
   // (Note [the choice is remembered]), and sent: replicas must not mix libraries.
   if (config_.deterministic.enabled) {
-    // Deterministic mode: never measured, since a choice that could differ between runs
-    // would change the bits. `auto` is Eigen, whose kernels are compiled in, so the build
-    // fixes their bits (a portable build gives the same ones on any x86-64 machine). A library
-    // named in compute.gemm is used as named: one thread and the same shapes at every world
-    // size give the same bits at every N, but they follow the kernels that library picks for
-    // this CPU at run time (docs/design.md, "What the bits depend on").
-    gemm_ = choose_gemm<T>(config_.gemm == "auto" ? "eigen" : config_.gemm, {}, threads_);
-    gemm_.how = "deterministic";
+    // Chosen with the pass in setup_deterministic (Note [deterministic mode's library]).
   } else if (config_.gemm != "auto") {
     gemm_ = choose_gemm<T>(config_.gemm, {}, threads_);
   } else {

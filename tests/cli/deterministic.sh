@@ -16,7 +16,7 @@ det_run np1 1 "${MLP[@]}"
 grep -q '"deterministic":{"chunks":24,"pass":"chunk_by_chunk"}' "$WORK/np1.jsonl" ||
   fail "np1: the run record does not say chunk by chunk"
 same_bits_everywhere "${MLP[@]}"
-# A library named in compute.gemm (auto is Eigen in deterministic mode): its own bits, the
+# A library named in compute.gemm (auto is Eigen for a model that goes chunk by chunk): its own bits, the
 # same at np 1, 3 and 8 (one thread and the same shapes at every N). One not built in skips.
 for lib in openblas blis onednn; do
   if ! run_np 1 train --quiet --log "$WORK/${lib}_np1.jsonl" "${MLP[@]}" --set compute.gemm=$lib \

@@ -28,7 +28,7 @@ MLP=("$WORK/mlp.json")
 
 det_run np1 1 "${MLP[@]}" --set checkpoint.dir="$WORK/ckpt1" --set checkpoint.every_steps=1 \
   --set checkpoint.keep=0
-grep -q '"deterministic":{"chunks":24,"pass":"chunked"}' "$WORK/np1.jsonl" ||
+grep -q '"deterministic":{"chunks":24,"pass":"chunked","product_columns":' "$WORK/np1.jsonl" ||
   fail "np1: the run record does not say the chunked pass"
 grep -q '"eval_accuracy":' "$WORK/np1.jsonl" || fail "np1: no eval_accuracy"
 [ "$(grep -c '"kind":"step"' "$WORK/np1.jsonl")" -eq 10 ] || fail "np1: expected 10 step records"

@@ -171,8 +171,8 @@ class RecordingGrid final : public GradientGrid {
     views_[id] = view;
     return {id, 0, true};
   }
-  void add(const float* values, size_t count, const Tensor& t, size_t at) override { keep(values, count, t, at); }
-  void add(const double* values, size_t count, const Tensor& t, size_t at) override { keep(values, count, t, at); }
+  void add(const float* values, size_t count, const Tensor& t, size_t at, bool) override { keep(values, count, t, at); }
+  void add(const double* values, size_t count, const Tensor& t, size_t at, bool) override { keep(values, count, t, at); }
   void* scratch(size_t bytes) override {
     if (scratch_.size() < bytes) scratch_.resize(bytes);
     return scratch_.data();

@@ -39,15 +39,18 @@ inline int64_t to_fixed(double value, int shift) {
 #endif
 }
 
-// sums[i] += to_fixed(values[i], shift) for `count` finite values whose magnitudes times
-// 2^shift stay below 2^62 (what fixed_point_shift guarantees for its group): the same
-// integers as to_fixed, by AVX-512DQ's vector conversion when the build has it, else by
-// add_to_grid_by_bits.
+// kAdd: sums[i] += to_fixed(values[i], shift); kSet: sums[i] = to_fixed(values[i], shift),
+// for the first of a sum's terms, so that no pass has to clear the sums first.
+enum class OntoGrid { kAdd, kSet };
+
+// For `count` finite values whose magnitudes times 2^shift stay below 2^62 (what
+// fixed_point_shift guarantees for its group): the same integers as to_fixed, by
+// AVX-512DQ's vector conversion when the build has it, else by add_to_grid_by_bits.
 template <typename V>
-void add_to_grid(const V* values, size_t count, int shift, int64_t* sums);
+void add_to_grid(const V* values, size_t count, int shift, int64_t* sums, OntoGrid how = OntoGrid::kAdd);
 // The same integers, computed from the bits so that the loop vectorises on any x86-64
 // (there is no vector conversion from double to int64 below AVX-512): the portable build's form.
 template <typename V>
-void add_to_grid_by_bits(const V* values, size_t count, int shift, int64_t* sums);
+void add_to_grid_by_bits(const V* values, size_t count, int shift, int64_t* sums, OntoGrid how = OntoGrid::kAdd);
 
 }  // namespace mpiddp::distributed

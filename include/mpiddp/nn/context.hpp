@@ -37,9 +37,10 @@ class GradientGrid {
   // in magnitude in every chunk on every rank (a bound from max_over_ranks' maxima, so the
   // same on every rank and at every N).
   virtual Tensor tensor(const void* view, double bound) = 0;
-  // tensor.sums[at + i] += values[i] on the tensor's grid, for i < count.
-  virtual void add(const float* values, size_t count, const Tensor& tensor, size_t at) = 0;
-  virtual void add(const double* values, size_t count, const Tensor& tensor, size_t at) = 0;
+  // tensor.sums[at + i] += values[i] on the tensor's grid, for i < count. first: the rank's
+  // first chunk's values, which set the sums instead (nothing clears them before a pass).
+  virtual void add(const float* values, size_t count, const Tensor& tensor, size_t at, bool first) = 0;
+  virtual void add(const double* values, size_t count, const Tensor& tensor, size_t at, bool first) = 0;
   // At least `bytes` of memory for a layer's blocks, 64-byte aligned, the same for every
   // layer (one at a time uses it); sized by the first step.
   virtual void* scratch(size_t bytes) = 0;
@@ -65,6 +66,9 @@ struct PassContext {
   // layers that supports_chunked_pass() see it.
   Index chunk_columns = 0;
   GradientGrid* gradient_grid = nullptr;
+  // In a chunked pass, the most columns one forward or input-gradient product may take (a
+  // multiple of chunk_columns, the same at every N: nn/gemm_columns.hpp); 0: no limit.
+  Index product_columns = 0;
 
   Index position(Index column) const { return positions ? positions[column] : column; }
 };

@@ -44,6 +44,13 @@ template <typename T>
 void multiply(MatrixView<T> c, ConstMatrixView<T> a, Op op_a, ConstMatrixView<T> b, Op op_b,
               Accumulate mode);
 
+// multiply() with op_b kNone, cut into products of at most `piece` columns of c and b, left
+// to right (piece 0: one product). The deterministic chunked pass caps its products' width
+// this way, so that each product has a width its library was checked at (nn/gemm_columns.hpp).
+template <typename T>
+void multiply_in_pieces(MatrixView<T> c, ConstMatrixView<T> a, Op op_a, ConstMatrixView<T> b, Accumulate mode,
+                        Index piece);
+
 // One product's dimensions as above, for calibration and the benchmarks.
 struct GemmShape {
   Index m = 0, n = 0, k = 0;

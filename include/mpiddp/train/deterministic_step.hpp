@@ -27,9 +27,16 @@ struct DeterministicStep {
   std::vector<double> saved_buffers;  // (buffer_values) the buffers before the step
   std::vector<int64_t> saved_counters;
   // Whether the steps take the chunked pass (Note [the chunked pass]): every layer supports
-  // it, Eigen computes the products, and a chunk's columns fill Eigen's 4-column panels (an
-  // epoch's shorter last step checks its own chunks again).
-  bool chunked_pass = false;
+  // it, and the library gives a column the same bits at every width the pass makes (Note
+  // [deterministic mode's library]). The pieces: the most columns one product takes in a
+  // full step's pass (chunks of `chunk` samples) and in the epoch's shorter last step's; 0:
+  // that step goes chunk by chunk.
+  Index chunk = 0;
+  Index full_piece = 0, last_piece = 0;
+  Index product_columns(Index size) const { return size == chunk ? full_piece : last_piece; }
+  bool chunked_pass(Index size) const { return product_columns(size) > 0; }
+  bool any_chunked_pass() const { return full_piece > 0 || last_piece > 0; }
+  bool every_step_chunked() const { return full_piece > 0 && last_piece > 0; }
   std::vector<Index> samples;    // (B / N) the chunks' sample indices, chunk after chunk
   std::vector<Index> positions;  // (B / N) their positions in the step's global batch
 

@@ -23,7 +23,7 @@ class ChunkGradientGrid final : public nn::GradientGrid {
   ChunkGradientGrid(distributed::Communicator& comm, std::vector<size_t> tensor_bounds, int64_t chunks,
                     int64_t* shared_sums);
 
-  // Before a step's pass: the sums cleared; the layers' gradient views start at `views`.
+  // Before a step's pass: the layers' gradient views start at `views`.
   void begin_step(const T* views);
   // After it: the int64 sums over every rank on `algorithm`'s path, and gradients[i] = the
   // sum of every chunk's gradient i / divisor, the same bits on every rank at every N (NaN
@@ -34,11 +34,13 @@ class ChunkGradientGrid final : public nn::GradientGrid {
 
   void max_over_ranks(double* values, size_t count) override;
   Tensor tensor(const void* view, double bound) override;
-  void add(const float* values, size_t count, const Tensor& tensor, size_t at) override;
-  void add(const double* values, size_t count, const Tensor& tensor, size_t at) override;
+  void add(const float* values, size_t count, const Tensor& tensor, size_t at, bool first) override;
+  void add(const double* values, size_t count, const Tensor& tensor, size_t at, bool first) override;
   void* scratch(size_t bytes) override;
 
  private:
+  template <typename V>
+  void put(const V* values, size_t count, const Tensor& tensor, size_t at, bool first);
   distributed::Communicator& comm_;
   std::vector<size_t> begins_;  // (G + 1)
   int64_t chunks_;
