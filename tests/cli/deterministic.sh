@@ -19,12 +19,7 @@ same_bits_everywhere "${MLP[@]}"
 # A library named in compute.gemm (auto is Eigen for a model that goes chunk by chunk): its own bits, the
 # same at np 1, 3 and 8 (one thread and the same shapes at every N). One not built in skips.
 for lib in openblas blis onednn; do
-  if ! run_np 1 train --quiet --log "$WORK/${lib}_np1.jsonl" "${MLP[@]}" --set compute.gemm=$lib \
-       2> "$WORK/$lib.err"; then
-    grep -q "is not built into this mpiddp" "$WORK/$lib.err" || { cat "$WORK/$lib.err"; fail "$lib: np=1 failed"; }
-    echo "  $lib: SKIPPED (not built in)"
-    continue
-  fi
+  library_np1 "$lib" "${MLP[@]}" || continue
   grep -q "\"gemm\":{[^}]*\"backend\":\"$lib\"" "$WORK/${lib}_np1.jsonl" || fail "$lib: the run record names another library"
   for np in 3 8; do
     det_run "${lib}_np$np" "$np" "${MLP[@]}" --set compute.gemm=$lib

@@ -18,6 +18,18 @@ det_run() {
   grep -q '"replicas_identical":true' "$WORK/$name.jsonl" || fail "$name: replicas differ"
 }
 
+# library_np1 LIB ARGS...: ARGS at np=1 with compute.gemm=LIB, its log in $WORK/LIB_np1.jsonl;
+# returns 1, saying SKIPPED, when LIB is not built into this mpiddp (any other failure fails).
+library_np1() {
+  local lib=$1; shift
+  if ! run_np 1 train --quiet --log "$WORK/${lib}_np1.jsonl" "$@" --set compute.gemm="$lib" \
+       2> "$WORK/$lib.err"; then
+    grep -q "is not built into this mpiddp" "$WORK/$lib.err" || { cat "$WORK/$lib.err"; fail "$lib: np=1 failed"; }
+    echo "  $lib: SKIPPED (not built in)"
+    return 1
+  fi
+}
+
 # same_bits BASE NAME: NAME's results are byte-identical to BASE's, and mpiddp compare says so.
 same_bits() {
   if ! cmp -s <(results "$WORK/$1.jsonl") <(results "$WORK/$2.jsonl"); then

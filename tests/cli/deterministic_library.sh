@@ -32,12 +32,7 @@ pass_of() { grep '"kind":"run"' "$1" | sed -E 's/.*"deterministic":(\{[^}]*\}).*
 backend_of() { grep '"kind":"run"' "$1" | sed -E 's/.*"gemm":\{[^}]*"backend":"([a-z]+)".*/\1/'; }
 
 for lib in onednn openblas blis; do
-  if ! run_np 1 train --quiet --log "$WORK/${lib}_np1.jsonl" "${MLP[@]}" --set compute.gemm=$lib \
-       2> "$WORK/$lib.err"; then
-    grep -q "is not built into this mpiddp" "$WORK/$lib.err" || { cat "$WORK/$lib.err"; fail "$lib: np=1 failed"; }
-    echo "  $lib: SKIPPED (not built in)"
-    continue
-  fi
+  library_np1 "$lib" "${MLP[@]}" || continue
   [ "$(backend_of "$WORK/${lib}_np1.jsonl")" = "$lib" ] || fail "$lib: the run record names another library"
   echo "  $lib: $(pass_of "$WORK/${lib}_np1.jsonl")"
   for np in 2 3 4 6 8; do
