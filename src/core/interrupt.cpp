@@ -83,10 +83,11 @@ void with_interrupts_blocked(void (*start)(int), int argument) {
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
 }
 
-void raise_interrupt(int signal_number) {
+bool raise_interrupt(int signal_number) {
   ::kill(::getpid(), signal_number);
   // Taken by another thread: wait until its handler has run, as raise() returns after it.
-  for (int waited = 0; waited < 10000 && interrupt_signal() == 0; ++waited) ::usleep(100);
+  for (int waited = 0; waited < 100000 && interrupt_signal() == 0; ++waited) ::usleep(100);
+  return interrupt_signal() != 0;
 }
 
 bool interrupt_requested() { return first_signal.load(std::memory_order_relaxed) != 0; }

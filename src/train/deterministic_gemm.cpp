@@ -15,7 +15,12 @@ Index chunked_pass_piece(nn::GemmBackend backend, const nn::Sequential<T>& model
   const std::vector<Index> pieces = nn::chunked_product_pieces(chunk);
   if (backend == nn::GemmBackend::kEigen) return pieces.front();  // Linear::supports_chunked_pass's rule
   nn::use_gemm_backend(backend, 1);
-  const std::vector<nn::GemmShape> products = nn::column_products(model.gemm_calls(chunk));
+  // Every product of a chunk, the weight gradients' too (inner dimension: the chunk's samples).
+  const std::vector<nn::GemmCall> calls = model.gemm_calls(chunk);
+  std::vector<nn::GemmShape> shapes;
+  for (const nn::GemmCall& call : calls) shapes.push_back(call.shape);
+  if (!nn::address_bits_hold<T>(shapes)) return 0;
+  const std::vector<nn::GemmShape> products = nn::column_products(calls);
   for (Index piece : pieces)
     if (nn::column_bits_hold<T>(products, chunk, nn::chunked_product_widths(chunks, chunk, piece))) return piece;
   return 0;
@@ -27,9 +32,6 @@ constexpr bool kNativeBuild = true;
 constexpr bool kNativeBuild = false;
 #endif
 
-bool remembered(const GemmChoice& choice) {
-  return choice.how == "cached" || (choice.how == "measured" && choice.cache.find('/') == 0);
-}
 
 }  // namespace
 
@@ -43,14 +45,18 @@ DeterministicGemm choose_deterministic_gemm(const std::string& configured, const
   // a native build, and only where the choice is remembered and its column bits hold.
   if (configured == "auto" && kNativeBuild && model.layers().supports_chunked_pass(chunk)) {
     GemmChoice measured = choose_gemm<T>("auto", model.gemm_calls(nn::chunked_product_pieces(chunk).front()), 1);
-    if (measured.backend != nn::GemmBackend::kEigen && remembered(measured)) {
+    if (measured.backend != nn::GemmBackend::kEigen && measured.remembered) {
       result.full_piece = chunked_pass_piece(measured.backend, model, chunks, chunk);
       if (result.full_piece > 0) result.choice = measured;
     }
   }
   const nn::GemmBackend backend = result.choice.backend;
   if (result.full_piece == 0) result.full_piece = chunked_pass_piece(backend, model, chunks, chunk);
-  result.last_piece = last_chunk == chunk ? result.full_piece : chunked_pass_piece(backend, model, chunks, last_chunk);
+  // The epoch's last step takes the chunked pass only with the full steps (the run record
+  // speaks of those).
+  result.last_piece = result.full_piece == 0 ? 0
+                      : last_chunk == chunk  ? result.full_piece
+                                             : chunked_pass_piece(backend, model, chunks, last_chunk);
   nn::use_gemm_backend(backend, 1);
   return result;
 }

@@ -54,7 +54,9 @@ void inject_step_fault(const FaultInjection& f, int rank, int64_t step, T* grads
   if (f.fires(rank, step, "throw")) throw_injected(where);
   if (f.fires(rank, step, "exit")) exit_injected(rank, where);
   if (f.fires(rank, step, "kill")) std::raise(SIGKILL);  // exactly what kill -9 does
-  if (f.fires(rank, step, "signal")) raise_interrupt(SIGTERM);  // as kill -TERM from outside
+  if (f.fires(rank, step, "signal") && !raise_interrupt(SIGTERM))  // as kill -TERM from outside
+    throw Error(kExitFailure, "debug.fail_kind \"signal\": the SIGTERM sent " + where +
+                                  " was not handled within 10 s");
   if (f.fires(rank, step, "nan")) grads[0] = std::numeric_limits<T>::quiet_NaN();
   if (f.fires(rank, step, "stall")) stall(f);
   // "huge" acts on every rank, not only fail_rank: its point is values that are finite on

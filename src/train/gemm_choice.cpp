@@ -136,6 +136,7 @@ GemmChoice choose_gemm(const std::string& configured, const std::vector<nn::Gemm
     choice.how = "cached";
     choice.timings = timings_from(entry->value("seconds", Json::object()));
     choice.cache = path;
+    choice.remembered = true;
     return choice;
   }
   choice = measure<T>(calls, threads);
@@ -143,7 +144,12 @@ GemmChoice choose_gemm(const std::string& configured, const std::vector<nn::Gemm
   cache[key] = {{"backend", nn::gemm_backend_name(choice.backend)}, {"seconds", timings_json(choice.timings)}};
   const std::string text = cache.dump(1) + "\n";
   try {
-    if (lock.held()) io::write_file_atomically(path, {{text.data(), text.size()}});
+    if (lock.held()) {
+      io::write_file_atomically(path, {{text.data(), text.size()}});
+      choice.remembered = true;
+    } else {
+      choice.cache = "not written: the lock on " + dir + "/gemm.lock was not taken";
+    }
   } catch (const Error& e) {
     choice.cache = std::string("not written: ") + e.what();  // the run goes on; the next one measures again
   }

@@ -1,6 +1,7 @@
 #include "mpiddp/train/rank0_io.hpp"
 
 #include <cstdint>
+#include <exception>
 #include <string>
 
 namespace mpiddp::train {
@@ -15,8 +16,11 @@ void on_rank0(distributed::Communicator& comm, const std::function<void()>& work
     } catch (const Error& e) {
       message = e.what();
       status[0] = static_cast<uint64_t>(e.code());
-      status[1] = message.size();
+    } catch (const std::exception& e) {  // out of memory, say: the others must not wait on
+      message = std::string("rank 0: ") + e.what();
+      status[0] = static_cast<uint64_t>(kExitFailure);
     }
+    status[1] = message.size();
   }
   comm.broadcast(status, sizeof status, 0);
   if (status[0] == 0) return;

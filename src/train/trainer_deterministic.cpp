@@ -55,6 +55,7 @@
 #include "mpiddp/nn/layer.hpp"
 #include "mpiddp/train/deterministic_config.hpp"
 #include "mpiddp/train/deterministic_gemm.hpp"
+#include "mpiddp/train/rank0_io.hpp"
 #include "mpiddp/train/step_profile.hpp"
 #include "mpiddp/train/trainer.hpp"
 
@@ -81,65 +82,69 @@ void Trainer<T>::setup_deterministic() {
   d->positions.assign(static_cast<size_t>(d->local_chunks * chunk), 0);
   const Index per_epoch = train_.samples;
   const Index last = per_epoch % config_.batch_global;
-  const Index last_chunk = last > 0 ? last / d->chunks : chunk;  // the epoch's shorter last step's
+  d->chunk = chunk;
+  d->last_chunk = last > 0 ? last / d->chunks : chunk;  // the epoch's shorter last step's
   // One thread per rank, and Eigen's GEMM blocking fixed rather than read from this CPU's
   // caches: both decide the order of the products' additions (and so what the library
-  // check below measures).
+  // check in start_deterministic measures).
   threads_ = 1;
   use_threads(1);
   Eigen::setCpuCacheSizes(32 * 1024, 256 * 1024, 2 * 1024 * 1024);
-  // The library and the pass: rank 0 decides, every rank takes its answer (Note
-  // [deterministic mode's library]).
-  // A library named but not built in is every rank's ConfigError, before the broadcast.
-  if (config_.gemm != "auto") choose_gemm<T>(config_.gemm, {}, 1);
-  int64_t decision[3] = {0, 0, 0};  // the backend, the full step's piece, the last step's
-  if (comm_.rank() == 0) {
-    DeterministicGemm chosen = choose_deterministic_gemm<T>(config_.gemm, *model_, d->chunks, chunk, last_chunk);
-    gemm_ = std::move(chosen.choice);
-    decision[0] = static_cast<int64_t>(gemm_.backend);
-    decision[1] = chosen.full_piece;
-    decision[2] = chosen.last_piece;
-  }
-  comm_.broadcast(decision, sizeof decision, 0);
-  gemm_.backend = static_cast<nn::GemmBackend>(decision[0]);
-  d->chunk = chunk;
-  d->full_piece = decision[1];
-  d->last_piece = decision[2];
-  // The layers that take it hold no buffers: synchronize_grid sums none.
-  if (d->any_chunked_pass() && model_->buffer_value_count() + model_->buffer_counter_count() > 0)
-    throw std::logic_error("the chunked pass with a layer that holds buffers");
-  // The terms, their mean and their sum (P int64) only for steps that go chunk by chunk:
-  // L copies of the gradients.
-  if (!d->every_step_chunked()) {
-    d->terms.assign(static_cast<size_t>(d->local_chunks) * d->width, T(0));
-    d->mean.assign(d->width, 0.0);
-    // One grid per tensor, one for the loss, one for the buffers, one for the vote.
-    std::vector<size_t> groups = model_->tensor_bounds();  // the tensors, then the loss at P
-    if (d->buffer_values > 0) groups.push_back(static_cast<size_t>(d->parameters + 1));
-    groups.push_back(d->width - 1);
-    d->step_sum = std::make_unique<distributed::ExactSum>(comm_, std::move(groups), d->width,
-                                                          reducer_.algorithm());
-  }
-  if (d->any_chunked_pass()) {
-    // On the shm path the sums lie in the node's window, summed there without a copy.
-    void* shared = reducer_.algorithm() == distributed::ReduceAlgorithm::kShm
-                       ? comm_.allocate_shared_buffer(static_cast<size_t>(d->parameters) * sizeof(int64_t))
-                       : nullptr;
-    d->grid = std::make_unique<ChunkGradientGrid<T>>(comm_, model_->tensor_bounds(), d->chunks,
-                                                     static_cast<int64_t*>(shared));
-    d->side_terms.assign(static_cast<size_t>(2 * d->local_chunks), 0.0);
-    d->side_sum = std::make_unique<distributed::ExactSum>(comm_, std::vector<size_t>{0, 1}, 2,
-                                                          reducer_.algorithm());
-  }
   d->eval_sum = std::make_unique<distributed::ExactSum>(comm_, std::vector<size_t>{0, 1}, 2,
                                                         reducer_.algorithm());
   // The fewest samples a chunk holds: the epoch's last, shorter step has shorter chunks.
-  model_->layers().check_training_batch(std::min(chunk, last_chunk));
+  model_->layers().check_training_batch(std::min(d->chunk, d->last_chunk));
   deterministic_ = std::move(d);
   // BatchNorm takes each chunk's own statistics, and its buffers are averaged exactly, so
   // they are neither reduced during the pass nor broadcast.
   training_pass_.statistics = nullptr;
   broadcast_buffers_each_step_ = false;
+}
+
+template <typename T>
+void Trainer<T>::start_deterministic() {
+  DeterministicStep<T>& d = *deterministic_;
+  // The library and the pass: rank 0 decides, every rank takes its answer (Note
+  // [deterministic mode's library]); rank 0's error (a library not built in) is every rank's.
+  int64_t decision[3] = {0, 0, 0};  // the backend, the full step's piece, the last step's
+  on_rank0(comm_, [&] {
+    DeterministicGemm chosen =
+        choose_deterministic_gemm<T>(config_.gemm, *model_, d.chunks, d.chunk, d.last_chunk);
+    gemm_ = std::move(chosen.choice);
+    decision[0] = static_cast<int64_t>(gemm_.backend);
+    decision[1] = chosen.full_piece;
+    decision[2] = chosen.last_piece;
+  });
+  comm_.broadcast(decision, sizeof decision, 0);
+  gemm_.backend = static_cast<nn::GemmBackend>(decision[0]);
+  d.full_piece = decision[1];
+  d.last_piece = decision[2];
+  // The layers that take it hold no buffers: synchronize_grid sums none.
+  if (d.any_chunked_pass() && model_->buffer_value_count() + model_->buffer_counter_count() > 0)
+    throw std::logic_error("the chunked pass with a layer that holds buffers");
+  // The terms, their mean and their sum (P int64) only for steps that go chunk by chunk:
+  // L copies of the gradients.
+  if (!d.every_step_chunked()) {
+    d.terms.assign(static_cast<size_t>(d.local_chunks) * d.width, T(0));
+    d.mean.assign(d.width, 0.0);
+    // One grid per tensor, one for the loss, one for the buffers, one for the vote.
+    std::vector<size_t> groups = model_->tensor_bounds();  // the tensors, then the loss at P
+    if (d.buffer_values > 0) groups.push_back(static_cast<size_t>(d.parameters + 1));
+    groups.push_back(d.width - 1);
+    d.step_sum = std::make_unique<distributed::ExactSum>(comm_, std::move(groups), d.width,
+                                                         reducer_.algorithm());
+  }
+  if (d.any_chunked_pass()) {
+    // On the shm path the sums lie in the node's window, summed there without a copy.
+    void* shared = reducer_.algorithm() == distributed::ReduceAlgorithm::kShm
+                       ? comm_.allocate_shared_buffer(static_cast<size_t>(d.parameters) * sizeof(int64_t))
+                       : nullptr;
+    d.grid = std::make_unique<ChunkGradientGrid<T>>(comm_, model_->tensor_bounds(), d.chunks,
+                                                    static_cast<int64_t*>(shared));
+    d.side_terms.assign(static_cast<size_t>(2 * d.local_chunks), 0.0);
+    d.side_sum = std::make_unique<distributed::ExactSum>(comm_, std::vector<size_t>{0, 1}, 2,
+                                                         reducer_.algorithm());
+  }
 }
 
 template <typename T>
@@ -299,6 +304,7 @@ nn::EvalSums Trainer<T>::evaluate_in_blocks(const data::Dataset<T>& set) {
 
 #define MPIDDP_INSTANTIATE(T)                                                    \
   template void Trainer<T>::setup_deterministic();                               \
+  template void Trainer<T>::start_deterministic();                               \
   template double Trainer<T>::compute_chunk_gradients(const Index*, Index);      \
   template double Trainer<T>::synchronize_chunks();                              \
   template double Trainer<T>::synchronize_grid();                                \

@@ -149,7 +149,7 @@ void Trainer<T>::select_gemm() {
   // An explicit compute.gemm is every rank's already; `auto` is measured once, on rank 0
   // (Note [the choice is remembered]), and sent: replicas must not mix libraries.
   if (config_.deterministic.enabled) {
-    // Chosen with the pass in setup_deterministic (Note [deterministic mode's library]).
+    start_deterministic();  // the library with the pass (Note [deterministic mode's library])
   } else if (config_.gemm != "auto") {
     gemm_ = choose_gemm<T>(config_.gemm, {}, threads_);
   } else {

@@ -18,8 +18,9 @@ namespace mpiddp {
 void install_interrupt_handlers();
 
 // Sends `signal_number` to the process, as kill -TERM from outside does, and returns once its
-// handler has run (fault injection's "signal"; raise() would leave it blocked on this thread).
-void raise_interrupt(int signal_number);
+// handler has run (fault injection's "signal"; raise() would leave it blocked on this thread):
+// true, or false when it had not run after 10 s.
+bool raise_interrupt(int signal_number);
 
 // Calls `start` with SIGTERM, SIGINT and SIGUSR1 blocked in the calling thread, then restores
 // its mask: threads that `start` creates inherit the block and never run the handler. For the

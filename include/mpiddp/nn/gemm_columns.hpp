@@ -10,12 +10,15 @@
 // that is a whole number of its nr-column panels (measured; Linear::supports_chunked_pass).
 // The libraries pick their kernels at run time, for the CPU and the shape: oneDNN 2.6 on an
 // AMD Zen 5 at one thread gives a column the same bits at every multiple of 16 columns up to
-// 192 and other bits above 192, and other bits at multiples of 12; OpenBLAS 0.3.21 gives
+// 192 for a 1024 x 784 product but only up to 96 for a 1024 x 1024 one, and other bits at
+// multiples of 12; OpenBLAS 0.3.21 gives
 // other bits at every width (docs/benchmarks.md). So nothing is assumed of a library: before
 // a chunked pass uses one, its products are computed on pseudo-random values at every width
 // the pass can take at any world size, and every column is compared with the same column of
-// its own chunk's product. One differing bit at every candidate width of a piece and the
-// pass does not use the library. The widths are few because the pass cuts its products into
+// its own chunk's product, in the mode the layer uses (a product that adds to the bias, one
+// that overwrites), and every product of a chunk (the weight gradients too) is computed
+// again with its operands at other alignments. One differing bit at every candidate width
+// of a piece, or at another address, and the pass does not use the library. The widths are few because the pass cuts its products into
 // pieces of at most so many columns, chosen once, the same at every N (nn::multiply_in_pieces).
 #include <vector>
 
@@ -41,6 +44,13 @@ std::vector<Index> chunked_product_widths(Index chunks, Index chunk, Index piece
 // product of `chunk` columns, on pseudo-random values. Local: every rank would find the same.
 template <typename T>
 bool column_bits_hold(const std::vector<GemmShape>& products, Index chunk, const std::vector<Index>& widths);
+
+// Whether the backend in use computes each of `products` (as given, at its width) with the
+// same bits when its operands start 1, 2 or 3 values further on: a chunk's operands lie at
+// another address at every N (its columns of the rank's batch), and a library may pick its
+// kernel or its tail by alignment. Local.
+template <typename T>
+bool address_bits_hold(const std::vector<GemmShape>& products);
 
 // The products of `calls` whose columns are samples (op_b kNone): a layer's forward and
 // input-gradient products, which a chunked pass makes over all of a rank's chunks at once.

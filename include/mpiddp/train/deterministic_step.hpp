@@ -31,7 +31,7 @@ struct DeterministicStep {
   // [deterministic mode's library]). The pieces: the most columns one product takes in a
   // full step's pass (chunks of `chunk` samples) and in the epoch's shorter last step's; 0:
   // that step goes chunk by chunk.
-  Index chunk = 0;
+  Index chunk = 0, last_chunk = 0;
   Index full_piece = 0, last_piece = 0;
   Index product_columns(Index size) const { return size == chunk ? full_piece : last_piece; }
   bool chunked_pass(Index size) const { return product_columns(size) > 0; }

@@ -25,6 +25,9 @@ struct GemmChoice {
   std::string how;                     // "config", "measured" or "cached"
   std::vector<nn::GemmTiming> timings;  // of the measurement (also when read from the cache)
   std::string cache;                   // the cache file, or why there is none
+  // Whether later runs will read this answer: read from the cache, or measured and written
+  // to it. A measured answer that was not written may differ in the next run.
+  bool remembered = false;
 };
 
 // Rank 0's decision: `configured` is compute.gemm, T the model's number type.

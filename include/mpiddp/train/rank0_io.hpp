@@ -12,7 +12,8 @@
 
 namespace mpiddp::train {
 
-// Runs `work` on rank 0 only; a thrown mpiddp::Error is rethrown on every rank, kEveryRank.
+// Runs `work` on rank 0 only; a thrown mpiddp::Error is rethrown on every rank, kEveryRank
+// (any other std::exception as an Error of kExitFailure).
 void on_rank0(distributed::Communicator& comm, const std::function<void()>& work);
 
 // Rank 0 produces bytes (usually a file's contents); every rank returns them.

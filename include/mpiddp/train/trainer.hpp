@@ -123,9 +123,11 @@ class Trainer final : public TrainingRun {
 
  private:
   void gather(const data::Dataset<T>& set, const Index* samples, Index count);
-  // Deterministic mode (trainer_deterministic.cpp): the setup, and the forms of
+  // Deterministic mode (trainer_deterministic.cpp): the setup (local, in the constructor), its
+  // collective part (the library and the pass, from select_gemm in start()), and the forms of
   // compute_gradients, synchronize and evaluate that give the same bits at every world size.
   void setup_deterministic();
+  void start_deterministic();
   double compute_chunk_gradients(const Index* samples, Index count);
   void pass_chunk_by_chunk(const Index* samples, Index size);
   void pass_chunks_together(const Index* samples, Index size);
