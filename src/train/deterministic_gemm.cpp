@@ -32,7 +32,6 @@ constexpr bool kNativeBuild = true;
 constexpr bool kNativeBuild = false;
 #endif
 
-
 }  // namespace
 
 template <typename T>
