@@ -30,10 +30,13 @@ extern "C" void record_signal(int signal_number) {
   errno = saved_errno;
 }
 
+// The signals that stop a run at a step boundary.
+constexpr int kTerminatingSignals[] = {SIGTERM, SIGINT, SIGUSR1};
+
 sigset_t terminating_signals() {
   sigset_t set;
   sigemptyset(&set);
-  for (int s : {SIGTERM, SIGINT, SIGUSR1}) sigaddset(&set, s);
+  for (int s : kTerminatingSignals) sigaddset(&set, s);
   return set;
 }
 
@@ -68,7 +71,7 @@ void install_interrupt_handlers() {
     sigemptyset(&action.sa_mask);
     // SA_RESTART: a read or write interrupted by the signal goes on; the flag is polled later.
     action.sa_flags = SA_RESTART;
-    for (int s : {SIGTERM, SIGINT, SIGUSR1}) sigaction(s, &action, nullptr);
+    for (int s : kTerminatingSignals) sigaction(s, &action, nullptr);
     std::thread(wait_for_signals).detach();
   });
   const sigset_t set = terminating_signals();

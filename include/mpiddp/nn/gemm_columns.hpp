@@ -11,14 +11,14 @@
 // The libraries pick their kernels at run time, for the CPU and the shape: oneDNN 2.6 on an
 // AMD Zen 5 at one thread gives a column the same bits at every multiple of 16 columns up to
 // 192 for a 1024 x 784 product but only up to 96 for a 1024 x 1024 one, and other bits at
-// multiples of 12; OpenBLAS 0.3.21 gives
-// other bits at every width (docs/benchmarks.md). So nothing is assumed of a library: before
-// a chunked pass uses one, its products are computed on pseudo-random values at every width
-// the pass can take at any world size, and every column is compared with the same column of
-// its own chunk's product, in the mode the layer uses (a product that adds to the bias, one
-// that overwrites), and every product of a chunk (the weight gradients too) is computed
-// again with its operands at other alignments. One differing bit at every candidate width
-// of a piece, or at another address, and the pass does not use the library. The widths are few because the pass cuts its products into
+// multiples of 12; OpenBLAS 0.3.21 gives other bits at every width (docs/benchmarks.md). So
+// nothing is assumed of a library: before a chunked pass uses one, its products are computed
+// on pseudo-random values at every width the pass can take at any world size, and every
+// column is compared with the same column of its own chunk's product, in the mode the layer
+// uses (a product that adds to the bias, one that overwrites), and every product of a chunk
+// (the weight gradients too) is computed again with its operands at other alignments. One
+// differing bit at every candidate width of a piece, or at another address, and the pass
+// does not use the library. The widths are few because the pass cuts its products into
 // pieces of at most so many columns, chosen once, the same at every N (nn::multiply_in_pieces).
 #include <vector>
 
