@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <type_traits>
 
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/core/finite.hpp"
 #include "mpiddp/nn/gemm.hpp"
+#include "mpiddp/nn/grid_product.hpp"
 
 namespace mpiddp::nn {
 
@@ -102,14 +105,44 @@ void Linear<T>::parameter_gradients_onto_grid(const PassContext& context, ConstM
   const double per_chunk = 2.0 * static_cast<double>(chunk);
   const GradientGrid::Tensor weights = grid.tensor(weight_grad_, per_chunk * maxima[0] * maxima[1]);
   const GradientGrid::Tensor bias = grid.tensor(weight_grad_ + f * o, per_chunk * maxima[1]);
+  // Every chunk in one kernel of ours where the build has it (Note [the grid product]), else
+  // each chunk's product by the library and converted after.
+  if (!weight_gradient_by_grid_product(grid, x, dy, chunk, weights)) weight_gradient_by_library(grid, x, dy, chunk, weights);
+  VectorView<T> db(static_cast<T*>(grid.scratch(scratch_values_bytes<T>(o))), o);
+  for (Index t = 0; t < chunks; ++t) {
+    db.setZero();
+    add_row_sums(dy, t * chunk, chunk, db);
+    grid.add(db.data(), static_cast<size_t>(o), bias, 0, t == 0);
+  }
+}
+
+template <typename T>
+bool Linear<T>::weight_gradient_by_grid_product(GradientGrid& grid, ConstMatrixView<T> x, ConstMatrixView<T> dy,
+                                                Index chunk, const GradientGrid::Tensor& weights) {
+  if constexpr (!std::is_same_v<T, float>) {
+    return false;  // the kernel is float's
+  } else {
+    if (!grid_product_available()) return false;
+    const Index f = this->inputs(), o = this->outputs();
+    if (weights.finite)
+      grid_product(x.data(), f, dy.data(), o, chunk, x.cols() / chunk, weights.shift, weights.sums, false,
+                   static_cast<float*>(grid.scratch(grid_product_scratch_bytes(f, o, x.cols()))));
+    else
+      std::fill_n(weights.sums, f * o, int64_t{0});  // as GradientGrid::add does for a non-finite tensor
+    return true;
+  }
+}
+
+template <typename T>
+void Linear<T>::weight_gradient_by_library(GradientGrid& grid, ConstMatrixView<T> x, ConstMatrixView<T> dy,
+                                           Index chunk, const GradientGrid::Tensor& weights) {
+  const Index f = this->inputs(), o = this->outputs(), chunks = x.cols() / chunk;
   // Blocks of `width` outputs: dW^T[:, block] = x_t dy_t[block, :]^T for each chunk t, each
   // product of the same shape at every N, then onto the grid while the block is in cache.
   const Index fitting = static_cast<Index>(kGridBlockBytes / (static_cast<size_t>(f) * sizeof(T))) / 4 * 4;
   const Index width = std::min(o, std::max<Index>(4, fitting));
-  T* block = static_cast<T*>(grid.scratch(
-      scratch_values_bytes<T>(f * width) + scratch_values_bytes<T>(width * chunk) + scratch_values_bytes<T>(o)));
+  T* block = static_cast<T*>(grid.scratch(scratch_values_bytes<T>(f * width) + scratch_values_bytes<T>(width * chunk)));
   T* dy_block = block + scratch_values_bytes<T>(f * width) / sizeof(T);
-  T* bias_sum = dy_block + scratch_values_bytes<T>(width * chunk) / sizeof(T);
   for (Index first = 0; first < o; first += width) {
     const Index n = std::min(width, o - first);
     for (Index t = 0; t < chunks; ++t) {
@@ -119,12 +152,6 @@ void Linear<T>::parameter_gradients_onto_grid(const PassContext& context, ConstM
                Op::kNone, ConstMatrixView<T>(dy_block, n, chunk), Op::kTranspose, Accumulate::kOverwrite);
       grid.add(block, static_cast<size_t>(f * n), weights, static_cast<size_t>(first * f), t == 0);
     }
-  }
-  VectorView<T> db(bias_sum, o);
-  for (Index t = 0; t < chunks; ++t) {
-    db.setZero();
-    add_row_sums(dy, t * chunk, chunk, db);
-    grid.add(bias_sum, static_cast<size_t>(o), bias, 0, t == 0);
   }
 }
 

@@ -33,7 +33,9 @@
 // function does too. Only what sums over samples must stay per chunk: the loss (a mean per
 // chunk) and the parameter gradients (PassContext::chunk_columns: each chunk's products, of
 // the same shapes as in its own pass, go onto the integer grid as they are made, Note
-// [gradients onto the grid] in gradient_grid.cpp). So when every layer
+// [gradients onto the grid] in gradient_grid.cpp; a linear layer's weight gradient, where
+// the build has AVX-512, by a kernel of ours that sums each chunk in registers, Note [the
+// grid product] in src/nn/grid_product.cpp). So when every layer
 // supports_chunked_pass(B/C) (for linear: B/C a whole number of Eigen's 4-column panels, and
 // the product above Eigen's size for a coefficient-based one) and the library computing the
 // products keeps a column's bits at every width the pass makes (Eigen does; another library

@@ -8,11 +8,13 @@
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/core/hash.hpp"
 #include "mpiddp/core/rng.hpp"
+#include "mpiddp/nn/grid_product.hpp"
 #include "mpiddp/distributed/reduction_levels.hpp"
 #include "mpiddp/train/step_profile.hpp"
 
@@ -86,7 +88,12 @@ void Trainer<T>::start() {
       run_record["deterministic"] = {{"chunks", deterministic_->chunks},
                                      {"pass", deterministic_->full_piece > 0 ? "chunked" : "chunk_by_chunk"}};
       // The most columns one product takes in the chunked pass (Note [deterministic mode's library]).
-      if (deterministic_->full_piece > 0) run_record["deterministic"]["product_columns"] = deterministic_->full_piece;
+      if (deterministic_->full_piece > 0) {
+        run_record["deterministic"]["product_columns"] = deterministic_->full_piece;
+        // How a linear layer's weight gradient reaches the grid (Note [the grid product]).
+        const bool kernel = std::is_same_v<T, float> && nn::grid_product_available();
+        run_record["deterministic"]["weight_gradients"] = kernel ? "grid_product" : "library";
+      }
     }
     if (!resumed_from_.empty()) run_record["resumed_from"] = resume_point();
     open_log(run_record, hosts);

@@ -30,6 +30,12 @@ det_run np1 1 "${MLP[@]}" --set checkpoint.dir="$WORK/ckpt1" --set checkpoint.ev
   --set checkpoint.keep=0
 grep -q '"deterministic":{"chunks":24,"pass":"chunked","product_columns":' "$WORK/np1.jsonl" ||
   fail "np1: the run record does not say the chunked pass"
+# The weight gradients by the grid product in a float32 build with AVX-512, else by the
+# library (Note [the grid product]); float64 always by the library.
+grep -q -E '"weight_gradients":"(grid_product|library)"' "$WORK/np1.jsonl" || fail "np1: no weight_gradients"
+echo "  np1: $(grep -o '"weight_gradients":"[a-z_]*"' "$WORK/np1.jsonl")"
+det_run f64_np1 1 "${MLP[@]}" --set dtype=float64
+grep -q '"weight_gradients":"library"' "$WORK/f64_np1.jsonl" || fail "float64: weight gradients not by the library"
 grep -q '"eval_accuracy":' "$WORK/np1.jsonl" || fail "np1: no eval_accuracy"
 [ "$(grep -c '"kind":"step"' "$WORK/np1.jsonl")" -eq 10 ] || fail "np1: expected 10 step records"
 same_bits_everywhere "${MLP[@]}"

@@ -15,6 +15,7 @@
 
 #include "../support/layer_harness.hpp"
 #include "mpiddp/core/memory.hpp"
+#include "mpiddp/distributed/fixed_point.hpp"
 #include "mpiddp/distributed/local_communicator.hpp"
 #include "mpiddp/nn/gemm.hpp"
 #include "mpiddp/nn/sequential.hpp"
@@ -162,46 +163,64 @@ void expect_chunks_keep_their_bits() {
 
 // A grid that keeps every block of values a layer adds to it, per tensor and offset, in the
 // order added, and leaves the maxima as they are: what it holds is each chunk's gradients.
+// It also keeps real int64 sums per tensor on a fixed grid, as the trainer's grid does: a
+// weight gradient made by the grid product (nn/grid_product.hpp) reaches the grid only as
+// those sums, every chunk's at once.
 class RecordingGrid final : public GradientGrid {
  public:
   using Key = std::pair<const void*, size_t>;  // the tensor's gradient view, the offset
+  static constexpr int kShift = 40;            // the test's gradients are far below 2^22
+  explicit RecordingGrid(Index parameters) : parameters_(static_cast<size_t>(parameters)) {}
   void max_over_ranks(double*, size_t) override {}
   Tensor tensor(const void* view, double) override {
-    int64_t* id = &ids_[view];
-    views_[id] = view;
-    return {id, 0, true};
+    std::vector<int64_t>& tensor_sums = sums[view];
+    tensor_sums.resize(parameters_);  // a tensor holds at most every parameter
+    views_[tensor_sums.data()] = view;
+    return {tensor_sums.data(), kShift, true};
   }
-  void add(const float* values, size_t count, const Tensor& t, size_t at, bool) override { keep(values, count, t, at); }
-  void add(const double* values, size_t count, const Tensor& t, size_t at, bool) override { keep(values, count, t, at); }
+  void add(const float* values, size_t count, const Tensor& t, size_t at, bool first) override {
+    keep(values, count, t, at, first);
+  }
+  void add(const double* values, size_t count, const Tensor& t, size_t at, bool first) override {
+    keep(values, count, t, at, first);
+  }
   void* scratch(size_t bytes) override {
     if (scratch_.size() < bytes) scratch_.resize(bytes);
     return scratch_.data();
   }
   std::map<Key, std::vector<std::vector<double>>> added;
+  std::map<const void*, std::vector<int64_t>> sums;  // per tensor's view
 
  private:
   template <typename V>
-  void keep(const V* values, size_t count, const Tensor& t, size_t at) {
+  void keep(const V* values, size_t count, const Tensor& t, size_t at, bool first) {
     added[{views_.at(t.sums), at}].emplace_back(values, values + count);
+    distributed::add_to_grid(values, count, t.shift, t.sums + at,
+                             first ? distributed::OntoGrid::kSet : distributed::OntoGrid::kAdd);
   }
-  std::map<const void*, int64_t> ids_;
+  size_t parameters_;
   std::map<const int64_t*, const void*> views_;
   std::vector<std::byte, HugePageAllocator<std::byte>> scratch_;
 };
 
-// The chunks `order` in one chunked pass; what the layers added, per tensor and offset, one
-// entry per chunk in order.
+// The chunks `order` in one chunked pass: what the layers put on the grid.
+struct Recorded {
+  std::map<RecordingGrid::Key, std::vector<std::vector<double>>> added;  // one entry per chunk, in order
+  std::map<const void*, std::vector<int64_t>> sums;
+};
+
 template <typename T>
-std::map<RecordingGrid::Key, std::vector<std::vector<double>>> recorded(
-    Sequential<T>& model, const Chunks<T>& c, const std::vector<Index>& order) {
-  RecordingGrid grid;
+Recorded recorded(Sequential<T>& model, const Chunks<T>& c, const std::vector<Index>& order) {
+  RecordingGrid grid(model.parameter_count());
   chunked_pass(model, side_by_side(c, order), grid);
-  return grid.added;
+  return {grid.added, grid.sums};
 }
 
 // Every chunk's gradients, as the layers hand them to the grid, have the same bits in a pass
 // of 5 chunks, of 3 and of 1: the width of the pass (what N changes) reaches none of them,
-// through the input gradients of the later layers included.
+// through the input gradients of the later layers included. Where a layer hands them over
+// as int64 sums (the grid product), the sums of a pass of several chunks are those of the
+// passes of one chunk each, added: each chunk's values were the same in both.
 template <typename T>
 void expect_chunk_gradients_keep_their_bits() {
   use_gemm_backend(GemmBackend::kEigen, 1);
@@ -209,16 +228,27 @@ void expect_chunk_gradients_keep_their_bits() {
   model.initialize(9);
   const Chunks<T> c = make_chunks(model);
   for (const std::vector<Index>& order : {std::vector<Index>{0, 1, 2, 3, 4}, std::vector<Index>{4, 2, 1}}) {
-    const auto many = recorded(model, c, order);
-    ASSERT_FALSE(many.empty());
+    const Recorded many = recorded(model, c, order);
+    ASSERT_FALSE(many.sums.empty());
+    std::map<const void*, std::vector<int64_t>> added_up;
     for (size_t t = 0; t < order.size(); ++t) {
-      const auto one = recorded(model, c, {order[t]});
-      ASSERT_EQ(one.size(), many.size());
-      for (const auto& [key, chunks] : many) {
+      const Recorded one = recorded(model, c, {order[t]});
+      ASSERT_EQ(one.added.size(), many.added.size());
+      for (const auto& [key, chunks] : many.added) {
         ASSERT_EQ(chunks.size(), order.size());
-        ASSERT_EQ(one.at(key).size(), 1u);
-        EXPECT_EQ(chunks[t], one.at(key)[0]) << "chunk " << order[t] << " at place " << t << ", offset " << key.second;
+        ASSERT_EQ(one.added.at(key).size(), 1u);
+        EXPECT_EQ(chunks[t], one.added.at(key)[0]) << "chunk " << order[t] << " at place " << t << ", offset " << key.second;
       }
+      for (const auto& [view, sums] : one.sums) {
+        std::vector<int64_t>& total = added_up[view];
+        total.resize(sums.size());
+        for (size_t i = 0; i < sums.size(); ++i) total[i] += sums[i];
+      }
+    }
+    ASSERT_EQ(added_up.size(), many.sums.size());
+    for (const auto& [view, sums] : many.sums) {
+      ASSERT_NE(sums, std::vector<int64_t>(sums.size(), 0));
+      EXPECT_EQ(sums, added_up.at(view)) << "the sums of the tensor at " << view;
     }
   }
 }
