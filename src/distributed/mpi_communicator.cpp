@@ -128,6 +128,15 @@ int MpiCommunicator::start_sum(void* data, size_t count, ElementType type, doubl
   return static_cast<int>(pending_.size()) - 1;
 }
 
+void MpiCommunicator::sum_fixed_point(int64_t* sums, size_t count, const FixedPointGroups& groups, void* out,
+                                      ElementType out_type, ReduceAlgorithm algorithm) {
+  if (resolve(algorithm) == ReduceAlgorithm::kShm) {
+    InCollective scope(*watchdog_, Collective::kAllreduceSumInt64, count * sizeof(int64_t));
+    if (shared_->sum_fixed_point(sums, count, groups, out, out_type)) return;
+  }
+  Communicator::sum_fixed_point(sums, count, groups, out, out_type, algorithm);
+}
+
 void* MpiCommunicator::allocate_shared_buffer(size_t bytes) {
   if (shared_->ranks_on_node() < 2 || !shared_->usable()) return nullptr;
   InCollective scope(*watchdog_, Collective::kSharedWindow, bytes);

@@ -57,6 +57,11 @@ class SharedMemorySum {
   void sum(void* data, size_t count, ElementType type, double scale,
            Compression compress = Compression::kNone);
 
+  // Communicator::sum_fixed_point where both buffers lie in resident windows (else false,
+  // having done nothing). Blocking, collective over world.
+  bool sum_fixed_point(int64_t* sums, size_t count, const FixedPointGroups& groups, void* out,
+                       ElementType out_type);
+
   // `bytes` of memory in a new window shared by the node, at the same offset in every
   // rank's segment, zeroed and faulted in. Collective over the node (every rank asks for
   // the same size, in the same order). It lives as long as this object.
@@ -97,6 +102,8 @@ class SharedMemorySum {
   const Window* node_copy_of(const void* data, size_t bytes) const;
   void sum_resident(const Window& window, void* data, size_t count, ElementType type,
                     double scale, Compression compress);
+  // Every rank's segment of `window` at data's offset in this rank's.
+  void at_same_offset(const Window& window, const void* data, std::vector<void*>& segments) const;
   // The node's partial sum of one slice, summed among the nodes, then scaled.
   void sum_across_nodes(void* slice, size_t count, ElementType type, double scale,
                         Compression compress);
@@ -111,6 +118,8 @@ class SharedMemorySum {
   Window staging_;                  // for buffers outside the shared memory, in pieces
   std::vector<Window> resident_;    // from allocate_resident
   std::vector<Window> node_copies_; // from share_on_node: segments[0] is the copy
+  // (local_size_) sum_fixed_point's segments, kept so that the step allocates nothing.
+  std::vector<void*> fixed_in_, fixed_out_;
 };
 
 }  // namespace mpiddp::distributed

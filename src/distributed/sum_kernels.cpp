@@ -12,6 +12,17 @@ void scale_typed(T* p, size_t count, T scale) {
   for (size_t i = 0; i < count; ++i) p[i] *= scale;
 }
 
+// acc[i] = in[0][begin + i] + ... + in[n-1][begin + i] for i < m, in rank order.
+template <typename T>
+void sum_block(T* acc, const void* const* in, int n, size_t begin, size_t m) {
+  const T* a = static_cast<const T*>(in[0]) + begin;
+  for (size_t i = 0; i < m; ++i) acc[i] = a[i];
+  for (int r = 1; r < n; ++r) {
+    const T* b = static_cast<const T*>(in[r]) + begin;
+    for (size_t i = 0; i < m; ++i) acc[i] += b[i];
+  }
+}
+
 template <typename T>
 void sum_typed(void* const* outs, int n_outs, const void* const* in, int n, size_t first,
                size_t last, T scale) {
@@ -21,18 +32,36 @@ void sum_typed(void* const* outs, int n_outs, const void* const* in, int n, size
   alignas(64) T acc[kBlock];
   for (size_t begin = first; begin < last; begin += kBlock) {
     const size_t m = std::min(kBlock, last - begin);
-    const T* a = static_cast<const T*>(in[0]) + begin;
-    for (size_t i = 0; i < m; ++i) acc[i] = a[i];
-    for (int r = 1; r < n; ++r) {
-      const T* b = static_cast<const T*>(in[r]) + begin;
-      for (size_t i = 0; i < m; ++i) acc[i] += b[i];
-    }
+    sum_block(acc, in, n, begin, m);
     for (size_t i = 0; i < m; ++i) acc[i] *= scale;
     for (int k = 0; k < n_outs; ++k) std::copy_n(acc, m, static_cast<T*>(outs[k]) + begin);
   }
 }
 
+template <typename T>
+void sum_fixed_typed(void* const* outs, int n_outs, const void* const* in, int n, size_t first, size_t last,
+                     const FixedPointGroups& groups) {
+  // Blocks that stay in L1: the int64 sums, then their values, copied to every output.
+  constexpr size_t kBlock = 1024;
+  alignas(64) int64_t acc[kBlock];
+  alignas(64) T values[kBlock];
+  for (size_t begin = first; begin < last; begin += kBlock) {
+    const size_t m = std::min(kBlock, last - begin);
+    sum_block(acc, in, n, begin, m);
+    fixed_point_to_values(acc, begin, m, groups, values);
+    for (int k = 0; k < n_outs; ++k) std::copy_n(values, m, static_cast<T*>(outs[k]) + begin);
+  }
+}
+
 }  // namespace
+
+void sum_fixed_slice_into_every(void* const* outs, int n_outs, ElementType out_type, const void* const* in,
+                                int n, size_t first, size_t last, const FixedPointGroups& groups) {
+  if (out_type == ElementType::kFloat32)
+    sum_fixed_typed<float>(outs, n_outs, in, n, first, last, groups);
+  else
+    sum_fixed_typed<double>(outs, n_outs, in, n, first, last, groups);
+}
 
 size_t element_bytes(ElementType type) { return type == ElementType::kFloat32 ? 4 : 8; }
 

@@ -1,6 +1,7 @@
 #pragma once
 // The arithmetic of the reduction backends, MPI-free so it is unit-testable on its own.
 #include <cstddef>
+#include <cstdint>
 
 #include "mpiddp/distributed/communicator.hpp"
 
@@ -19,6 +20,12 @@ void sum_slice(void* out, const void* const* in, int n, size_t first, size_t las
 // output ends with the same bits, computed once.
 void sum_slice_into_every(void* const* outs, int n_outs, const void* const* in, int n,
                           size_t first, size_t last, ElementType type, double scale);
+
+// The int64 sums in[0][i] + ... + in[n-1][i] for i in [first, last), converted by
+// fixed_point_to_values and written to every one of outs[0..n_outs) as out_type (kFloat32 or
+// kFloat64): the inputs are not written.
+void sum_fixed_slice_into_every(void* const* outs, int n_outs, ElementType out_type, const void* const* in,
+                                int n, size_t first, size_t last, const FixedPointGroups& groups);
 
 size_t element_bytes(ElementType type);
 

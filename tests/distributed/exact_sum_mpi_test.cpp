@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
 #include "mpiddp/distributed/exact_sum.hpp"
+#include "mpiddp/distributed/fixed_point.hpp"
 #include "mpiddp/distributed/gradient_reducer.hpp"
 #include "mpiddp/distributed/local_communicator.hpp"
 #include "mpiddp/distributed/mpi_communicator.hpp"
@@ -49,6 +51,51 @@ TEST_P(ExactSumPaths, SpreadTermsGiveOneProcesssBits) {
   ExactSum reference(one, {0, 1000}, kWidth, ReduceAlgorithm::kMpi);
   reference.sum(all.data(), kTerms, kTerms, 24.0, single.data());
   EXPECT_EQ(std::memcmp(spread.data(), single.data(), kWidth * sizeof(double)), 0);
+}
+
+// Communicator::sum_fixed_point: the ranks' int64 terms summed and converted group by group
+// give the values one process converts from the totals, bit for bit, in float and in double;
+// on the shm path with both buffers in shared windows it sums and converts in one pass
+// (Note [the fixed-point sum converted in place]), which the odd size cuts inside groups.
+TEST_P(ExactSumPaths, FixedPointSumConvertsAsOneProcessDoes) {
+  MpiCommunicator comm;
+  const ReduceAlgorithm path = comm.resolve(parse_reduce_algorithm(GetParam()));
+  constexpr size_t kCount = 10007;
+  const std::vector<size_t> begins = {0, 3001, 3001, 7000, kCount};  // an empty group
+  const std::vector<double> unscale = {std::ldexp(1.0, -30), std::ldexp(1.0, -20), std::ldexp(1.0, -25),
+                                       std::ldexp(1.0, -40)};
+  const std::vector<char> finite = {1, 1, 0, 1};  // group 2 comes out NaN
+  const FixedPointGroups groups{begins.data(), 4, unscale.data(), finite.data(), 24.0};
+  auto term = [](size_t i, int64_t r) {
+    return static_cast<int64_t>((i * 2654435761u + static_cast<uint64_t>(r) * 97) % (uint64_t{1} << 41)) -
+           (int64_t{1} << 40);
+  };
+  std::vector<int64_t> totals(kCount, 0);
+  for (size_t i = 0; i < kCount; ++i)
+    for (int64_t r = 0; r < comm.size(); ++r) totals[i] += term(i, r);
+  for (const ElementType type : {ElementType::kFloat32, ElementType::kFloat64}) {
+    const size_t bytes = type == ElementType::kFloat32 ? sizeof(float) : sizeof(double);
+    auto* shared_sums = static_cast<int64_t*>(comm.allocate_shared_buffer(kCount * sizeof(int64_t)));
+    void* shared_out = comm.allocate_shared_buffer(kCount * bytes);
+    std::vector<int64_t> own_sums(shared_sums ? 0 : kCount);
+    std::vector<double> own_out(shared_out ? 0 : kCount);  // room for either type
+    int64_t* sums = shared_sums ? shared_sums : own_sums.data();
+    void* out = shared_out ? shared_out : own_out.data();
+    for (size_t i = 0; i < kCount; ++i) sums[i] = term(i, comm.rank());
+    comm.sum_fixed_point(sums, kCount, groups, out, type, path);
+    std::vector<double> expected(kCount);  // room for either type
+    if (type == ElementType::kFloat32)
+      fixed_point_to_values(totals.data(), 0, kCount, groups, reinterpret_cast<float*>(expected.data()));
+    else
+      fixed_point_to_values(totals.data(), 0, kCount, groups, expected.data());
+    EXPECT_EQ(std::memcmp(out, expected.data(), kCount * bytes), 0) << (bytes == 4 ? "float" : "double");
+    const double first = type == ElementType::kFloat32 ? static_cast<double>(static_cast<float*>(out)[0])
+                                                       : static_cast<double*>(out)[0];
+    EXPECT_NE(first, 0.0);
+    const double in_nan_group = type == ElementType::kFloat32 ? static_cast<double>(static_cast<float*>(out)[5000])
+                                                              : static_cast<double*>(out)[5000];
+    EXPECT_TRUE(std::isnan(in_nan_group));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Algorithms, ExactSumPaths, ::testing::Values("mpi", "shm"));

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "mpiddp/distributed/compression.hpp"
+#include "mpiddp/distributed/fixed_point.hpp"
 
 namespace mpiddp::distributed {
 
@@ -60,6 +61,15 @@ class Communicator {
   // on kShm the sum among the nodes' slices, on kMpi the whole allreduce.
   virtual int start_sum(void* data, size_t count, ElementType type, double scale,
                         ReduceAlgorithm algorithm, Compression compress) = 0;
+  // The deterministic mode's int64 sums over all ranks, turned into values at once:
+  // out[i] = the sum over ranks of sums[i], converted by fixed_point_to_values (fixed_point.hpp),
+  // i < count; out_type kFloat32 or kFloat64. sums may be left overwritten. Every rank gets
+  // the same bits on every path. Here: start_sum, wait_sum, then the conversion; kShm,
+  // when both buffers lie in shared windows, sums a slice per rank and writes it converted
+  // into every rank's `out` (Note [the fixed-point sum converted in place] in
+  // src/distributed/mpi_shared_memory_sum.cpp). Collective.
+  virtual void sum_fixed_point(int64_t* sums, size_t count, const FixedPointGroups& groups, void* out,
+                               ElementType out_type, ReduceAlgorithm algorithm);
   // Memory for a buffer that start_sum(kShm) then sums where it lies, with no copy in or
   // out: this rank's part of memory the node's ranks share (Note [gradients in the shared
   // window] in src/distributed/mpi_shared_memory_sum.cpp). Collective: every rank asks for the same

@@ -26,6 +26,23 @@ inline double from_fixed_divided(int64_t sum, double unscale, double divisor) {
   return static_cast<double>(sum) * unscale / divisor;
 }
 
+// How sums on several grids turn back into values: group g holds indices [begins[g],
+// begins[g + 1]), its grid's unscale is power_of_two(-shift), and a non-finite group
+// (finite[g] == 0) comes out NaN; every value is divided by `divisor`.
+struct FixedPointGroups {
+  const size_t* begins = nullptr;  // (groups + 1), ascending
+  size_t groups = 0;
+  const double* unscale = nullptr;  // (groups)
+  const char* finite = nullptr;     // (groups)
+  double divisor = 1.0;
+};
+
+// out[k] = from_fixed_divided(sums[k], ...) as T for k < count, sums[k] being element
+// first + k, converted by that element's group: the one conversion of every path (each gives
+// the same integers, so the same bits).
+template <typename T>
+void fixed_point_to_values(const int64_t* sums, size_t first, size_t count, const FixedPointGroups& groups, T* out);
+
 // value * 2^shift rounded to an integer, one value at a time (add_to_grid is the loop):
 // |value * 2^shift| must be below 2^63. Multiplying by a power of two is exact.
 inline int64_t to_fixed(double value, int shift) {
