@@ -235,9 +235,10 @@ void Conv2d<T>::backward(const PassContext&, ConstMatrixView<T> x, ConstMatrixVi
 template <typename T>
 void Conv2d<T>::gemm_calls(Index batch, std::vector<GemmCall>& calls) const {
   const Index p = positions(), k = taps(), o = options_.out;
-  calls.push_back({{p, o, k, Op::kNone, Op::kNone}, batch});       // forward, per sample
-  calls.push_back({{k, o, p, Op::kTranspose, Op::kNone}, batch});  // weight gradient
-  calls.push_back({{p, k, o, Op::kNone, Op::kTranspose}, batch});  // input gradient
+  // Per sample.
+  calls.push_back({{p, o, k, Op::kNone, Op::kNone}, batch, GemmRole::kForward});
+  calls.push_back({{k, o, p, Op::kTranspose, Op::kNone}, batch, GemmRole::kWeightGradient});
+  calls.push_back({{p, k, o, Op::kNone, Op::kTranspose}, batch, GemmRole::kInputGradient});
 }
 
 template class Conv2d<float>;

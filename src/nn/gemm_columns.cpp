@@ -26,10 +26,10 @@ std::vector<Index> chunked_product_widths(Index chunks, Index chunk, Index piece
   return {widths.begin(), widths.end()};
 }
 
-std::vector<GemmShape> column_products(const std::vector<GemmCall>& calls) {
+std::vector<GemmShape> column_products(const std::vector<GemmCall>& calls, GemmRole role) {
   std::vector<GemmShape> products;
   for (const GemmCall& call : calls)
-    if (call.shape.op_b == Op::kNone &&
+    if (call.role == role && call.shape.op_b == Op::kNone &&
         std::find(products.begin(), products.end(), call.shape) == products.end())
       products.push_back(call.shape);
   return products;

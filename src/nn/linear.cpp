@@ -60,7 +60,7 @@ void Linear<T>::forward(const PassContext& context, ConstMatrixView<T> x, Matrix
   // goes in first and the product is added to it: "=" would zero y and then add anyway, so
   // the bias costs no pass of its own.
   y.colwise() = b;
-  multiply_in_pieces(y, wt, Op::kTranspose, x, Accumulate::kAdd, context.product_columns);
+  multiply_in_pieces(y, wt, Op::kTranspose, x, Accumulate::kAdd, context.forward_columns);
 }
 
 namespace {
@@ -168,16 +168,16 @@ void Linear<T>::backward(const PassContext& context, ConstMatrixView<T> x, Const
   if (dx) {
     ConstMatrixView<T> wt(weight_, this->inputs(), this->outputs());
     // dx = W^T dy: (F, O)(O, B)
-    multiply_in_pieces(*dx, wt, Op::kNone, dy, Accumulate::kOverwrite, context.product_columns);
+    multiply_in_pieces(*dx, wt, Op::kNone, dy, Accumulate::kOverwrite, context.input_gradient_columns);
   }
 }
 
 template <typename T>
 void Linear<T>::gemm_calls(Index batch, std::vector<GemmCall>& calls) const {
   const Index f = this->inputs(), o = this->outputs();
-  calls.push_back({{o, batch, f, Op::kTranspose, Op::kNone}});  // forward
-  calls.push_back({{f, o, batch, Op::kNone, Op::kTranspose}});  // weight gradient
-  calls.push_back({{f, batch, o, Op::kNone, Op::kNone}});       // input gradient
+  calls.push_back({{o, batch, f, Op::kTranspose, Op::kNone}, 1, GemmRole::kForward});
+  calls.push_back({{f, o, batch, Op::kNone, Op::kTranspose}, 1, GemmRole::kWeightGradient});
+  calls.push_back({{f, batch, o, Op::kNone, Op::kNone}, 1, GemmRole::kInputGradient});
 }
 
 template class Linear<float>;

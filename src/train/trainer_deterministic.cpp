@@ -41,7 +41,7 @@
 // products keeps a column's bits at every width the pass makes (Eigen does; another library
 // is measured, Note [deterministic mode's library]), the rank runs one forward and one
 // backward over its L chunks, with chunk t in columns [t B/C, (t+1) B/C), its products cut
-// into pieces of at most PassContext::product_columns, and keeps no per-chunk copy of the
+// into pieces of at most PassContext::forward_columns and input_gradient_columns, and keeps no per-chunk copy of the
 // gradients. Whether that holds depends on the config, B/C and the library on this machine,
 // never on N, so every N takes the same path. A chunk's columns start
 // at another offset at every N, so nothing in such a pass may round by address: Eigen's row
@@ -108,19 +108,21 @@ void Trainer<T>::start_deterministic() {
   DeterministicStep<T>& d = *deterministic_;
   // The library and the pass: rank 0 decides, every rank takes its answer (Note
   // [deterministic mode's library]); rank 0's error (a library not built in) is every rank's.
-  int64_t decision[3] = {0, 0, 0};  // the backend, the full step's piece, the last step's
+  int64_t decision[5] = {0, 0, 0, 0, 0};  // the backend, the full step's pieces, the last step's
   on_rank0(comm_, [&] {
     DeterministicGemm chosen =
         choose_deterministic_gemm<T>(config_.gemm, *model_, d.chunks, d.chunk, d.last_chunk);
     gemm_ = std::move(chosen.choice);
     decision[0] = static_cast<int64_t>(gemm_.backend);
-    decision[1] = chosen.full_piece;
-    decision[2] = chosen.last_piece;
+    decision[1] = chosen.full.forward;
+    decision[2] = chosen.full.input_gradient;
+    decision[3] = chosen.last.forward;
+    decision[4] = chosen.last.input_gradient;
   });
   comm_.broadcast(decision, sizeof decision, 0);
   gemm_.backend = static_cast<nn::GemmBackend>(decision[0]);
-  d.full_piece = decision[1];
-  d.last_piece = decision[2];
+  d.full = {decision[1], decision[2]};
+  d.last = {decision[3], decision[4]};
   // The layers that take it hold no buffers: synchronize_grid sums none.
   if (d.any_chunked_pass() && model_->buffer_value_count() + model_->buffer_counter_count() > 0)
     throw std::logic_error("the chunked pass with a layer that holds buffers");
@@ -224,7 +226,8 @@ void Trainer<T>::pass_chunks_together(const Index* samples, Index size) {
   pass.chunk_columns = size;
   pass.gradient_grid = d.grid.get();
   // Whole chunks, at most the columns the library was checked at (nn/gemm_columns.hpp).
-  pass.product_columns = d.product_columns(size);
+  pass.forward_columns = d.pieces(size).forward;
+  pass.input_gradient_columns = d.pieces(size).input_gradient;
   const auto out = model_->forward(pass, x);
   MatrixView<T> out_gradient = model_->output_gradient();
   const Index outputs = out.rows();

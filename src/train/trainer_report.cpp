@@ -86,13 +86,17 @@ void Trainer<T>::start() {
     // Tells `mpiddp compare` to demand bitwise equality (docs/log-format.md).
     if (deterministic_) {
       run_record["deterministic"] = {{"chunks", deterministic_->chunks},
-                                     {"pass", deterministic_->full_piece > 0 ? "chunked" : "chunk_by_chunk"}};
-      // The most columns one product takes in the chunked pass (Note [deterministic mode's library]).
-      if (deterministic_->full_piece > 0) {
-        run_record["deterministic"]["product_columns"] = deterministic_->full_piece;
-        // How a linear layer's weight gradient reaches the grid (Note [the grid product]).
+                                     {"pass", deterministic_->full.chunked() ? "chunked" : "chunk_by_chunk"}};
+      // The most columns one product takes in the chunked pass (Note [deterministic mode's
+      // library]), how a linear layer's weight gradients reach the grid (Note [the grid
+      // product]), and the most columns one product of each kind takes: added after the
+      // earlier keys, so that the record's text keeps its earlier prefix.
+      if (deterministic_->full.chunked()) {
+        run_record["deterministic"]["product_columns"] = deterministic_->full.widest();
         const bool kernel = std::is_same_v<T, float> && nn::grid_product_available();
         run_record["deterministic"]["weight_gradients"] = kernel ? "grid_product" : "library";
+        run_record["deterministic"]["widths"] = {{"forward", deterministic_->full.forward},
+                                                 {"input_gradient", deterministic_->full.input_gradient}};
       }
     }
     if (!resumed_from_.empty()) run_record["resumed_from"] = resume_point();

@@ -28,7 +28,7 @@ MLP=("$WORK/mlp.json")
 
 det_run np1 1 "${MLP[@]}" --set checkpoint.dir="$WORK/ckpt1" --set checkpoint.every_steps=1 \
   --set checkpoint.keep=0
-grep -q '"deterministic":{"chunks":24,"pass":"chunked","product_columns":' "$WORK/np1.jsonl" ||
+grep -q '"deterministic":{"chunks":24,"pass":"chunked","product_columns":[0-9]*,"weight_gradients":"[a-z_]*","widths":{"forward":[0-9]*,"input_gradient":[0-9]*}}' "$WORK/np1.jsonl" ||
   fail "np1: the run record does not say the chunked pass"
 # The weight gradients by the grid product in a float32 build with AVX-512, else by the
 # library (Note [the grid product]); float64 always by the library.

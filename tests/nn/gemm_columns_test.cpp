@@ -36,12 +36,16 @@ TEST(GemmColumns, WidthsAreEveryPieceAndRemainderAtEveryWorldSize) {
 }
 
 TEST(GemmColumns, ColumnProductsAreTheOnesOverSamplesOnceEach) {
-  const std::vector<GemmCall> calls = {{{8, 4, 5, Op::kTranspose, Op::kNone}},
-                                       {{5, 8, 4, Op::kNone, Op::kTranspose}},  // a weight gradient
-                                       {{5, 4, 8, Op::kNone, Op::kNone}},
-                                       {{8, 4, 5, Op::kTranspose, Op::kNone}, 3}};  // again
-  EXPECT_EQ(column_products(calls),
-            (std::vector<GemmShape>{{8, 4, 5, Op::kTranspose, Op::kNone}, {5, 4, 8, Op::kNone, Op::kNone}}));
+  const std::vector<GemmCall> calls = {{{8, 4, 5, Op::kTranspose, Op::kNone}, 1, GemmRole::kForward},
+                                       {{5, 8, 4, Op::kNone, Op::kTranspose}, 1, GemmRole::kWeightGradient},
+                                       {{5, 4, 8, Op::kNone, Op::kNone}, 1, GemmRole::kInputGradient},
+                                       {{8, 4, 5, Op::kTranspose, Op::kNone}, 3, GemmRole::kForward},  // again
+                                       {{6, 4, 5, Op::kTranspose, Op::kNone}, 1, GemmRole::kForward}};
+  EXPECT_EQ(column_products(calls, GemmRole::kForward),
+            (std::vector<GemmShape>{{8, 4, 5, Op::kTranspose, Op::kNone}, {6, 4, 5, Op::kTranspose, Op::kNone}}));
+  EXPECT_EQ(column_products(calls, GemmRole::kInputGradient),
+            (std::vector<GemmShape>{{5, 4, 8, Op::kNone, Op::kNone}}));
+  EXPECT_TRUE(column_products(calls, GemmRole::kWeightGradient).empty());  // its columns are outputs
 }
 
 TEST_F(GemmColumnsTest, EigenKeepsColumnBitsOnWholePanelsAndNotAsAMatrixVectorProduct) {
@@ -70,7 +74,9 @@ TEST_F(GemmColumnsTest, EigenIsTheSameAtOtherAlignments) {
   for (GemmBackend backend : available_gemm_backends()) {
     use_gemm_backend(backend, 1);
     const bool same = address_bits_hold<float>(products) && address_bits_hold<double>(products);
-    if (backend == GemmBackend::kEigen) EXPECT_TRUE(same);
+    if (backend == GemmBackend::kEigen) {
+      EXPECT_TRUE(same);
+    }
     std::printf("%s: %s at other alignments\n", gemm_backend_name(backend), same ? "the same bits" : "other bits");
   }
 }

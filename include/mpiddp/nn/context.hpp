@@ -66,9 +66,10 @@ struct PassContext {
   // layers that supports_chunked_pass() see it.
   Index chunk_columns = 0;
   GradientGrid* gradient_grid = nullptr;
-  // In a chunked pass, the most columns one forward or input-gradient product may take (a
-  // multiple of chunk_columns, the same at every N: nn/gemm_columns.hpp); 0: no limit.
-  Index product_columns = 0;
+  // In a chunked pass, the most columns one forward product, and one input-gradient product,
+  // may take (multiples of chunk_columns, the same at every N: nn/gemm_columns.hpp); 0: no limit.
+  Index forward_columns = 0;
+  Index input_gradient_columns = 0;
 
   Index position(Index column) const { return positions ? positions[column] : column; }
 };

@@ -59,11 +59,17 @@ struct GemmShape {
 };
 std::string gemm_shape_text(const GemmShape& shape);  // "1024x128x784 TN"
 
+// What a product computes in a layer's pass. The deterministic chunked pass cuts forward and
+// input-gradient products into pieces, each kind at the widest at which its library keeps a
+// column's bits (nn/gemm_columns.hpp).
+enum class GemmRole { kForward, kWeightGradient, kInputGradient };
+
 // A product a layer makes `count` times in one forward and backward pass (a convolution makes
 // its products once per sample).
 struct GemmCall {
   GemmShape shape;
   Index count = 1;
+  GemmRole role = GemmRole::kForward;
 };
 
 // The multiply-adds (m n k) of a typical product among calls: the weighted median, the size

@@ -52,8 +52,9 @@ bool column_bits_hold(const std::vector<GemmShape>& products, Index chunk, const
 template <typename T>
 bool address_bits_hold(const std::vector<GemmShape>& products);
 
-// The products of `calls` whose columns are samples (op_b kNone): a layer's forward and
-// input-gradient products, which a chunked pass makes over all of a rank's chunks at once.
-std::vector<GemmShape> column_products(const std::vector<GemmCall>& calls);
+// The products of `calls` in `role` whose columns are samples (op_b kNone), once each: a
+// linear layer's forward or input-gradient products, which a chunked pass makes over all of a
+// rank's chunks at once.
+std::vector<GemmShape> column_products(const std::vector<GemmCall>& calls, GemmRole role);
 
 }  // namespace mpiddp::nn

@@ -24,13 +24,23 @@
 
 namespace mpiddp::train {
 
+// The most columns one forward product and one input-gradient product take in a chunked
+// pass: each kind at the widest piece at which the library keeps every such product's column
+// bits (oneDNN on a Zen 5: 128 for mlp's forward products, 64 for its 1024 x 1024 input
+// gradient). Both 0: the step goes chunk by chunk.
+struct PassPieces {
+  Index forward = 0;
+  Index input_gradient = 0;
+  bool chunked() const { return forward > 0 && input_gradient > 0; }
+  Index widest() const { return forward > input_gradient ? forward : input_gradient; }
+};
+
 struct DeterministicGemm {
   GemmChoice choice;
-  // The most columns one product takes in the chunked pass of a step with chunks of the full
-  // size (B/C), and in the epoch's last step with its shorter chunks; 0: that step goes
-  // chunk by chunk.
-  Index full_piece = 0;
-  Index last_piece = 0;
+  // The pieces of the chunked pass of a step with chunks of the full size (B/C), and of the
+  // epoch's last step with its shorter chunks.
+  PassPieces full;
+  PassPieces last;
 };
 
 // Rank 0's decision (the trainer sends it to the others). `configured`: compute.gemm;

@@ -8,6 +8,7 @@
 #include "mpiddp/core/memory.hpp"
 #include "mpiddp/core/types.hpp"
 #include "mpiddp/distributed/exact_sum.hpp"
+#include "mpiddp/train/deterministic_gemm.hpp"
 #include "mpiddp/train/gradient_grid.hpp"
 
 namespace mpiddp::train {
@@ -28,15 +29,15 @@ struct DeterministicStep {
   std::vector<int64_t> saved_counters;
   // Whether the steps take the chunked pass (Note [the chunked pass]): every layer supports
   // it, and the library gives a column the same bits at every width the pass makes (Note
-  // [deterministic mode's library]). The pieces: the most columns one product takes in a
-  // full step's pass (chunks of `chunk` samples) and in the epoch's shorter last step's; 0:
-  // that step goes chunk by chunk.
+  // [deterministic mode's library]). The pieces: the most columns one product of each kind
+  // takes in a full step's pass (chunks of `chunk` samples) and in the epoch's shorter last
+  // step's; none: that step goes chunk by chunk.
   Index chunk = 0, last_chunk = 0;
-  Index full_piece = 0, last_piece = 0;
-  Index product_columns(Index size) const { return size == chunk ? full_piece : last_piece; }
-  bool chunked_pass(Index size) const { return product_columns(size) > 0; }
-  bool any_chunked_pass() const { return full_piece > 0 || last_piece > 0; }
-  bool every_step_chunked() const { return full_piece > 0 && last_piece > 0; }
+  PassPieces full, last;
+  const PassPieces& pieces(Index size) const { return size == chunk ? full : last; }
+  bool chunked_pass(Index size) const { return pieces(size).chunked(); }
+  bool any_chunked_pass() const { return full.chunked() || last.chunked(); }
+  bool every_step_chunked() const { return full.chunked() && last.chunked(); }
   std::vector<Index> samples;    // (B / N) the chunks' sample indices, chunk after chunk
   std::vector<Index> positions;  // (B / N) their positions in the step's global batch
 
