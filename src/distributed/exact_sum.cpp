@@ -17,6 +17,8 @@ ExactSum::ExactSum(Communicator& comm, std::vector<size_t> group_begins, size_t 
   groups_.push_back(width);
   max_.assign(groups_.size() - 1, 0.0);
   shift_.assign(groups_.size() - 1, 0);
+  unscale_.assign(groups_.size() - 1, 1.0);
+  finite_.assign(groups_.size() - 1, 1);
   fixed_.assign(width, 0);
 }
 
@@ -52,15 +54,14 @@ void ExactSum::sum(const V* terms, Index local_terms, int64_t max_terms, double 
                     fixed_.data() + begin);
     }
   }
-  comm_.wait_sum(comm_.start_sum(fixed_.data(), width_, ElementType::kInt64, 1.0, algorithm_,
-                                 Compression::kNone));
-  // 3. Back to double, once per value: the same integers give the same bits everywhere.
+  // 3. Summed over the ranks and back to double, once per value, by the conversion of every
+  //    path: the same integers give the same bits everywhere.
   for (size_t g = 0; g < groups; ++g) {
-    const bool finite = std::isfinite(max_[g]);
-    const double unscale = power_of_two(-shift_[g]);
-    for (size_t i = groups_[g]; i < groups_[g + 1]; ++i)
-      out[i] = finite ? from_fixed_divided(fixed_[i], unscale, divisor) : std::numeric_limits<double>::quiet_NaN();
+    unscale_[g] = power_of_two(-shift_[g]);
+    finite_[g] = std::isfinite(max_[g]) ? 1 : 0;
   }
+  const FixedPointGroups grids{groups_.data(), groups, unscale_.data(), finite_.data(), divisor};
+  comm_.sum_fixed_point(fixed_.data(), width_, grids, out, ElementType::kFloat64, algorithm_);
 }
 
 template void ExactSum::sum(const float*, Index, int64_t, double, double*);

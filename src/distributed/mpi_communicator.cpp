@@ -130,9 +130,10 @@ int MpiCommunicator::start_sum(void* data, size_t count, ElementType type, doubl
 
 void MpiCommunicator::sum_fixed_point(int64_t* sums, size_t count, const FixedPointGroups& groups, void* out,
                                       ElementType out_type, ReduceAlgorithm algorithm) {
-  if (resolve(algorithm) == ReduceAlgorithm::kShm) {
+  if (resolve(algorithm) == ReduceAlgorithm::kShm && shared_->sums_fixed_point_in_place(sums, count, out, out_type)) {
     InCollective scope(*watchdog_, Collective::kAllreduceSumInt64, count * sizeof(int64_t));
-    if (shared_->sum_fixed_point(sums, count, groups, out, out_type)) return;
+    shared_->sum_fixed_point(sums, count, groups, out, out_type);
+    return;
   }
   Communicator::sum_fixed_point(sums, count, groups, out, out_type, algorithm);
 }

@@ -82,6 +82,8 @@ SharedMemorySum::SharedMemorySum(MPI_Comm world) {
   first_node_ = on_first_node_ ? cross_rank : INT32_MAX;
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, &first_node_, 1, MPI_INT, MPI_MIN, cross_), "MPI_Allreduce");
   if (nodes_ > 1) compressed_ = std::make_unique<CompressedSum>(cross_);
+  fixed_in_.assign(static_cast<size_t>(local_size_), nullptr);
+  fixed_out_.assign(static_cast<size_t>(local_size_), nullptr);
 }
 
 SharedMemorySum::~SharedMemorySum() {
@@ -160,10 +162,12 @@ const SharedMemorySum::Window* SharedMemorySum::resident_window_of(const void* d
   return nullptr;
 }
 
-void SharedMemorySum::node_barrier(MPI_Win window) {
+void SharedMemorySum::node_barrier(MPI_Win window, MPI_Win second) {
   check_mpi(MPI_Win_sync(window), "MPI_Win_sync");
+  if (second != MPI_WIN_NULL) check_mpi(MPI_Win_sync(second), "MPI_Win_sync");
   check_mpi(MPI_Barrier(node_), "MPI_Barrier(node)");
   check_mpi(MPI_Win_sync(window), "MPI_Win_sync");
+  if (second != MPI_WIN_NULL) check_mpi(MPI_Win_sync(second), "MPI_Win_sync");
 }
 
 void SharedMemorySum::sum(void* data, size_t count, ElementType type, double scale,
@@ -234,20 +238,25 @@ void SharedMemorySum::sum_resident(const Window& window, void* data, size_t coun
 // converted by every rank (all P values), each rank read 2P int64 and wrote 2P, then read P
 // int64 again and wrote P values: at mlp's 1.9 M parameters about 52 MB a rank and step.
 // Here rank s sums slice s of the int64 sums once and writes it, converted, into every
-// rank's gradients: the int64 are read once and never written, about 22 MB less a rank. The
-// conversion is fixed_point_to_values', as on every path, so the bits are the same.
-bool SharedMemorySum::sum_fixed_point(int64_t* sums, size_t count, const FixedPointGroups& groups, void* out,
+// rank's gradients: on one node the int64 are read once and never written, about 22 MB less
+// a rank (across nodes the node's slice is written once, into the rank's own sums, for the
+// exchange among the nodes). The conversion is fixed_point_to_values', as on every path, so
+// the bits are the same.
+bool SharedMemorySum::sums_fixed_point_in_place(const int64_t* sums, size_t count, const void* out,
+                                                ElementType out_type) const {
+  return resident_window_of(sums, count * sizeof(int64_t)) && resident_window_of(out, count * element_bytes(out_type));
+}
+
+void SharedMemorySum::sum_fixed_point(int64_t* sums, size_t count, const FixedPointGroups& groups, void* out,
                                       ElementType out_type) {
   const Window* sums_window = resident_window_of(sums, count * sizeof(int64_t));
   const Window* out_window = resident_window_of(out, count * element_bytes(out_type));
-  if (!sums_window || !out_window) return false;
   at_same_offset(*sums_window, sums, fixed_in_);
   at_same_offset(*out_window, out, fixed_out_);
   // Slices of whole cache lines of the values (float's are the smaller), so of the int64 too.
   const Slices slices(count, local_size_, sizeof(float));
   const size_t first = slices.begin(local_rank_), last = slices.begin(local_rank_ + 1);
-  check_mpi(MPI_Win_sync(out_window->handle), "MPI_Win_sync");
-  node_barrier(sums_window->handle);  // every rank's sums are final, and nobody reads `out`
+  node_barrier(sums_window->handle, out_window->handle);  // every rank's sums are final, nobody reads `out`
   if (nodes_ == 1) {
     sum_fixed_slice_into_every(fixed_out_.data(), local_size_, out_type, fixed_in_.data(), local_size_, first, last,
                                groups);
@@ -259,16 +268,14 @@ bool SharedMemorySum::sum_fixed_point(int64_t* sums, size_t count, const FixedPo
     const void* own = sums;
     sum_fixed_slice_into_every(fixed_out_.data(), local_size_, out_type, &own, 1, first, last, groups);
   }
-  check_mpi(MPI_Win_sync(sums_window->handle), "MPI_Win_sync");
-  node_barrier(out_window->handle);  // every slice is in every rank's `out`
-  return true;
+  node_barrier(out_window->handle, sums_window->handle);  // every slice is in every rank's `out`
 }
 
 void SharedMemorySum::at_same_offset(const Window& window, const void* data, std::vector<void*>& segments) const {
   const auto offset = static_cast<size_t>(static_cast<const char*>(data) -
                                           static_cast<const char*>(window.segments[local_rank_]));
-  segments.resize(static_cast<size_t>(local_size_));  // allocates in the first step only
-  for (int r = 0; r < local_size_; ++r) segments[static_cast<size_t>(r)] = static_cast<char*>(window.segments[r]) + offset;
+  for (int r = 0; r < local_size_; ++r)
+    segments[static_cast<size_t>(r)] = static_cast<char*>(window.segments[r]) + offset;
 }
 
 // Note [parameters once per node]: with reduce.shard_optimizer on the shm path the node's

@@ -57,9 +57,10 @@ class SharedMemorySum {
   void sum(void* data, size_t count, ElementType type, double scale,
            Compression compress = Compression::kNone);
 
-  // Communicator::sum_fixed_point where both buffers lie in resident windows (else false,
-  // having done nothing). Blocking, collective over world.
-  bool sum_fixed_point(int64_t* sums, size_t count, const FixedPointGroups& groups, void* out,
+  // Whether sum_fixed_point can take these buffers: both lie in resident windows. Local.
+  bool sums_fixed_point_in_place(const int64_t* sums, size_t count, const void* out, ElementType out_type) const;
+  // Communicator::sum_fixed_point where sums_fixed_point_in_place. Blocking, collective over world.
+  void sum_fixed_point(int64_t* sums, size_t count, const FixedPointGroups& groups, void* out,
                        ElementType out_type);
 
   // `bytes` of memory in a new window shared by the node, at the same offset in every
@@ -92,7 +93,9 @@ class SharedMemorySum {
   Window allocate_window(size_t bytes, bool only_node_rank0);
   static void free_window(Window& window);
   void reserve(size_t bytes);
-  void node_barrier(MPI_Win window);
+  // The node's ranks meet, every write to the window (and to `second`) before it visible to
+  // every read after it: MPI_Win_sync on both sides of the barrier.
+  void node_barrier(MPI_Win window, MPI_Win second = MPI_WIN_NULL);
   // Copies `bytes` from `from` to byte `offset` of every other rank's segment of window.
   void store_in_other_segments(const Window& window, size_t offset, const void* from,
                                size_t bytes) const;
@@ -118,7 +121,7 @@ class SharedMemorySum {
   Window staging_;                  // for buffers outside the shared memory, in pieces
   std::vector<Window> resident_;    // from allocate_resident
   std::vector<Window> node_copies_; // from share_on_node: segments[0] is the copy
-  // (local_size_) sum_fixed_point's segments, kept so that the step allocates nothing.
+  // (local_size_) sum_fixed_point's segments, sized at construction: the step allocates nothing.
   std::vector<void*> fixed_in_, fixed_out_;
 };
 

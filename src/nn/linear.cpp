@@ -122,7 +122,7 @@ bool Linear<T>::weight_gradient_by_grid_product(GradientGrid& grid, ConstMatrixV
   if constexpr (!std::is_same_v<T, float>) {
     return false;  // the kernel is float's
   } else {
-    if (!grid_product_available()) return false;
+    if (!grid_product_serves<T>()) return false;
     const Index f = this->inputs(), o = this->outputs();
     if (weights.finite)
       grid_product(x.data(), f, dy.data(), o, chunk, x.cols() / chunk, weights.shift, weights.sums, false,

@@ -1,6 +1,7 @@
 #include "mpiddp/train/deterministic_gemm.hpp"
 
 #include "mpiddp/nn/gemm_columns.hpp"
+#include "mpiddp/nn/grid_product.hpp"
 
 namespace mpiddp::train {
 namespace {
@@ -14,12 +15,15 @@ template <typename T>
 PassPieces chunked_pass_pieces(nn::GemmBackend backend, const nn::Sequential<T>& model, Index chunks, Index chunk) {
   if (!model.layers().supports_chunked_pass(chunk)) return {};
   const std::vector<Index> pieces = nn::chunked_product_pieces(chunk);
-  if (backend == nn::GemmBackend::kEigen) return {pieces.front(), pieces.front()};  // Linear::supports_chunked_pass's rule
+  // Eigen: Linear::supports_chunked_pass's rule.
+  if (backend == nn::GemmBackend::kEigen) return {pieces.front(), pieces.front()};
   nn::use_gemm_backend(backend, 1);
-  // Every product of a chunk, the weight gradients' too (inner dimension: the chunk's samples).
+  // Every product of a chunk, the weight gradients' too (inner dimension: the chunk's
+  // samples), unless the grid product makes those (Note [the grid product]).
   const std::vector<nn::GemmCall> calls = model.gemm_calls(chunk);
   std::vector<nn::GemmShape> shapes;
-  for (const nn::GemmCall& call : calls) shapes.push_back(call.shape);
+  for (const nn::GemmCall& call : calls)
+    if (call.role != nn::GemmRole::kWeightGradient || !nn::grid_product_serves<T>()) shapes.push_back(call.shape);
   if (!nn::address_bits_hold<T>(shapes)) return {};
   auto widest = [&](nn::GemmRole role) -> Index {
     const std::vector<nn::GemmShape> products = nn::column_products(calls, role);

@@ -8,14 +8,13 @@
 #include <chrono>
 #include <cstdio>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/core/hash.hpp"
 #include "mpiddp/core/rng.hpp"
-#include "mpiddp/nn/grid_product.hpp"
 #include "mpiddp/distributed/reduction_levels.hpp"
+#include "mpiddp/nn/grid_product.hpp"
 #include "mpiddp/train/step_profile.hpp"
 
 namespace mpiddp::train {
@@ -93,8 +92,7 @@ void Trainer<T>::start() {
       // earlier keys, so that the record's text keeps its earlier prefix.
       if (deterministic_->full.chunked()) {
         run_record["deterministic"]["product_columns"] = deterministic_->full.widest();
-        const bool kernel = std::is_same_v<T, float> && nn::grid_product_available();
-        run_record["deterministic"]["weight_gradients"] = kernel ? "grid_product" : "library";
+        run_record["deterministic"]["weight_gradients"] = nn::grid_product_serves<T>() ? "grid_product" : "library";
         run_record["deterministic"]["widths"] = {{"forward", deterministic_->full.forward},
                                                  {"input_gradient", deterministic_->full.input_gradient}};
       }

@@ -27,8 +27,9 @@ cat > "$WORK/mlp.json" <<'JSON'
 JSON
 MLP=("$WORK/mlp.json")
 
-# pass_of LOG: the run record's deterministic object, e.g. {"chunks":24,"pass":"chunked","product_columns":64}.
-pass_of() { grep '"kind":"run"' "$1" | sed -E 's/.*"deterministic":(\{[^}]*\}).*/\1/'; }
+# pass_of LOG: the run record's deterministic object, e.g. {"chunks":24,"pass":"chunked","product_columns":64,
+# "weight_gradients":"grid_product","widths":{"forward":64,"input_gradient":64}}.
+pass_of() { grep '"kind":"run"' "$1" | sed -E 's/.*"deterministic":(\{[^{}]*(\{[^{}]*\}[^{}]*)?\}).*/\1/'; }
 backend_of() { grep '"kind":"run"' "$1" | sed -E 's/.*"gemm":\{[^}]*"backend":"([a-z]+)".*/\1/'; }
 
 for lib in onednn openblas blis; do

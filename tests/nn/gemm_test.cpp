@@ -115,13 +115,15 @@ TEST(TypicalProduct, IsTheProductThatHoldsTheMiddleMultiplyAdd) {
   EXPECT_EQ(typical_product_multiply_adds({}), 0.0);
   // 1000 products of 1 000 multiply-adds (1 M in all) and one of 8 M: the middle
   // multiply-add lies in the big one, though it is one call in 1001.
-  const std::vector<GemmCall> mixed = {{{10, 10, 10}, 1000}, {{200, 200, 200}, 1}};
+  const std::vector<GemmCall> mixed = {{{10, 10, 10}, 1000, GemmRole::kForward},
+                                       {{200, 200, 200}, 1, GemmRole::kForward}};
   EXPECT_EQ(typical_product_multiply_adds(mixed), 8e6);
   // Three times as much work in the small ones: the typical product is small.
-  const std::vector<GemmCall> small = {{{10, 10, 10}, 24000}, {{200, 200, 200}, 1}};
+  const std::vector<GemmCall> small = {{{10, 10, 10}, 24000, GemmRole::kForward},
+                                       {{200, 200, 200}, 1, GemmRole::kForward}};
   EXPECT_EQ(typical_product_multiply_adds(small), 1e3);
   // Order does not matter; exactly half the work at or below a size chooses it.
-  const std::vector<GemmCall> halves = {{{20, 20, 20}, 1}, {{10, 10, 10}, 8}};
+  const std::vector<GemmCall> halves = {{{20, 20, 20}, 1, GemmRole::kForward}, {{10, 10, 10}, 8, GemmRole::kForward}};
   EXPECT_EQ(typical_product_multiply_adds(halves), 1e3);
 }
 

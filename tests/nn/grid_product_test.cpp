@@ -46,18 +46,25 @@ std::vector<int64_t> reference(const Operands& p, int shift) {
   return sums;
 }
 
+// The sums as the trainer's grid holds them: 64-byte aligned, so that with f a multiple of 8
+// every tile's whole lines take the non-temporal stores.
+using Sums = std::vector<int64_t, HugePageAllocator<int64_t>>;
+
 std::vector<int64_t> by_kernel(const Operands& p, int shift) {
-  std::vector<std::byte, HugePageAllocator<std::byte>> scratch(grid_product_scratch_bytes(p.f, p.o, p.chunk * p.chunks));
-  std::vector<int64_t> sums(static_cast<size_t>(p.f * p.o), -1);  // overwritten, not added to
+  const size_t bytes = grid_product_scratch_bytes(p.f, p.o, p.chunk * p.chunks);
+  std::vector<std::byte, HugePageAllocator<std::byte>> scratch(bytes);
+  Sums sums(static_cast<size_t>(p.f * p.o), -1);  // overwritten, not added to
   grid_product(p.x.data(), p.f, p.dy.data(), p.o, p.chunk, p.chunks, shift, sums.data(), false,
                reinterpret_cast<float*>(scratch.data()));
-  return sums;
+  return {sums.begin(), sums.end()};
 }
 
 TEST(GridProduct, GivesTheIntegersOfEachChunksMultiplyAddChainAtEverySize) {
   if (!grid_product_available()) GTEST_SKIP() << "this build has no grid product (needs AVX-512 F and DQ)";
-  // Row tails inside the first and the second vector, column tails of 1 to 3, one chunk.
-  const Index sizes[][4] = {{37, 7, 8, 3}, {32, 4, 16, 2}, {45, 10, 4, 5}, {3, 1, 1, 1}, {80, 13, 16, 8}};
+  // Row tails inside the first and the second vector, column tails of 1 to 3, one chunk,
+  // and more columns than a band (64), on whole lines of the sums.
+  const Index sizes[][4] = {{37, 7, 8, 3}, {32, 4, 16, 2},  {45, 10, 4, 5},
+                            {3, 1, 1, 1},  {80, 13, 16, 8}, {64, 131, 8, 3}};
   for (const auto& size : sizes) {
     const Operands p = make_operands(size[0], size[1], size[2], size[3], 1.0f, 7);
     EXPECT_EQ(by_kernel(p, 40), reference(p, 40)) << size[0] << " x " << size[1] << ", chunks " << size[3];
@@ -84,12 +91,12 @@ TEST(GridProduct, TheChunksSplitBetweenCallsGiveTheSameSums) {
   const Operands all = make_operands(45, 10, 8, 4, 1.0f, 11);
   const std::vector<int64_t> whole = by_kernel(all, 38);
   std::vector<std::byte, HugePageAllocator<std::byte>> scratch(grid_product_scratch_bytes(45, 10, 32));
-  std::vector<int64_t> split(whole.size(), 0);
+  Sums split(whole.size(), 0);
   const Index first = 8 * 45, first_dy = 8 * 10;  // one chunk of samples
-  grid_product(all.x.data(), 45, all.dy.data(), 10, 8, 1, 38, split.data(), false, reinterpret_cast<float*>(scratch.data()));
-  grid_product(all.x.data() + first, 45, all.dy.data() + first_dy, 10, 8, 3, 38, split.data(), true,
-               reinterpret_cast<float*>(scratch.data()));
-  EXPECT_EQ(split, whole);
+  float* packed = reinterpret_cast<float*>(scratch.data());
+  grid_product(all.x.data(), 45, all.dy.data(), 10, 8, 1, 38, split.data(), false, packed);
+  grid_product(all.x.data() + first, 45, all.dy.data() + first_dy, 10, 8, 3, 38, split.data(), true, packed);
+  EXPECT_EQ(std::vector<int64_t>(split.begin(), split.end()), whole);
 }
 
 }  // namespace

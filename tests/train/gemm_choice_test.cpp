@@ -28,9 +28,10 @@ class GemmChoiceTest : public ::testing::Test {
   std::filesystem::path cache_file() const { return dir_ / "cache" / "gemm.json"; }
   std::filesystem::path dir_;
   // A small model's products: forward, weight and input gradients of a 64 -> 32 layer.
-  const std::vector<nn::GemmCall> calls_{{{32, 16, 64, nn::Op::kTranspose, nn::Op::kNone}},
-                                         {{64, 32, 16, nn::Op::kNone, nn::Op::kTranspose}},
-                                         {{64, 16, 32, nn::Op::kNone, nn::Op::kNone}}};
+  const std::vector<nn::GemmCall> calls_{
+      {{32, 16, 64, nn::Op::kTranspose, nn::Op::kNone}, 1, nn::GemmRole::kForward},
+      {{64, 32, 16, nn::Op::kNone, nn::Op::kTranspose}, 1, nn::GemmRole::kWeightGradient},
+      {{64, 16, 32, nn::Op::kNone, nn::Op::kNone}, 1, nn::GemmRole::kInputGradient}};
 };
 
 TEST_F(GemmChoiceTest, MeasuresOnceThenReadsTheCache) {

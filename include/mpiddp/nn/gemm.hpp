@@ -67,9 +67,12 @@ enum class GemmRole { kForward, kWeightGradient, kInputGradient };
 // A product a layer makes `count` times in one forward and backward pass (a convolution makes
 // its products once per sample).
 struct GemmCall {
+  // The role has no default: a layer that left it out would have its input-gradient
+  // products cut at the forward products' width, and lose the same bits at every N.
+  GemmCall(GemmShape shape_, Index count_, GemmRole role_) : shape(shape_), count(count_), role(role_) {}
   GemmShape shape;
   Index count = 1;
-  GemmRole role = GemmRole::kForward;
+  GemmRole role;
 };
 
 // The multiply-adds (m n k) of a typical product among calls: the weighted median, the size
