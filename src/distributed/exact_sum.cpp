@@ -4,7 +4,6 @@
 #include <cassert>
 #include <cstddef>
 #include <cmath>
-#include <limits>
 
 #include "mpiddp/core/finite.hpp"
 
@@ -17,7 +16,6 @@ ExactSum::ExactSum(Communicator& comm, std::vector<size_t> group_begins, size_t 
   groups_.push_back(width);
   max_.assign(groups_.size() - 1, 0.0);
   shift_.assign(groups_.size() - 1, 0);
-  unscale_.assign(groups_.size() - 1, 1.0);
   finite_.assign(groups_.size() - 1, 1);
   fixed_.assign(width, 0);
 }
@@ -44,6 +42,7 @@ void ExactSum::sum(const V* terms, Index local_terms, int64_t max_terms, double 
   for (size_t g = 0; g < groups; ++g) {
     shift_[g] = std::isfinite(max_[g]) && max_[g] > 0.0 ? fixed_point_shift(max_[g], max_terms) : 0;
     const bool finite = std::isfinite(max_[g]);  // a non-finite group comes out as NaN below
+    finite_[g] = finite ? 1 : 0;
     for (size_t begin = groups_[g]; begin < groups_[g + 1]; begin += kBlock) {
       const size_t end = std::min(begin + kBlock, groups_[g + 1]);
       std::fill(fixed_.begin() + static_cast<std::ptrdiff_t>(begin),
@@ -56,11 +55,7 @@ void ExactSum::sum(const V* terms, Index local_terms, int64_t max_terms, double 
   }
   // 3. Summed over the ranks and back to double, once per value, by the conversion of every
   //    path: the same integers give the same bits everywhere.
-  for (size_t g = 0; g < groups; ++g) {
-    unscale_[g] = power_of_two(-shift_[g]);
-    finite_[g] = std::isfinite(max_[g]) ? 1 : 0;
-  }
-  const FixedPointGroups grids{groups_.data(), groups, unscale_.data(), finite_.data(), divisor};
+  const FixedPointGroups grids{groups_.data(), groups, shift_.data(), finite_.data(), divisor};
   comm_.sum_fixed_point(fixed_.data(), width_, grids, out, ElementType::kFloat64, algorithm_);
 }
 

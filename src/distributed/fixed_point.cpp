@@ -104,7 +104,7 @@ void fixed_point_to_values(const int64_t* sums, size_t first, size_t count, cons
     } else {
       // Branch-free, so that it vectorises (int64 -> double, the scale, the division): with
       // the finiteness test inside, it ran a value at a time, 6 % of a deterministic mlp step.
-      const double unscale = groups.unscale[g], divisor = groups.divisor;
+      const double unscale = power_of_two(-groups.shifts[g]), divisor = groups.divisor;
       const int64_t* from = sums + (i - first);
       for (; to != to_end; ++to, ++from) *to = static_cast<T>(from_fixed_divided(*from, unscale, divisor));
     }

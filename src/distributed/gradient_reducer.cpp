@@ -131,8 +131,7 @@ void GradientReducer<T>::start_ready_buckets(size_t ready_offset) {
   // backend applies the factor in its last pass over the data, which saves a pass over
   // the whole buffer. With one rank there is nothing to sum and nothing to scale.
   const double scale = 1.0 / static_cast<double>(comm_.size());
-  const ElementType type =
-      std::is_same_v<T, float> ? ElementType::kFloat32 : ElementType::kFloat64;
+  const ElementType type = element_type_of<T>();
   // Buckets run from the end of the buffer to its start (Note [bucket order]).
   while (started_ < buckets_.size() && buckets_[started_].begin >= ready_offset) {
     const Bucket& bucket = buckets_[started_];

@@ -107,7 +107,8 @@ void Linear<T>::parameter_gradients_onto_grid(const PassContext& context, ConstM
   const GradientGrid::Tensor bias = grid.tensor(weight_grad_ + f * o, per_chunk * maxima[1]);
   // Every chunk in one kernel of ours where the build has it (Note [the grid product]), else
   // each chunk's product by the library and converted after.
-  if (!weight_gradient_by_grid_product(grid, x, dy, chunk, weights)) weight_gradient_by_library(grid, x, dy, chunk, weights);
+  if (!weight_gradient_by_grid_product(grid, x, dy, chunk, weights))
+    weight_gradient_by_library(grid, x, dy, chunk, weights);
   VectorView<T> db(static_cast<T*>(grid.scratch(scratch_values_bytes<T>(o))), o);
   for (Index t = 0; t < chunks; ++t) {
     db.setZero();

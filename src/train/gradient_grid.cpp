@@ -39,7 +39,6 @@ ChunkGradientGrid<T>::ChunkGradientGrid(distributed::Communicator& comm, std::ve
   if (!shared_sums) own_sums_.assign(begins_.back(), 0);
   sums_ = shared_sums ? shared_sums : own_sums_.data();
   shift_.assign(groups, 0);
-  unscale_.assign(groups, 1.0);
   finite_.assign(groups, 1);
   placed_.assign(groups, 0);
 }
@@ -105,11 +104,8 @@ template <typename T>
 void ChunkGradientGrid<T>::finish(double divisor, T* gradients, distributed::ReduceAlgorithm algorithm) {
   if (!std::all_of(placed_.begin(), placed_.end(), [](char placed) { return placed != 0; }))
     throw std::logic_error("ChunkGradientGrid: a tensor's layer put nothing onto the grid");
-  for (size_t g = 0; g < shift_.size(); ++g) unscale_[g] = distributed::power_of_two(-shift_[g]);
-  const distributed::FixedPointGroups groups{begins_.data(), shift_.size(), unscale_.data(), finite_.data(), divisor};
-  comm_.sum_fixed_point(sums_, begins_.back(), groups, gradients,
-                        sizeof(T) == 4 ? distributed::ElementType::kFloat32 : distributed::ElementType::kFloat64,
-                        algorithm);
+  const distributed::FixedPointGroups groups{begins_.data(), shift_.size(), shift_.data(), finite_.data(), divisor};
+  comm_.sum_fixed_point(sums_, begins_.back(), groups, gradients, distributed::element_type_of<T>(), algorithm);
 }
 
 template class ChunkGradientGrid<float>;

@@ -41,8 +41,8 @@
 // products keeps a column's bits at every width the pass makes (Eigen does; another library
 // is measured, Note [deterministic mode's library]), the rank runs one forward and one
 // backward over its L chunks, with chunk t in columns [t B/C, (t+1) B/C), its products cut
-// into pieces of at most PassContext::forward_columns and input_gradient_columns, and keeps no per-chunk copy of the
-// gradients. Whether that holds depends on the config, B/C and the library on this machine,
+// into pieces of at most PassContext::forward_columns and input_gradient_columns, and keeps
+// no per-chunk copy of the gradients. Whether that holds depends on the config, B/C and the library on this machine,
 // never on N, so every N takes the same path. A chunk's columns start
 // at another offset at every N, so nothing in such a pass may round by address: Eigen's row
 // sums did (they split rows between vector and scalar code by the address of the sum), and

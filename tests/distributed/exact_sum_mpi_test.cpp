@@ -63,10 +63,9 @@ TEST_P(ExactSumPaths, FixedPointSumConvertsAsOneProcessDoes) {
   const ReduceAlgorithm path = comm.resolve(parse_reduce_algorithm(GetParam()));
   constexpr size_t kCount = 10007;
   const std::vector<size_t> begins = {0, 3001, 3001, 7000, kCount};  // an empty group
-  const std::vector<double> unscale = {std::ldexp(1.0, -30), std::ldexp(1.0, -20), std::ldexp(1.0, -25),
-                                       std::ldexp(1.0, -40)};
+  const std::vector<int> shifts = {30, 20, 25, 40};
   const std::vector<char> finite = {1, 1, 0, 1};  // group 2 comes out NaN
-  const FixedPointGroups groups{begins.data(), 4, unscale.data(), finite.data(), 24.0};
+  const FixedPointGroups groups{begins.data(), 4, shifts.data(), finite.data(), 24.0};
   auto term = [](size_t i, int64_t r) {
     return static_cast<int64_t>((i * 2654435761u + static_cast<uint64_t>(r) * 97) % (uint64_t{1} << 41)) -
            (int64_t{1} << 40);
@@ -88,7 +87,7 @@ TEST_P(ExactSumPaths, FixedPointSumConvertsAsOneProcessDoes) {
     std::vector<double> expected(kCount);  // room for either type
     for (size_t g = 0; g < 4; ++g)
       for (size_t i = begins[g]; i < begins[g + 1]; ++i) {
-        const double value = finite[g] ? static_cast<double>(totals[i]) * unscale[g] / 24.0
+        const double value = finite[g] ? static_cast<double>(totals[i]) * std::ldexp(1.0, -shifts[g]) / 24.0
                                        : std::numeric_limits<double>::quiet_NaN();
         if (type == ElementType::kFloat32)
           reinterpret_cast<float*>(expected.data())[i] = static_cast<float>(value);

@@ -17,6 +17,11 @@ namespace mpiddp::distributed {
 // kInt64: the deterministic mode's fixed-point sums (distributed/exact_sum.hpp); integer
 // addition is associative, so every path and order gives the same bits. Its scale must be 1.
 enum class ElementType { kFloat32, kFloat64, kInt64 };
+// The element type of float or double values.
+template <typename T>
+constexpr ElementType element_type_of() {
+  return sizeof(T) == 4 ? ElementType::kFloat32 : ElementType::kFloat64;
+}
 
 // How start_sum combines the ranks' buffers.
 //   kMpi: MPI_Iallreduce on the world communicator.

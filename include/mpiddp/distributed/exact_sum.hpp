@@ -60,8 +60,7 @@ class ExactSum {
   ReduceAlgorithm algorithm_;
   std::vector<double> max_;      // (G)
   std::vector<int> shift_;       // (G) each group's grid; 0 for an all-zero or non-finite group
-  std::vector<double> unscale_;  // (G) 2^-shift, for the conversion back
-  std::vector<char> finite_;     // (G)
+  std::vector<char> finite_;     // (G) whether the group's largest magnitude was finite
   std::vector<int64_t> fixed_;   // (width)
   bool local_terms_finite_ = true;
 };

@@ -27,13 +27,13 @@ inline double from_fixed_divided(int64_t sum, double unscale, double divisor) {
 }
 
 // How sums on several grids turn back into values: group g holds indices [begins[g],
-// begins[g + 1]), its grid's unscale is power_of_two(-shift), and a non-finite group
-// (finite[g] == 0) comes out NaN; every value is divided by `divisor`.
+// begins[g + 1]) on the grid of shifts[g], and a non-finite group (finite[g] == 0) comes out
+// NaN; every value is divided by `divisor`.
 struct FixedPointGroups {
   const size_t* begins = nullptr;  // (groups + 1), ascending
   size_t groups = 0;
-  const double* unscale = nullptr;  // (groups)
-  const char* finite = nullptr;     // (groups)
+  const int* shifts = nullptr;   // (groups)
+  const char* finite = nullptr;  // (groups)
   double divisor = 1.0;
 };
 

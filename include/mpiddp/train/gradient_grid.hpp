@@ -47,7 +47,6 @@ class ChunkGradientGrid final : public nn::GradientGrid {
   std::vector<int64_t, HugePageAllocator<int64_t>> own_sums_;  // (P) unless shared
   int64_t* sums_ = nullptr;                                     // (P) own_sums_ or shared
   std::vector<int> shift_;      // (G)
-  std::vector<double> unscale_; // (G) 2^-shift, for the conversion back
   std::vector<char> finite_;    // (G)
   std::vector<char> placed_;    // (G) whether this step's pass set the tensor's grid
   bool local_finite_ = true;
