@@ -8,6 +8,9 @@
 #                  MPI_Allreduce (MPI_Iallreduce + wait) of the whole buffer, world-wide
 #   train          the training bench: backward_ms, sync_exposed_ms (the part of the sync
 #                  that backward did not hide) against reduce_ms (the sync alone)
+#   train shard    the same with reduce.shard_optimizer: at 2 x 1 the optimizer sharded
+#                  across the leaders (the gradients reduce-scattered, the updated parameters
+#                  allgathered; sync_exposed_ms + optimizer_ms against the unsharded run's)
 # Usage (root): bench/cluster.sh [--rate RATE] [WORKLOAD...]   (default: mlp wide)
 #   --rate RATE   limit each node's link (launch/local-cluster/start.sh --rate)
 # Environment: MPIDDP (default build/mpiddp).
@@ -42,5 +45,6 @@ for workload in "${workloads[@]}"; do
     run "reduce plain" "$per_node" "$workload" --reduce-only --set reduce.algorithm=mpi \
       --set reduce.bucket_cap_mb=1024 --set reduce.first_bucket_mb=1024
     run train "$per_node" "$workload"
+    run "train shard" "$per_node" "$workload" --set reduce.shard_optimizer=true
   done
 done

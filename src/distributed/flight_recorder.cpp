@@ -57,6 +57,9 @@ constexpr KindName kKinds[] = {
     {Collective::kNodeAllgather, "node_allgather", "MPI_Allgatherv(within a node)"},
     {Collective::kNodeGather, "node_gather", "MPI_Gatherv(within a node)"},
     {Collective::kBroadcastAmongNodes, "broadcast_among_nodes", "MPI_Bcast(among nodes)"},
+    {Collective::kScatteredSum, "scattered_sum", "MPI_Ialltoallv(scattered sum)"},
+    {Collective::kWorldAllgather, "world_allgather", "MPI_Allgatherv(world parts)"},
+    {Collective::kWorldGather, "world_gather", "MPI_Gatherv(world parts)"},
 };
 
 const KindName* find_kind(Collective c) {

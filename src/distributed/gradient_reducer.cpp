@@ -1,5 +1,6 @@
 #include "mpiddp/distributed/gradient_reducer.hpp"
 
+#include <algorithm>
 #include <cassert>
 #include <type_traits>
 
@@ -53,6 +54,15 @@ void GradientReducer<T>::set_tensor_begins(std::vector<size_t> begins) {
 }
 
 template <typename T>
+void GradientReducer<T>::scatter_into_parts(std::vector<size_t> begins) {
+  if (compression_.applied != Compression::kNone)
+    throw Error(kExitFailure, "a scattered gradient sum cannot be compressed", Scope::kEveryRank);
+  part_begins_ = std::move(begins);
+  planned_for_ = nullptr;
+  planned_count_ = 0;
+}
+
+template <typename T>
 T* GradientReducer<T>::allocate_shared_buffer(size_t count) {
   if (algorithm_ != ReduceAlgorithm::kShm) return nullptr;
   return static_cast<T*>(comm_.allocate_shared_buffer(count * sizeof(T)));
@@ -82,6 +92,11 @@ void GradientReducer<T>::begin(T* grads, size_t count) {
   if (grads != planned_for_ || count != planned_count_) {
     buckets_ = plan(count);
     handles_.assign(buckets_.size(), -1);
+    // Each bucket's own cut of the parts: the bucket's elements that each rank owns.
+    bucket_parts_.assign(part_begins_.empty() ? 0 : buckets_.size(), {});
+    for (size_t b = 0; b < bucket_parts_.size(); ++b)
+      for (const size_t at : part_begins_)
+        bucket_parts_[b].push_back(std::clamp(at, buckets_[b].begin, buckets_[b].end) - buckets_[b].begin);
     started_at_.assign(buckets_.size(), {});
     planned_for_ = grads;
     planned_count_ = count;
@@ -136,6 +151,11 @@ void GradientReducer<T>::start_ready_buckets(size_t ready_offset) {
   while (started_ < buckets_.size() && buckets_[started_].begin >= ready_offset) {
     const Bucket& bucket = buckets_[started_];
     if (listener_) started_at_[started_] = std::chrono::steady_clock::now();
+    if (!bucket_parts_.empty()) {
+      handles_[started_] = comm_.start_scattered_sum(grads_ + bucket.begin, type, scale, bucket_parts_[started_]);
+      ++started_;
+      continue;
+    }
     size_t end = bucket.end;
     if (compression_.applied != Compression::kNone && bucket.begin < exact_from_ &&
         exact_from_ < bucket.end) {

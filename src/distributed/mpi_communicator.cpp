@@ -11,6 +11,7 @@
 
 #include "mpi_check.hpp"
 #include "mpi_compressed_sum.hpp"
+#include "mpi_scattered_sum.hpp"
 #include "mpi_shared_memory_sum.hpp"
 #include "mpi_watchdog.hpp"
 #include "mpiddp/core/error.hpp"
@@ -27,6 +28,7 @@ struct MpiCommunicator::PendingSum {
   bool shared;       // through SharedMemorySum, run in wait_sum
   Compression compress;
   int compressed;    // the CompressedSum handle of a kMpi sum in bf16, else -1
+  int scattered;     // the ScatteredSum handle of a start_scattered_sum, else -1
 };
 
 // Every MPI call goes through here: a failure says which call, on which rank, and what to
@@ -75,6 +77,7 @@ MpiCommunicator::MpiCommunicator() {
   check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &size_), "MPI_Comm_size");
   shared_ = std::make_unique<SharedMemorySum>(MPI_COMM_WORLD);
   compressed_ = std::make_unique<CompressedSum>(MPI_COMM_WORLD);
+  scattered_ = std::make_unique<ScatteredSum>(MPI_COMM_WORLD);
   watchdog_ = std::make_unique<MpiWatchdog>(rank_, size_);
 }
 
@@ -108,7 +111,7 @@ ReduceAlgorithm MpiCommunicator::resolve(ReduceAlgorithm algorithm) const {
 
 int MpiCommunicator::start_sum(void* data, size_t count, ElementType type, double scale,
                                ReduceAlgorithm algorithm, Compression compress) {
-  PendingSum sum{data, count, type, scale, MPI_REQUEST_NULL, false, compress, -1};
+  PendingSum sum{data, count, type, scale, MPI_REQUEST_NULL, false, compress, -1, -1};
   if (compress == Compression::kBf16 && type != ElementType::kFloat32)
     throw Error(kExitFailure, "bf16 compression of a float64 sum", Scope::kEveryRank);
   if (resolve(algorithm) == ReduceAlgorithm::kShm) {
@@ -124,6 +127,14 @@ int MpiCommunicator::start_sum(void* data, size_t count, ElementType type, doubl
                              MPI_COMM_WORLD, &sum.request),
               "MPI_Iallreduce");
   }
+  pending_.push_back(sum);
+  return static_cast<int>(pending_.size()) - 1;
+}
+
+int MpiCommunicator::start_scattered_sum(void* data, ElementType type, double scale,
+                                         const std::vector<size_t>& begins) {
+  PendingSum sum{data, begins.back(), type, 1.0, MPI_REQUEST_NULL, false, Compression::kNone, -1, -1};
+  sum.scattered = scattered_->start(data, type, scale, begins);  // scaled in its own sum
   pending_.push_back(sum);
   return static_cast<int>(pending_.size()) - 1;
 }
@@ -156,6 +167,10 @@ void MpiCommunicator::progress() {
       if (!compressed_->advance(sum.compressed)) return;
       continue;
     }
+    if (sum.scattered >= 0) {
+      if (sum.data != nullptr && !scattered_->advance(sum.scattered)) return;
+      continue;
+    }
     if (sum.request == MPI_REQUEST_NULL) continue;
     int done = 0;
     check_mpi(MPI_Test(&sum.request, &done, MPI_STATUS_IGNORE), "MPI_Test");
@@ -167,14 +182,17 @@ void MpiCommunicator::wait_sum(int handle) {
   PendingSum& sum = pending_.at(static_cast<size_t>(handle));
   // The gradient sum is where a stalled peer is most often noticed: the watchdog watches it.
   const size_t element_bytes = sum.type == ElementType::kFloat32 ? sizeof(float) : sizeof(double);  // int64: 8 too
-  InCollective scope(*watchdog_, sum.type == ElementType::kFloat32  ? Collective::kAllreduceSumFloat
-                                 : sum.type == ElementType::kInt64 ? Collective::kAllreduceSumInt64
-                                                                   : Collective::kAllreduceSumDouble,
+  InCollective scope(*watchdog_, sum.scattered >= 0                ? Collective::kScatteredSum
+                                 : sum.type == ElementType::kFloat32 ? Collective::kAllreduceSumFloat
+                                 : sum.type == ElementType::kInt64   ? Collective::kAllreduceSumInt64
+                                                                     : Collective::kAllreduceSumDouble,
                      sum.count * element_bytes);
   if (sum.shared) {
     shared_->sum(sum.data, sum.count, sum.type, sum.scale, sum.compress);
   } else if (sum.compressed >= 0) {
     compressed_->wait(sum.compressed);  // scaled before the last rounding
+  } else if (sum.scattered >= 0) {
+    scattered_->wait(sum.scattered);
   } else {
     check_mpi(MPI_Wait(&sum.request, MPI_STATUS_IGNORE), "MPI_Wait");
     scale_in_place(sum.data, sum.count, sum.type, sum.scale);
@@ -186,6 +204,7 @@ void MpiCommunicator::wait_sum(int handle) {
                   [](const PendingSum& s) { return s.data == nullptr; })) {
     pending_.clear();
     compressed_->release_all();
+    scattered_->release_all();
   }
 }
 

@@ -1,7 +1,8 @@
 // The optimizer shard's collectives (reduce.shard_optimizer): the parts of a buffer that
 // the ranks of a node own, exchanged within the node or paired up among the nodes. The
 // node and its numbering are the shared-memory sum's (mpi_shared_memory_sum.hpp), so a
-// rank's part of the optimizer is the one its node rank names on every node.
+// rank's part of the optimizer is the one its node rank names on every node. With one rank
+// per node the parts are the world's, one per rank (the *_world_parts collectives).
 #include <mpi.h>
 
 #include "mpi_check.hpp"
@@ -58,6 +59,24 @@ void MpiCommunicator::gather_node_parts(const void* part, void* whole,
   check_mpi(MPI_Gatherv(part, mine, MPI_BYTE, whole, part_counts_.data(), part_offsets_.data(),
                         MPI_BYTE, 0, shared_->node()),
             "MPI_Gatherv(within a node)");
+}
+
+void MpiCommunicator::allgather_world_parts(void* data, const std::vector<size_t>& begins) {
+  if (begins.size() < 3) return;  // one rank: it holds every part already
+  InCollective scope(*watchdog_, Collective::kWorldAllgather, begins.back());
+  to_counts(begins, part_counts_, part_offsets_, "MPI_Allgatherv(world parts)");
+  check_mpi(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, part_counts_.data(),
+                           part_offsets_.data(), MPI_BYTE, MPI_COMM_WORLD),
+            "MPI_Allgatherv(world parts)");
+}
+
+void MpiCommunicator::gather_world_parts(const void* part, void* whole,
+                                         const std::vector<size_t>& begins) {
+  to_counts(begins, part_counts_, part_offsets_, "MPI_Gatherv(world parts)");
+  InCollective scope(*watchdog_, Collective::kWorldGather, begins.back());
+  check_mpi(MPI_Gatherv(part, part_counts_[static_cast<size_t>(rank_)], MPI_BYTE, whole,
+                        part_counts_.data(), part_offsets_.data(), MPI_BYTE, 0, MPI_COMM_WORLD),
+            "MPI_Gatherv(world parts)");
 }
 
 void MpiCommunicator::broadcast_among_nodes(void* data, size_t bytes) {

@@ -17,6 +17,15 @@ namespace mpiddp::train {
 // Per rank, the optimizer's state and its time are divided by the ranks on the node.
 // A checkpoint still holds the whole state (gathered on rank 0), so it resumes at any
 // world size, sharded or not.
+//
+// Note [the optimizer sharded across the leaders]: with one rank per node there is no node
+// to share the work with, and every rank is its node's leader. Then the parts are the
+// world's: rank r owns part r, the gradients' sum is a reduce-scatter (each rank receives
+// its own part summed, Note [the scattered sum] in src/distributed/mpi_scattered_sum.cpp)
+// and the updated parts meet again in an allgather. The bytes between the nodes are those
+// of one allreduce done well, the optimizer's time and state are divided by the world
+// size, and each part is computed once, so every rank gets the same bits. Only the owner of
+// a part holds its state, so a resync has no state to copy: the state is one, cut in parts.
 
 Index part_begin(Index count, int parts, int part, size_t element_bytes) {
   constexpr Index kLineBytes = 64;
@@ -28,9 +37,10 @@ Index part_begin(Index count, int parts, int part, size_t element_bytes) {
 template <typename T>
 OptimizerShard<T>::OptimizerShard(const optim::OptimizerConfig& config, Index parameters,
                                   distributed::Communicator& comm, bool sharded)
-    : config_(config), parameters_(parameters), comm_(comm), sharded_(sharded) {
-  const int parts = sharded ? comm.ranks_on_node() : 1;
-  const int mine = sharded ? comm.node_rank() : 0;
+    : config_(config), parameters_(parameters), comm_(comm), sharded_(sharded),
+      across_leaders_(sharded && comm.ranks_on_node() == 1 && comm.size() > 1) {
+  const int parts = !sharded ? 1 : across_leaders_ ? comm.size() : comm.ranks_on_node();
+  const int mine = !sharded ? 0 : across_leaders_ ? comm.rank() : comm.node_rank();
   for (int r = 0; r <= parts; ++r)
     part_bytes_.push_back(static_cast<size_t>(part_begin(parameters, parts, r, sizeof(T))) *
                           sizeof(T));
@@ -42,7 +52,17 @@ OptimizerShard<T>::OptimizerShard(const optim::OptimizerConfig& config, Index pa
 template <typename T>
 void OptimizerShard<T>::step(T* params, const T* grads, double lr) {
   optimizer_->step(params + begin_, grads + begin_, lr);
-  if (sharded_) comm_.allgather_node_parts(params, part_bytes_);
+  if (across_leaders_)
+    comm_.allgather_world_parts(params, part_bytes_);
+  else if (sharded_)
+    comm_.allgather_node_parts(params, part_bytes_);
+}
+
+template <typename T>
+std::vector<size_t> OptimizerShard<T>::part_begins() const {
+  std::vector<size_t> begins;
+  for (const size_t bytes : part_bytes_) begins.push_back(bytes / sizeof(T));
+  return begins;
 }
 
 template <typename T>
@@ -57,7 +77,10 @@ std::shared_ptr<optim::Optimizer<T>> OptimizerShard<T>::whole_on_rank0() {
   auto mine = optimizer_->state_buffers();
   for (size_t b = 0; b < mine.size(); ++b) {
     T* into = whole ? whole->state_buffers()[b].values->data() : nullptr;
-    comm_.gather_node_parts(mine[b].values->data(), into, part_bytes_);
+    if (across_leaders_)
+      comm_.gather_world_parts(mine[b].values->data(), into, part_bytes_);
+    else
+      comm_.gather_node_parts(mine[b].values->data(), into, part_bytes_);
   }
   if (whole) whole->set_steps(optimizer_->steps());
   return whole;
@@ -75,6 +98,7 @@ void OptimizerShard<T>::keep_part_of(optim::Optimizer<T>& whole) {
 
 template <typename T>
 void OptimizerShard<T>::broadcast_from_rank0() {
+  if (across_leaders_) return;  // each part's state is held once: there is no other copy
   for (auto& state : optimizer_->state_buffers()) {
     const size_t bytes = state.values->size() * sizeof(T);
     if (sharded_) {

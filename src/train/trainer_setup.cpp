@@ -66,6 +66,13 @@ void check_optimizer_shard_fits(const Config& c, const distributed::Communicator
                                                 "set one of them to false");
   if (!comm.node_parts_usable())
     throw ConfigError("reduce.shard_optimizer", "needs the same number of ranks on every node");
+  // One rank per node: the optimizer is sharded across the leaders, whose float32
+  // reduce-scatter has no bf16 form (Note [the optimizer sharded across the leaders]).
+  if (comm.ranks_on_node() == 1 && comm.size() > 1 &&
+      distributed::parse_compression(c.reduce.compress) != distributed::Compression::kNone)
+    throw ConfigError("reduce.compress", "\"bf16\" is not supported with reduce.shard_optimizer "
+                                         "when each node runs one rank (the optimizer is then "
+                                         "sharded across the nodes); set one of them off");
   // On the shm path the node's ranks share one copy of the parameters (Note [parameters
   // once per node]): one rank's perturbation would be its node's, written while the others
   // read, and no replica of the node could differ from another.
@@ -129,6 +136,12 @@ Trainer<T>::Trainer(const Config& config, distributed::Communicator& comm, Train
   check_optimizer_shard_fits(config, comm, reducer_.shares_node_memory());
   optimizer_ = std::make_unique<OptimizerShard<T>>(config.optimizer, model_->parameter_count(),
                                                    comm, config.reduce.shard_optimizer);
+  if (optimizer_->across_leaders()) {
+    // Each rank's part of the sum, the last one with the loss and stop slots after the parameters.
+    std::vector<size_t> parts = optimizer_->part_begins();
+    parts.back() = static_cast<size_t>(model_->gradient_count());
+    reducer_.scatter_into_parts(std::move(parts));
+  }
   // Only rank 0 writes the log; the other ranks hold a disabled one.
   log_ = comm.rank() == 0 && !config.log_path.empty()
              ? std::make_unique<io::JsonlLog>(config.log_path)

@@ -107,6 +107,7 @@ double Trainer<T>::synchronize(double local_loss) {
     grads[p + kStopSlot] = stop_vote();
     reducer_.reduce(grads, static_cast<size_t>(model_->gradient_count()));
   }
+  if (reducer_.scatters()) share_scattered_verdict();
   phases_.lap(&StepProfile::sync_exposed_s, SpanKind::kReductionWait);
   // The mean of 0/1 votes is positive exactly when some rank voted (1/N never underflows).
   stop_requested_ = grads[p + kStopSlot] > T(0);
@@ -128,6 +129,27 @@ double Trainer<T>::unsynchronized_loss(double local_loss) {
   return sums[0] / comm_.size();
 }
 
+// Note [the step's verdict from scattered gradients]: with the optimizer sharded across the
+// leaders each rank holds the summed gradients of its own part only (Note [the scattered
+// sum] in src/distributed/mpi_scattered_sum.cpp), and the loss and stop slots, which end the
+// buffer, only the last rank. One allreduce of three numbers brings every rank the loss, the
+// stop vote and whether any part is non-finite, so that every rank decides alike. Adding
+// zeros to the one rank's loss leaves its bits as they are.
+template <typename T>
+void Trainer<T>::share_scattered_verdict() {
+  const Index p = model_->parameter_count();
+  T* grads = model_->gradients();
+  const bool holds_slots = comm_.rank() + 1 == comm_.size();
+  const Index begin = optimizer_->begin(), end = optimizer_->end();
+  double verdict[3] = {holds_slots ? static_cast<double>(grads[p + kLossSlot]) : 0.0,
+                       holds_slots ? static_cast<double>(grads[p + kStopSlot]) : 0.0,
+                       all_finite(grads + begin, end - begin) ? 0.0 : 1.0};
+  comm_.allreduce_sum(verdict, 3);
+  grads[p + kLossSlot] = static_cast<T>(verdict[0]);
+  grads[p + kStopSlot] = static_cast<T>(verdict[1]);
+  scattered_parts_finite_ = verdict[2] == 0.0;
+}
+
 template <typename T>
 bool Trainer<T>::step_is_finite(double loss) const {
   // Note [non-finite steps are decided together]: a NaN or Inf in any rank's loss or
@@ -137,6 +159,7 @@ bool Trainer<T>::step_is_finite(double loss) const {
   // all is well. Only when a step is non-finite does handle_nonfinite_step spend one small
   // collective to learn which ranks saw it first.
   if (!config_.sync) return std::isfinite(loss);
+  if (reducer_.scatters()) return scattered_parts_finite_ && std::isfinite(loss);
   return all_finite(model_->gradients(), model_->parameter_count() + 1);  // with the loss slot
 }
 

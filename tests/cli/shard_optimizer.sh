@@ -69,6 +69,42 @@ epoch_field eval_loss "$WORK/2s_to_3w.jsonl" > "$WORK/resumed.loss"
 epoch_field eval_loss "$WORK/np3.whole.jsonl" | tail -2 > "$WORK/straight.loss"
 expect_close "$WORK/resumed.loss" "$WORK/straight.loss" 1e-5 || fail "np=2 sharded -> np=3 resume drifted"
 
+# One rank per node (emulated nodes of one): the optimizer sharded across the leaders, the
+# gradients reduce-scattered and the updated parts allgathered between the nodes. At 2 nodes
+# the unsharded run's records, parameters and checkpoints (a + b = b + a); at 4 nodes of one
+# the unsharded run on one node of 4, whose shared-memory sum adds in rank order as the
+# scattered sum does; bit for bit. The run record says among whom the parts are cut.
+d="$WORK/leaders2"
+MPIDDP_TEST_RANKS_PER_NODE=1 run_np 2 train "${BASE[@]}" --log "$d.whole.jsonl" --set checkpoint.dir="$d/whole"
+MPIDDP_TEST_RANKS_PER_NODE=1 run_np 2 train "${BASE[@]}" "${SHARD[@]}" --log "$d.sharded.jsonl" \
+  --set checkpoint.dir="$d/sharded"
+grep -q '"reduce_shard_across":"world"' "$d.sharded.jsonl" || fail "2 nodes of 1: run record lacks reduce_shard_across world"
+grep -q '"reduce_shard_across":"none"' "$d.whole.jsonl" || fail "2 nodes of 1 unsharded: reduce_shard_across is not none"
+records "$d.whole.jsonl" > "$d.whole.records"
+records "$d.sharded.jsonl" > "$d.sharded.records"
+[ "$(grep -c '"kind":"step"' "$d.whole.records")" -eq 12 ] || fail "2 nodes of 1: expected 12 step records"
+cmp -s "$d.whole.records" "$d.sharded.records" || fail "2 nodes of 1: sharded records differ"
+[ "$(checksum_of "$d.whole.jsonl")" = "$(checksum_of "$d.sharded.jsonl")" ] ||
+  fail "2 nodes of 1: sharded final parameters differ"
+for f in "$d"/whole/step-*.safetensors; do
+  cmp -s "$f" "$d/sharded/$(basename "$f")" || fail "2 nodes of 1: checkpoint $(basename "$f") differs when sharded"
+done
+d="$WORK/leaders4"
+run_np 4 train "${BASE[@]}" --log "$d.one_node.jsonl" --set checkpoint.dir="$d/one_node"
+MPIDDP_TEST_RANKS_PER_NODE=1 run_np 4 train "${BASE[@]}" "${SHARD[@]}" --log "$d.sharded.jsonl" \
+  --set checkpoint.dir="$d/sharded"
+grep -q '"reduce_shard_across":"node"' "$d.one_node.jsonl" && fail "one node unsharded: reduce_shard_across is node"
+records "$d.one_node.jsonl" > "$d.one_node.records"
+records "$d.sharded.jsonl" > "$d.sharded.records"
+[ "$(grep -c '"kind":"step"' "$d.sharded.records")" -eq 12 ] || fail "4 nodes of 1: expected 12 step records"
+cmp -s "$d.one_node.records" "$d.sharded.records" ||
+  { diff "$d.one_node.records" "$d.sharded.records" | head; fail "4 nodes of 1 sharded: records differ from one node of 4"; }
+[ "$(checksum_of "$d.one_node.jsonl")" = "$(checksum_of "$d.sharded.jsonl")" ] ||
+  fail "4 nodes of 1 sharded: final parameters differ from one node of 4"
+# Its checkpoint (the state gathered from the 4 leaders) is the one-node run's, byte for byte.
+ck=step-000000000006.safetensors
+cmp -s "$d/one_node/$ck" "$d/sharded/$ck" || fail "4 nodes of 1 sharded: checkpoint $ck differs from one node of 4"
+
 # What it cannot serve: exit 2, naming the key.
 expect_config_error() {
   local key=$1; shift
@@ -81,7 +117,9 @@ expect_config_error "reduce.shard_optimizer" "${SHARD[@]}" --set sync=false
 expect_config_error "reduce.shard_optimizer" "${SHARD[@]}" --deterministic --set batch.global=48 \
   --set data.train.samples=192
 expect_config_error "reduce.shard_optimizer" --set reduce.shard_optimizer=2
+# The float32 reduce-scatter has no bf16 form.
+MPIDDP_TEST_RANKS_PER_NODE=1 expect_config_error "reduce.compress" "${SHARD[@]}" --set reduce.compress=bf16
 # The node's ranks share one copy of the parameters: one replica cannot be perturbed alone.
 expect_config_error "debug.fail_kind" "${SHARD[@]}" --set debug.fail_kind=perturb --set debug.fail_rank=1
 echo "cli shard_optimizer: np=2,3 and 2 nodes x 2 records, parameters and checkpoints equal to unsharded;" \
-     "2<->3 resumes across forms bitwise; refusals exit 2"
+     "across the leaders (2 and 4 nodes of 1) too; 2<->3 resumes across forms bitwise; refusals exit 2"

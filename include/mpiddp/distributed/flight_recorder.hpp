@@ -29,6 +29,9 @@ enum class Collective : int64_t {
   kNodeAllgather,      // reduce.shard_optimizer: the updated parameter parts, within a node
   kNodeGather,         // reduce.shard_optimizer: the optimizer state parts, for a checkpoint
   kBroadcastAmongNodes,  // reduce.shard_optimizer: a resync's optimizer state parts
+  kScatteredSum,       // reduce.shard_optimizer across the leaders: the gradients' reduce-scatter
+  kWorldAllgather,     // reduce.shard_optimizer across the leaders: the updated parameter parts
+  kWorldGather,        // reduce.shard_optimizer across the leaders: the state parts, for a checkpoint
 };
 // "MPI_Allreduce(float, sum)": the MPI call, for the watchdog's report.
 const char* collective_name(Collective c);

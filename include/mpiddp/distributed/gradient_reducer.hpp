@@ -25,8 +25,8 @@ struct ReduceConfig {
   double first_bucket_mb = 1.0;    // MiB, the smaller first bucket
   bool overlap = true;             // start buckets during backward
   std::string compress = "none";   // none | bf16: the sum between nodes (compression.hpp)
-  // ZeRO-1: each rank of a node keeps and applies the optimizer to its part of the
-  // parameters only (train/optimizer_shard.hpp).
+  // ZeRO-1: each rank of a node (with one rank per node: of the world) keeps and applies the
+  // optimizer to its part of the parameters only (train/optimizer_shard.hpp).
   bool shard_optimizer = false;
 };
 
@@ -61,6 +61,12 @@ class GradientReducer {
   // trainer's loss slot, which is reported and checked for divergence and would keep only
   // 3 digits in bf16. The bucket holding offset is then sent as two sums.
   void keep_exact_from(size_t offset) { exact_from_ = offset; }
+  // From now on each rank needs only its own part of the summed buffer: rank r part
+  // [begins[r], begins[r + 1]) (begins: size + 1 element offsets, begins.back() the
+  // buffer's count), the rest left undefined (Communicator::start_scattered_sum). For the
+  // optimizer sharded across the leaders. Not with compression.
+  void scatter_into_parts(std::vector<size_t> begins);
+  bool scatters() const { return !part_begins_.empty(); }
 
   // Memory for a gradient buffer of count elements that this reducer sums where it lies
   // (the shared-memory path), or null when its path gains nothing from that. Collective.
@@ -72,7 +78,8 @@ class GradientReducer {
   // where share_on_node gives a node copy.
   bool shares_node_memory() const;
 
-  // grads: (count) flat, in place. Afterwards every rank holds the mean over ranks.
+  // grads: (count) flat, in place. Afterwards every rank holds the mean over ranks (of its
+  // own part, when scatters()).
   void reduce(T* grads, size_t count);
 
   // The overlapped form of reduce (see the top of this file).
@@ -105,6 +112,8 @@ class GradientReducer {
   std::vector<Bucket> buckets_;
   const T* planned_for_ = nullptr;
   size_t planned_count_ = 0;
+  std::vector<size_t> part_begins_;                // scatter_into_parts, else empty
+  std::vector<std::vector<size_t>> bucket_parts_;  // (buckets) the parts within each bucket
   // The reduction in flight.
   T* grads_ = nullptr;
   size_t started_ = 0;        // buckets_[0, started_) have been started

@@ -28,6 +28,14 @@ class LocalCommunicator final : public Communicator {
   // The one part is the whole.
   void gather_node_parts(const void* part, void* whole, const std::vector<size_t>& begins) override;
   void broadcast_among_nodes(void*, size_t) override {}
+  void allgather_world_parts(void*, const std::vector<size_t>&) override {}
+  void gather_world_parts(const void* part, void* whole, const std::vector<size_t>& begins) override {
+    gather_node_parts(part, whole, begins);
+  }
+  int start_scattered_sum(void* data, ElementType type, double scale,
+                          const std::vector<size_t>& begins) override {
+    return start_sum(data, begins.back(), type, scale, ReduceAlgorithm::kMpi, Compression::kNone);
+  }
   void progress() override {}
   void wait_sum(int) override {}
   void start_watchdog(double, bool) override {}  // nobody to wait for

@@ -8,6 +8,7 @@ namespace mpiddp::distributed {
 class SharedMemorySum;  // src/distributed/mpi_shared_memory_sum.hpp: keeps <mpi.h> out of this header
 class MpiWatchdog;
 class CompressedSum;
+class ScatteredSum;
 
 // Communicator over MPI_COMM_WORLD (or a duplicate of it). Every MPI call is checked
 // through one helper that names the call and what to do next.
@@ -37,6 +38,10 @@ class MpiCommunicator final : public Communicator {
   void allgather_node_parts(void* data, const std::vector<size_t>& begins) override;
   void gather_node_parts(const void* part, void* whole, const std::vector<size_t>& begins) override;
   void broadcast_among_nodes(void* data, size_t bytes) override;
+  void allgather_world_parts(void* data, const std::vector<size_t>& begins) override;
+  void gather_world_parts(const void* part, void* whole, const std::vector<size_t>& begins) override;
+  int start_scattered_sum(void* data, ElementType type, double scale,
+                          const std::vector<size_t>& begins) override;
   void progress() override;
   void wait_sum(int handle) override;
   void start_watchdog(double timeout_s, bool abort_job) override;
@@ -50,6 +55,7 @@ class MpiCommunicator final : public Communicator {
   int rank_ = 0, size_ = 1;
   std::unique_ptr<SharedMemorySum> shared_;
   std::unique_ptr<CompressedSum> compressed_;  // the kMpi path's bf16 sums over the world
+  std::unique_ptr<ScatteredSum> scattered_;    // start_scattered_sum's reduce-scatters
   // Started sums, by handle (defined in the .cpp: it holds an MPI_Request).
   struct PendingSum;
   std::vector<PendingSum> pending_;

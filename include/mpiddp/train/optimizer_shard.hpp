@@ -1,7 +1,8 @@
 #pragma once
 // The optimizer, whole on every rank or sharded across the ranks of a node (ZeRO-1,
 // reduce.shard_optimizer; Note [the optimizer sharded across a node] in
-// src/train/optimizer_shard.cpp). The trainer steps it, checkpoints it and resynchronises it
+// src/train/optimizer_shard.cpp), or, with one rank per node, across the ranks of the world
+// (Note [the optimizer sharded across the leaders]). The trainer steps it, checkpoints it and resynchronises it
 // through this class alone, so that both forms share one path.
 #include <memory>
 #include <vector>
@@ -19,24 +20,32 @@ Index part_begin(Index count, int parts, int part, size_t element_bytes);
 template <typename T>
 class OptimizerShard {
  public:
-  // sharded: this rank keeps the state of its node rank's part of the P parameters only;
-  // else the whole. Local; validates config (optim::make_optimizer).
+  // sharded: this rank keeps the state of its node rank's part of the P parameters only
+  // (with one rank per node and several nodes: its world rank's part); else the whole.
+  // Local; validates config (optim::make_optimizer).
   OptimizerShard(const optim::OptimizerConfig& config, Index parameters,
                  distributed::Communicator& comm, bool sharded);
 
   bool sharded() const { return sharded_; }
+  // Sharded with one rank per node: the parts are the world's, and the gradients need be
+  // summed only into their owner's part (GradientReducer::scatter_into_parts).
+  bool across_leaders() const { return across_leaders_; }
+  // (parts + 1) where each part begins, in parameters.
+  std::vector<size_t> part_begins() const;
   // This rank's part [begin, end) of the parameters.
   Index begin() const { return begin_; }
   Index end() const { return end_; }
 
-  // params, grads: (P), grads already averaged over ranks and equal on every rank. Updates
-  // this rank's part; sharded, every rank of the node then receives the others' parts.
+  // params, grads: (P), grads already averaged over ranks and equal on every rank (across
+  // the leaders: this rank's part of them). Updates this rank's part; sharded, every rank
+  // of the node (across the leaders: of the world) then receives the others' parts.
   // Collective when sharded. Allocates nothing.
   void step(T* params, const T* grads, double lr);
 
   // For a checkpoint: on rank 0, the state of all P parameters (the optimizer itself, or,
   // sharded, a temporary one that the parts of rank 0's node are gathered into); null on
-  // the other ranks. Collective when sharded (rank 0's node). Keep it only while writing.
+  // the other ranks. Collective when sharded (rank 0's node; across the leaders, the world).
+  // Keep it only while writing.
   std::shared_ptr<optim::Optimizer<T>> whole_on_rank0();
   // From a checkpoint: fill(whole) restores the state of all P parameters into `whole`;
   // sharded, this rank then keeps its part. Local. Returns what fill returns.
@@ -61,8 +70,9 @@ class OptimizerShard {
   Index parameters_;
   distributed::Communicator& comm_;
   bool sharded_;
+  bool across_leaders_;
   Index begin_ = 0, end_ = 0;
-  std::vector<size_t> part_bytes_;  // (ranks on node + 1) where each node rank's part begins
+  std::vector<size_t> part_bytes_;  // (parts + 1) where each part begins, in bytes
   std::unique_ptr<optim::Optimizer<T>> optimizer_;  // over [begin_, end_)
 };
 

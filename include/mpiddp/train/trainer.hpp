@@ -109,7 +109,8 @@ class Trainer final : public TrainingRun {
   // Averages the gradients over ranks (and, riding along, the loss). Returns the global loss.
   double synchronize(double local_loss);
   // True when the step's reduced loss and gradients are finite: the same answer on every
-  // rank, without communication (Note [non-finite steps are decided together]).
+  // rank, without communication (Note [non-finite steps are decided together]; across the
+  // leaders, from synchronize's verdict, Note [the step's verdict from scattered gradients]).
   bool step_is_finite(double loss) const;
 
   nn::Sequential<T>& model() { return *model_; }
@@ -139,6 +140,7 @@ class Trainer final : public TrainingRun {
   void verify_replicas(int64_t step, bool at_end, RunResult* result);
   void resynchronize();
   double unsynchronized_loss(double local_loss);
+  void share_scattered_verdict();
   void handle_nonfinite_step(int64_t step, int64_t epoch);
   void start();
   // The library for the matrix products: rank 0 decides, every rank follows (a collective).
@@ -206,6 +208,7 @@ class Trainer final : public TrainingRun {
   std::string resumed_from_;          // the checkpoint's path, when resuming
   bool locally_finite_ = true;   // this rank's own loss and gradients, before the reduction
   bool gradients_inspected_ = true;  // false when an overlapped reduction hid them (see synchronize)
+  bool scattered_parts_finite_ = true;  // across the leaders: every rank's part (share_scattered_verdict)
   bool stop_requested_ = false;  // the last reduction carried some rank's stop vote
   int64_t last_checkpoint_step_ = -1;  // the step of the last checkpoint written, -1: none
   int64_t skipped_in_a_row_ = 0, skipped_total_ = 0, resyncs_ = 0;
