@@ -14,22 +14,29 @@ records() {
 BASE=(--quiet --set 'optimizer={"type":"adam","lr":0.01}' --set data.train.samples=192
       --set batch.global=48 --set epochs=3 --set checkpoint.every_steps=3 --set checkpoint.keep=0)
 SHARD=(--set reduce.shard_optimizer=true)
+# same_run A B WHAT: the runs logged in A.jsonl and B.jsonl wrote the same 12 step records,
+# the same epoch records and the same final parameters.
+same_run() {
+  records "$1.jsonl" > "$1.records"
+  records "$2.jsonl" > "$2.records"
+  [ "$(grep -c '"kind":"step"' "$1.records")" -eq 12 ] || fail "$3: expected 12 step records"
+  cmp -s "$1.records" "$2.records" || { diff "$1.records" "$2.records" | head; fail "$3: records differ"; }
+  [ "$(checksum_of "$1.jsonl")" = "$(checksum_of "$2.jsonl")" ] || fail "$3: final parameters differ"
+}
+# same_checkpoints A B WHAT: every checkpoint in directory A is the one of the same name in B.
+same_checkpoints() {
+  for f in "$1"/step-*.safetensors; do
+    cmp -s "$f" "$2/$(basename "$f")" || fail "$3: checkpoint $(basename "$f") differs"
+  done
+}
 
 for np in 2 3; do
   d="$WORK/np$np"
   run_np "$np" train "${BASE[@]}" --log "$d.whole.jsonl" --set checkpoint.dir="$d/whole"
   run_np "$np" train "${BASE[@]}" "${SHARD[@]}" --log "$d.sharded.jsonl" --set checkpoint.dir="$d/sharded"
   grep -q '"reduce_shard_optimizer":true' "$d.sharded.jsonl" || fail "np=$np: run record lacks reduce_shard_optimizer"
-  records "$d.whole.jsonl" > "$d.whole.records"
-  records "$d.sharded.jsonl" > "$d.sharded.records"
-  [ "$(grep -c '"kind":"step"' "$d.whole.records")" -eq 12 ] || fail "np=$np: expected 12 step records"
-  cmp -s "$d.whole.records" "$d.sharded.records" ||
-    { diff "$d.whole.records" "$d.sharded.records" | head; fail "np=$np: sharded records differ"; }
-  [ "$(checksum_of "$d.whole.jsonl")" = "$(checksum_of "$d.sharded.jsonl")" ] ||
-    fail "np=$np: sharded final parameters differ"
-  for f in "$d"/whole/step-*.safetensors; do
-    cmp -s "$f" "$d/sharded/$(basename "$f")" || fail "np=$np: checkpoint $(basename "$f") differs when sharded"
-  done
+  same_run "$d.whole" "$d.sharded" "np=$np sharded"
+  same_checkpoints "$d/whole" "$d/sharded" "np=$np sharded"
 done
 
 # Two emulated nodes of 2 ranks: each node's one copy of the parameters, the parts updated
@@ -38,12 +45,7 @@ d="$WORK/np4"
 MPIDDP_TEST_RANKS_PER_NODE=2 run_np 4 train "${BASE[@]}" --log "$d.whole.jsonl" --set checkpoint.dir="$d/whole"
 MPIDDP_TEST_RANKS_PER_NODE=2 run_np 4 train "${BASE[@]}" "${SHARD[@]}" --log "$d.sharded.jsonl" \
   --set checkpoint.dir="$d/sharded"
-records "$d.whole.jsonl" > "$d.whole.records"
-records "$d.sharded.jsonl" > "$d.sharded.records"
-[ "$(grep -c '"kind":"step"' "$d.whole.records")" -eq 12 ] || fail "np=4 as 2 nodes: expected 12 step records"
-cmp -s "$d.whole.records" "$d.sharded.records" || fail "np=4 as 2 nodes: sharded records differ"
-[ "$(checksum_of "$d.whole.jsonl")" = "$(checksum_of "$d.sharded.jsonl")" ] ||
-  fail "np=4 as 2 nodes: sharded final parameters differ"
+same_run "$d.whole" "$d.sharded" "np=4 as 2 nodes, sharded"
 
 # Across world sizes and forms, from the checkpoint of step 6 (epoch 2, batch 2: 4 steps an
 # epoch at np 2 and 3).
@@ -80,30 +82,16 @@ MPIDDP_TEST_RANKS_PER_NODE=1 run_np 2 train "${BASE[@]}" "${SHARD[@]}" --log "$d
   --set checkpoint.dir="$d/sharded"
 grep -q '"reduce_shard_across":"world"' "$d.sharded.jsonl" || fail "2 nodes of 1: run record lacks reduce_shard_across world"
 grep -q '"reduce_shard_across":"none"' "$d.whole.jsonl" || fail "2 nodes of 1 unsharded: reduce_shard_across is not none"
-records "$d.whole.jsonl" > "$d.whole.records"
-records "$d.sharded.jsonl" > "$d.sharded.records"
-[ "$(grep -c '"kind":"step"' "$d.whole.records")" -eq 12 ] || fail "2 nodes of 1: expected 12 step records"
-cmp -s "$d.whole.records" "$d.sharded.records" || fail "2 nodes of 1: sharded records differ"
-[ "$(checksum_of "$d.whole.jsonl")" = "$(checksum_of "$d.sharded.jsonl")" ] ||
-  fail "2 nodes of 1: sharded final parameters differ"
-for f in "$d"/whole/step-*.safetensors; do
-  cmp -s "$f" "$d/sharded/$(basename "$f")" || fail "2 nodes of 1: checkpoint $(basename "$f") differs when sharded"
-done
+same_run "$d.whole" "$d.sharded" "2 nodes of 1, sharded"
+same_checkpoints "$d/whole" "$d/sharded" "2 nodes of 1, sharded"
 d="$WORK/leaders4"
 run_np 4 train "${BASE[@]}" --log "$d.one_node.jsonl" --set checkpoint.dir="$d/one_node"
 MPIDDP_TEST_RANKS_PER_NODE=1 run_np 4 train "${BASE[@]}" "${SHARD[@]}" --log "$d.sharded.jsonl" \
   --set checkpoint.dir="$d/sharded"
 grep -q '"reduce_shard_across":"node"' "$d.one_node.jsonl" && fail "one node unsharded: reduce_shard_across is node"
-records "$d.one_node.jsonl" > "$d.one_node.records"
-records "$d.sharded.jsonl" > "$d.sharded.records"
-[ "$(grep -c '"kind":"step"' "$d.sharded.records")" -eq 12 ] || fail "4 nodes of 1: expected 12 step records"
-cmp -s "$d.one_node.records" "$d.sharded.records" ||
-  { diff "$d.one_node.records" "$d.sharded.records" | head; fail "4 nodes of 1 sharded: records differ from one node of 4"; }
-[ "$(checksum_of "$d.one_node.jsonl")" = "$(checksum_of "$d.sharded.jsonl")" ] ||
-  fail "4 nodes of 1 sharded: final parameters differ from one node of 4"
-# Its checkpoint (the state gathered from the 4 leaders) is the one-node run's, byte for byte.
-ck=step-000000000006.safetensors
-cmp -s "$d/one_node/$ck" "$d/sharded/$ck" || fail "4 nodes of 1 sharded: checkpoint $ck differs from one node of 4"
+same_run "$d.one_node" "$d.sharded" "4 nodes of 1 sharded against one node of 4"
+# Its checkpoints (the state gathered from the 4 leaders) are the one-node run's, byte for byte.
+same_checkpoints "$d/one_node" "$d/sharded" "4 nodes of 1 sharded against one node of 4"
 
 # What it cannot serve: exit 2, naming the key.
 expect_config_error() {
