@@ -32,6 +32,24 @@ void to_counts(const std::vector<size_t>& begins, std::vector<int>& counts,
   }
 }
 
+// In place: each rank of comm holds its part of data; afterwards every rank holds every part.
+void allgather_parts(void* data, const std::vector<size_t>& begins, std::vector<int>& counts,
+                     std::vector<int>& offsets, MPI_Comm comm, const char* call) {
+  to_counts(begins, counts, offsets, call);
+  check_mpi(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, counts.data(), offsets.data(),
+                           MPI_BYTE, comm),
+            call);
+}
+
+// Part number `mine` of comm's ranks, at `part`, into `whole` on comm's rank 0.
+void gather_parts(const void* part, void* whole, int mine, const std::vector<size_t>& begins,
+                  std::vector<int>& counts, std::vector<int>& offsets, MPI_Comm comm, const char* call) {
+  to_counts(begins, counts, offsets, call);
+  check_mpi(MPI_Gatherv(part, counts[static_cast<size_t>(mine)], MPI_BYTE, whole, counts.data(),
+                        offsets.data(), MPI_BYTE, 0, comm),
+            call);
+}
+
 }  // namespace
 
 void MpiCommunicator::allgather_node_parts(void* data, const std::vector<size_t>& begins) {
@@ -43,40 +61,30 @@ void MpiCommunicator::allgather_node_parts(void* data, const std::vector<size_t>
     shared_->end_node_copy_writes(data, begins.back());
     return;
   }
-  to_counts(begins, part_counts_, part_offsets_, "MPI_Allgatherv(within a node)");
-  check_mpi(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, part_counts_.data(),
-                           part_offsets_.data(), MPI_BYTE, shared_->node()),
-            "MPI_Allgatherv(within a node)");
+  allgather_parts(data, begins, part_counts_, part_offsets_, shared_->node(),
+                  "MPI_Allgatherv(within a node)");
 }
 
 void MpiCommunicator::gather_node_parts(const void* part, void* whole,
                                         const std::vector<size_t>& begins) {
   if (!shared_->on_first_node()) return;
-  to_counts(begins, part_counts_, part_offsets_, "MPI_Gatherv(within a node)");
-  const int mine = part_counts_[static_cast<size_t>(shared_->node_rank())];
   InCollective scope(*watchdog_, Collective::kNodeGather, begins.back());
   // World rank 0 is node rank 0 of its node: the split keeps world order.
-  check_mpi(MPI_Gatherv(part, mine, MPI_BYTE, whole, part_counts_.data(), part_offsets_.data(),
-                        MPI_BYTE, 0, shared_->node()),
-            "MPI_Gatherv(within a node)");
+  gather_parts(part, whole, shared_->node_rank(), begins, part_counts_, part_offsets_, shared_->node(),
+               "MPI_Gatherv(within a node)");
 }
 
 void MpiCommunicator::allgather_world_parts(void* data, const std::vector<size_t>& begins) {
   if (begins.size() < 3) return;  // one rank: it holds every part already
   InCollective scope(*watchdog_, Collective::kWorldAllgather, begins.back());
-  to_counts(begins, part_counts_, part_offsets_, "MPI_Allgatherv(world parts)");
-  check_mpi(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, part_counts_.data(),
-                           part_offsets_.data(), MPI_BYTE, MPI_COMM_WORLD),
-            "MPI_Allgatherv(world parts)");
+  allgather_parts(data, begins, part_counts_, part_offsets_, MPI_COMM_WORLD, "MPI_Allgatherv(world parts)");
 }
 
 void MpiCommunicator::gather_world_parts(const void* part, void* whole,
                                          const std::vector<size_t>& begins) {
-  to_counts(begins, part_counts_, part_offsets_, "MPI_Gatherv(world parts)");
   InCollective scope(*watchdog_, Collective::kWorldGather, begins.back());
-  check_mpi(MPI_Gatherv(part, part_counts_[static_cast<size_t>(rank_)], MPI_BYTE, whole,
-                        part_counts_.data(), part_offsets_.data(), MPI_BYTE, 0, MPI_COMM_WORLD),
-            "MPI_Gatherv(world parts)");
+  gather_parts(part, whole, rank_, begins, part_counts_, part_offsets_, MPI_COMM_WORLD,
+               "MPI_Gatherv(world parts)");
 }
 
 void MpiCommunicator::broadcast_among_nodes(void* data, size_t bytes) {

@@ -34,12 +34,20 @@ Index part_begin(Index count, int parts, int part, size_t element_bytes) {
   return std::min(count, per * part);
 }
 
+bool shards_across_leaders(const distributed::Communicator& comm) {
+  return comm.ranks_on_node() == 1 && comm.size() > 1;
+}
+
+int optimizer_parts(const distributed::Communicator& comm) {
+  return shards_across_leaders(comm) ? comm.size() : comm.ranks_on_node();
+}
+
 template <typename T>
 OptimizerShard<T>::OptimizerShard(const optim::OptimizerConfig& config, Index parameters,
                                   distributed::Communicator& comm, bool sharded)
     : config_(config), parameters_(parameters), comm_(comm), sharded_(sharded),
-      across_leaders_(sharded && comm.ranks_on_node() == 1 && comm.size() > 1) {
-  const int parts = !sharded ? 1 : across_leaders_ ? comm.size() : comm.ranks_on_node();
+      across_leaders_(sharded && shards_across_leaders(comm)) {
+  const int parts = sharded ? optimizer_parts(comm) : 1;
   const int mine = !sharded ? 0 : across_leaders_ ? comm.rank() : comm.node_rank();
   for (int r = 0; r <= parts; ++r)
     part_bytes_.push_back(static_cast<size_t>(part_begin(parameters, parts, r, sizeof(T))) *

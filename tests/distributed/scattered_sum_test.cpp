@@ -56,14 +56,17 @@ void expect_own_part_summed_in_rank_order(const Communicator& comm, const std::v
   }
 }
 
+// A reducer of small buckets over these tensors that scatters the sum into the parts.
 template <typename T>
-GradientReducer<T> small_buckets(MpiCommunicator& comm, const std::vector<size_t>& tensors) {
+GradientReducer<T> scattering_reducer(MpiCommunicator& comm, const std::vector<size_t>& tensors,
+                                      const std::vector<size_t>& parts) {
   ReduceConfig config;
   config.algorithm = "mpi";
   config.first_bucket_mb = 0.001;  // ~262 floats
   config.bucket_cap_mb = 0.004;
   GradientReducer<T> reducer(comm, config);
   reducer.set_tensor_begins(tensors);
+  reducer.scatter_into_parts(parts);
   return reducer;
 }
 
@@ -71,9 +74,8 @@ TEST(ScatteredSum, EachRankHoldsItsPartSummedInRankOrder) {
   MpiCommunicator comm;
   const std::vector<size_t> tensors{0, 1000, 1003, 4000};
   const size_t count = 10007;
-  auto reducer = small_buckets<float>(comm, tensors);
   const auto begins = uneven_parts(comm.size(), count);
-  reducer.scatter_into_parts(begins);
+  auto reducer = scattering_reducer<float>(comm, tensors, begins);
   ASSERT_TRUE(reducer.scatters());
   std::vector<float> grads(count);
   for (int step = 0; step < 3; ++step) {  // the slots are reused, as in every step
@@ -88,9 +90,8 @@ TEST(ScatteredSum, OverlappedAsBlockingInDouble) {
   MpiCommunicator comm;
   const std::vector<size_t> tensors{0, 2000, 2100, 5000};
   const size_t count = 6001;
-  auto reducer = small_buckets<double>(comm, tensors);
   const auto begins = uneven_parts(comm.size(), count);
-  reducer.scatter_into_parts(begins);
+  auto reducer = scattering_reducer<double>(comm, tensors, begins);
   std::vector<double> grads(count, -1.0);
   test::reduce_as_backward_does(reducer, grads, rank_values<double>(comm.rank(), count, 7), tensors);
   expect_own_part_summed_in_rank_order(comm, grads, begins, 7);

@@ -17,6 +17,13 @@ namespace mpiddp::train {
 // write the same cache line. part_begin(count, n, n, ...) == count.
 Index part_begin(Index count, int parts, int part, size_t element_bytes);
 
+// On this layout reduce.shard_optimizer cuts the parameters among the world, not among the
+// ranks of a node: one rank on every node, and several nodes (Note [the optimizer sharded
+// across the leaders]).
+bool shards_across_leaders(const distributed::Communicator& comm);
+// How many parts reduce.shard_optimizer cuts the parameters into on this layout.
+int optimizer_parts(const distributed::Communicator& comm);
+
 template <typename T>
 class OptimizerShard {
  public:
