@@ -1,6 +1,10 @@
 // maxpool2d, avgpool2d, global_avgpool and flatten.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdint>
+#include <string>
+
 #include "../support/config_errors.hpp"
 #include "../support/layer_harness.hpp"
 #include "mpiddp/core/error.hpp"
@@ -54,6 +58,58 @@ TEST(MaxPool2d, PaddingIsMinusInfinity) {
   const std::vector<double> y = h.forward(x, 1);
   expect_values(y, {-1, -1, -2, -1, -1, -2, -3, -3, -4}, "y");
   expect_values(h.backward(x, y, std::vector<double>(9, 1.0), 1), {4, 2, 2, 1}, "dx");
+}
+
+// PyTorch's scan over one unpadded window: row-major from its first value, a later value
+// wins when it is larger or NaN. Returns the winner's offset in the plane.
+Index scan_window(const std::vector<float>& plane, Index width, Index top, Index left, Index k) {
+  Index best = top * width + left;
+  for (Index r = 0; r < k; ++r)
+    for (Index q = 0; q < k; ++q) {
+      const Index i = (top + r) * width + left + q;
+      if (plane[i] > plane[best] || std::isnan(plane[i])) best = i;
+    }
+  return best;
+}
+
+TEST(MaxPool2d, TiledWindowsPickThePlainScansWinners) {
+  // maxpool2d 2 and 3 (no padding, stride = kernel) take a vectorised path that keeps the
+  // best value beside its offset: it must route to the same input as the scan, with many
+  // ties (values from {-1, 0, 1, 2}), NaNs (one in 7), and sizes that leave a remainder.
+  for (const Index k : {2, 3}) {
+    const Index channels = 3, height = 4 * k + 1, width = 5 * k + k - 1, batch = 2;
+    const std::string json = R"({"type": "maxpool2d", "kernel": )" + std::to_string(k) + "}";
+    auto layer = mpiddp::testing::layer<float>(json.c_str(), {channels, height, width});
+    const Index out_h = height / k, out_w = width / k, plane = height * width;
+    ASSERT_EQ(layer->output_shape(), (Shape{channels, out_h, out_w}));
+    std::vector<float> x(static_cast<size_t>(layer->inputs() * batch));
+    uint32_t state = 12345;
+    for (float& v : x) {
+      state = state * 1664525u + 1013904223u;
+      v = (state >> 28) % 7 == 0 ? NAN : static_cast<float>((state >> 24) % 4) - 1.0f;
+    }
+    LayerHarness<float> h(*layer, batch);
+    const std::vector<float> y = h.forward(x, batch);
+    std::vector<float> dy(y.size());
+    for (size_t o = 0; o < dy.size(); ++o) dy[o] = static_cast<float>(o + 1);  // says which output
+    const std::vector<float> dx = h.backward(x, y, dy, batch);
+    std::vector<float> expected_dx(x.size(), 0.0f);
+    for (Index s = 0; s < batch; ++s)
+      for (Index c = 0; c < channels; ++c) {
+        const Index first = (s * channels + c) * plane;
+        const std::vector<float> values(x.begin() + first, x.begin() + first + plane);
+        for (Index oh = 0; oh < out_h; ++oh)
+          for (Index ow = 0; ow < out_w; ++ow) {
+            const Index o = ((s * channels + c) * out_h + oh) * out_w + ow;
+            const Index at = scan_window(values, width, oh * k, ow * k, k);
+            const float got = y[static_cast<size_t>(o)], want = values[static_cast<size_t>(at)];
+            EXPECT_TRUE(got == want || (std::isnan(got) && std::isnan(want)))
+                << "k " << k << " output " << o << ": " << got << " against " << want;
+            expected_dx[static_cast<size_t>(first + at)] += dy[static_cast<size_t>(o)];
+          }
+      }
+    EXPECT_EQ(dx, expected_dx) << "k " << k << ": the gradient went to another maximum";
+  }
 }
 
 TEST(AvgPool2d, PaddingCountsInTheDivisor) {
