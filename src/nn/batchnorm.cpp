@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "mpiddp/core/error.hpp"
 
@@ -52,6 +53,40 @@ BatchNormOptions BatchNormOptions::parse(io::JsonSection& section, int dimension
 }
 
 namespace {
+
+// Note [a plane's sums in fixed lanes]
+// Every sum over a channel's values of one sample (its plane, S values) is two sums in
+// double, which one accumulator per sum would add one value at a time: a chain of
+// dependent additions that runs at the adder's latency, not its width. Instead value s
+// goes to lane s mod 8 of 8 partial sums, the lanes are added in order 0..7, and the values
+// past the last whole group of 8 are added after them. The order is fixed by S alone, not
+// by the CPU's vector width or the batch or the ranks, so the bits are the same on every
+// machine and at every world size; the compiler keeps the 8 lanes in vector registers.
+constexpr Index kSumLanes = 8;
+
+// (sum of first, sum of second) over s in [0, n) of terms(s) = {first, second}.
+template <typename Terms>
+std::pair<double, double> plane_sums(Index n, Terms terms) {
+  double first[kSumLanes] = {}, second[kSumLanes] = {};
+  Index s = 0;
+  for (; s + kSumLanes <= n; s += kSumLanes)
+    for (Index lane = 0; lane < kSumLanes; ++lane) {
+      const auto [a, b] = terms(s + lane);
+      first[lane] += a;
+      second[lane] += b;
+    }
+  double a_sum = 0.0, b_sum = 0.0;
+  for (Index lane = 0; lane < kSumLanes; ++lane) {
+    a_sum += first[lane];
+    b_sum += second[lane];
+  }
+  for (; s < n; ++s) {
+    const auto [a, b] = terms(s);
+    a_sum += a;
+    b_sum += b;
+  }
+  return {a_sum, b_sum};
+}
 
 Shape batchnorm_input(const BatchNormOptions& options, const Shape& input, const std::string& key) {
   const bool fits =
@@ -135,12 +170,10 @@ void BatchNorm<T>::batch_statistics(const PassContext& context, ConstMatrixView<
     for (Index c = 0; c < channels_; ++c) {
       const T* values = x.col(b).data() + c * spatial_;  // (S) channel c of sample b
       const double shift = static_cast<double>(running_mean_[c]);
-      double s1 = 0.0, s2 = 0.0;
-      for (Index s = 0; s < spatial_; ++s) {
+      const auto [s1, s2] = plane_sums(spatial_, [&](Index s) {  // Note [a plane's sums in fixed lanes]
         const double d = static_cast<double>(values[s]) - shift;
-        s1 += d;
-        s2 += d * d;
-      }
+        return std::pair<double, double>{d, d * d};
+      });
       sums_[3 * c + 1] += s1;
       sums_[3 * c + 2] += s2;
     }
@@ -208,12 +241,10 @@ void BatchNorm<T>::backward(const PassContext& context, ConstMatrixView<T> x, Co
       const T* in = x.col(b).data() + c * spatial_;  // (S)
       const T* g = dy.col(b).data() + c * spatial_;  // (S)
       const double mean = mean_[c], invstd = invstd_[c];
-      double a = 0.0, bsum = 0.0;
-      for (Index s = 0; s < spatial_; ++s) {
+      const auto [a, bsum] = plane_sums(spatial_, [&](Index s) {
         const double gs = static_cast<double>(g[s]);
-        a += gs;
-        bsum += gs * (static_cast<double>(in[s]) - mean) * invstd;
-      }
+        return std::pair<double, double>{gs, gs * (static_cast<double>(in[s]) - mean) * invstd};
+      });
       sums_[2 * c] += a;
       sums_[2 * c + 1] += bsum;
     }
