@@ -65,6 +65,9 @@ class Conv2d final : public Layer<T> {
     Index begin = 0, end = 0, offset = 0;
   };
   Run tap_run(TapRange rows, Index i, Index shift) const;
+  // Zeroes a run-on tap column's values at the ends of output rows [rows.begin, rows.end)
+  // outside `inside`: the ones its run read from the neighbouring row.
+  void zero_row_ends(T* col, TapRange rows, TapRange inside) const;
 
   Conv2dOptions options_;
   Image image_;

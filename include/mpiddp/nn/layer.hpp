@@ -69,8 +69,9 @@ class Layer {
 
   const Shape& input_shape() const { return input_shape_; }
   const Shape& output_shape() const { return output_shape_; }
-  Index inputs() const { return shape_size(input_shape_); }
-  Index outputs() const { return shape_size(output_shape_); }
+  // Values per sample; kept, since the passes' inner loops ask for them.
+  Index inputs() const { return inputs_; }
+  Index outputs() const { return outputs_; }
 
   virtual std::vector<TensorSpec> parameters() const { return {}; }
   virtual std::vector<BufferSpec> buffers() const { return {}; }
@@ -113,10 +114,15 @@ class Layer {
                         ConstMatrixView<T> dy, MatrixView<T>* dx) = 0;
 
  protected:
-  Layer(Shape input, Shape output) : input_shape_(std::move(input)), output_shape_(std::move(output)) {}
+  Layer(Shape input, Shape output)
+      : input_shape_(std::move(input)),
+        output_shape_(std::move(output)),
+        inputs_(shape_size(input_shape_)),
+        outputs_(shape_size(output_shape_)) {}
 
  private:
   Shape input_shape_, output_shape_;
+  Index inputs_, outputs_;
 };
 
 // Round a scratch size up to the 64 bytes every layer's scratch starts on.
