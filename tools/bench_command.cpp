@@ -106,10 +106,10 @@ double needed_memory_mb(const train::Config& config, const nn::Sequential<T>& mo
                         int ranks_on_node, int optimizer_parts, bool node_copy) {
   const double p = static_cast<double>(model.parameter_count());
   const auto& o = config.optimizer;
-  // reduce.shard_optimizer: a rank holds the state of its node rank's part only (with one
-  // rank per node, of its world rank's part), and on the shm path its share of the node's
-  // one copy of the parameters.
-  const double shards = config.reduce.shard_optimizer ? optimizer_parts : 1;
+  // reduce.shard_optimizer: a rank holds the state of its part only (one of the node's or
+  // of the world's parts), and on the shm path its share of the node's one copy of the
+  // parameters.
+  const double shards = optimizer_parts;
   const double state = (o.type == "sgd" ? (o.momentum != 0.0 ? p : 0.0) : 2.0 * p) / shards;
   const double parameters = node_copy ? p / ranks_on_node : p;
   // The layers' declared scratch (activations, ping-pong buffers, their own working memory),
@@ -167,7 +167,7 @@ void run_bench(const train::Config& config, const BenchArgs& args, distributed::
   const bool node_copy = config.reduce.shard_optimizer && reducer.shares_node_memory();
   const double needed = needed_memory_mb(config, model, trainer.train_set(),
                                          config.per_rank_batch(comm.size()), comm.ranks_on_node(),
-                                         train::optimizer_parts(comm), node_copy);
+                                         trainer.optimizer().parts(), node_copy);
   train::Json line = {
       {"workload", std::filesystem::path(args.config.config_path).stem().string()},
       {"np", comm.size()},

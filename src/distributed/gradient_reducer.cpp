@@ -57,6 +57,9 @@ template <typename T>
 void GradientReducer<T>::scatter_into_parts(std::vector<size_t> begins) {
   if (compression_.applied != Compression::kNone)
     throw Error(kExitFailure, "a scattered gradient sum cannot be compressed", Scope::kEveryRank);
+  if (comm_.ranks_on_node() > 1 && !shares_node_memory())
+    throw Error(kExitFailure, "a scattered gradient sum on nodes of several ranks needs the shm path",
+                Scope::kEveryRank);
   part_begins_ = std::move(begins);
   planned_for_ = nullptr;
   planned_count_ = 0;
@@ -105,6 +108,14 @@ void GradientReducer<T>::begin(T* grads, size_t count) {
 
 template <typename T>
 std::vector<Bucket> GradientReducer<T>::plan(size_t count) const {
+  // Note [one scattered sum on a node]: scattered on nodes of several ranks, each node rank
+  // sums and exchanges its own run of the buffer (Note [the scattered sum on a node] in
+  // mpi_node_scattered_sum.cpp). A bucket smaller than a run would lie in one rank's run
+  // alone, and the node's other ranks would wait for it at the bucket's barriers: bucket
+  // after bucket, the node would sum at one rank's pace. The node's sum runs after backward
+  // anyway (kShm), so nothing is lost by summing the buffer as one bucket, each rank its
+  // whole run at once.
+  if (scatters() && shares_node_memory()) return {Bucket{0, count}};
   return plan_buckets(tensor_begins_, count, sizeof(T),
                       static_cast<size_t>(config_.first_bucket_mb * kMiB),
                       static_cast<size_t>(config_.bucket_cap_mb * kMiB));

@@ -29,6 +29,8 @@ struct MpiCommunicator::PendingSum {
   Compression compress;
   int compressed;    // the CompressedSum handle of a kMpi sum in bf16, else -1
   int scattered;     // the ScatteredSum handle of a start_scattered_sum, else -1
+  // A start_scattered_sum through the node's shared window (shared too): its parts.
+  const std::vector<size_t>* parts = nullptr;
 };
 
 // Every MPI call goes through here: a failure says which call, on which rank, and what to
@@ -78,6 +80,10 @@ MpiCommunicator::MpiCommunicator() {
   shared_ = std::make_unique<SharedMemorySum>(MPI_COMM_WORLD);
   compressed_ = std::make_unique<CompressedSum>(MPI_COMM_WORLD);
   scattered_ = std::make_unique<ScatteredSum>(MPI_COMM_WORLD);
+  part_of_rank_.resize(static_cast<size_t>(size_));
+  const int part = shared_->world_part();
+  check_mpi(MPI_Allgather(&part, 1, MPI_INT, part_of_rank_.data(), 1, MPI_INT, MPI_COMM_WORLD),
+            "MPI_Allgather(world parts)");
   watchdog_ = std::make_unique<MpiWatchdog>(rank_, size_);
 }
 
@@ -111,7 +117,7 @@ ReduceAlgorithm MpiCommunicator::resolve(ReduceAlgorithm algorithm) const {
 
 int MpiCommunicator::start_sum(void* data, size_t count, ElementType type, double scale,
                                ReduceAlgorithm algorithm, Compression compress) {
-  PendingSum sum{data, count, type, scale, MPI_REQUEST_NULL, false, compress, -1, -1};
+  PendingSum sum{data, count, type, scale, MPI_REQUEST_NULL, false, compress, -1, -1, nullptr};
   if (compress == Compression::kBf16 && type != ElementType::kFloat32)
     throw Error(kExitFailure, "bf16 compression of a float64 sum", Scope::kEveryRank);
   if (resolve(algorithm) == ReduceAlgorithm::kShm) {
@@ -133,8 +139,16 @@ int MpiCommunicator::start_sum(void* data, size_t count, ElementType type, doubl
 
 int MpiCommunicator::start_scattered_sum(void* data, ElementType type, double scale,
                                          const std::vector<size_t>& begins) {
-  PendingSum sum{data, begins.back(), type, 1.0, MPI_REQUEST_NULL, false, Compression::kNone, -1, -1};
-  sum.scattered = scattered_->start(data, type, scale, begins);  // scaled in its own sum
+  PendingSum sum{data, begins.back(), type, 1.0, MPI_REQUEST_NULL, false, Compression::kNone, -1, -1, nullptr};
+  if (shared_->ranks_on_node() > 1) {
+    // Several ranks on each node: run in wait_sum through the node's shared window, as a
+    // kShm start_sum is (Note [the scattered sum on a node]).
+    sum.shared = true;
+    sum.scale = scale;
+    sum.parts = &begins;
+  } else {
+    sum.scattered = scattered_->start(data, type, scale, begins);  // scaled in its own sum
+  }
   pending_.push_back(sum);
   return static_cast<int>(pending_.size()) - 1;
 }
@@ -182,12 +196,15 @@ void MpiCommunicator::wait_sum(int handle) {
   PendingSum& sum = pending_.at(static_cast<size_t>(handle));
   // The gradient sum is where a stalled peer is most often noticed: the watchdog watches it.
   const size_t element_bytes = sum.type == ElementType::kFloat32 ? sizeof(float) : sizeof(double);  // int64: 8 too
-  InCollective scope(*watchdog_, sum.scattered >= 0                ? Collective::kScatteredSum
+  const bool scattered = sum.scattered >= 0 || sum.parts != nullptr;
+  InCollective scope(*watchdog_, scattered                         ? Collective::kScatteredSum
                                  : sum.type == ElementType::kFloat32 ? Collective::kAllreduceSumFloat
                                  : sum.type == ElementType::kInt64   ? Collective::kAllreduceSumInt64
                                                                      : Collective::kAllreduceSumDouble,
                      sum.count * element_bytes);
-  if (sum.shared) {
+  if (sum.parts != nullptr) {
+    shared_->sum_scattered(sum.data, sum.type, sum.scale, *sum.parts);
+  } else if (sum.shared) {
     shared_->sum(sum.data, sum.count, sum.type, sum.scale, sum.compress);
   } else if (sum.compressed >= 0) {
     compressed_->wait(sum.compressed);  // scaled before the last rounding

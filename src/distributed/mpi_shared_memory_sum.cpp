@@ -7,6 +7,7 @@
 
 #include "mpi_check.hpp"
 #include "mpi_compressed_sum.hpp"
+#include "mpi_scattered_sum.hpp"
 #include "sum_kernels.hpp"
 
 namespace mpiddp::distributed {
@@ -77,11 +78,13 @@ SharedMemorySum::SharedMemorySum(MPI_Comm world) {
   int lowest = world_rank;
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, &lowest, 1, MPI_INT, MPI_MIN, node_), "MPI_Allreduce");
   on_first_node_ = lowest == 0;
-  int cross_rank = 0;
-  check_mpi(MPI_Comm_rank(cross_, &cross_rank), "MPI_Comm_rank");
-  first_node_ = on_first_node_ ? cross_rank : INT32_MAX;
+  check_mpi(MPI_Comm_rank(cross_, &cross_rank_), "MPI_Comm_rank");
+  first_node_ = on_first_node_ ? cross_rank_ : INT32_MAX;
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, &first_node_, 1, MPI_INT, MPI_MIN, cross_), "MPI_Allreduce");
-  if (nodes_ > 1) compressed_ = std::make_unique<CompressedSum>(cross_);
+  if (nodes_ > 1) {
+    compressed_ = std::make_unique<CompressedSum>(cross_);
+    scattered_ = std::make_unique<ScatteredSum>(cross_);
+  }
   fixed_in_.assign(static_cast<size_t>(local_size_), nullptr);
   fixed_out_.assign(static_cast<size_t>(local_size_), nullptr);
 }
@@ -91,6 +94,7 @@ SharedMemorySum::~SharedMemorySum() {
   MPI_Finalized(&finalized);
   if (finalized) return;
   compressed_.reset();
+  scattered_.reset();
   free_window(staging_);
   for (Window& window : resident_) free_window(window);
   for (Window& window : node_copies_) free_window(window);

@@ -27,6 +27,7 @@
 namespace mpiddp::distributed {
 
 class CompressedSum;
+class ScatteredSum;
 // The MPI datatype of an element type (used by the communicator and the shared-memory sum).
 MPI_Datatype mpi_type_of(ElementType type);
 
@@ -48,6 +49,12 @@ class SharedMemorySum {
   MPI_Comm among_nodes() const { return cross_; }
   int node_rank() const { return local_rank_; }
   int first_node() const { return first_node_; }
+  // How many nodes there are, and this rank's part of a buffer cut among every rank of the
+  // world: node rank s, numbered n in among_nodes() (world order), owns part s * nodes() + n, so
+  // that the parts of one node rank, one per node, lie side by side (Note [the scattered sum
+  // on a node] in mpi_node_scattered_sum.cpp). With one rank per node, the world rank.
+  int nodes() const { return nodes_; }
+  int world_part() const { return local_rank_ * nodes_ + cross_rank_; }
   bool on_first_node() const { return on_first_node_; }
   // Every node has the same number of ranks (the cross-node step pairs slices up by
   // node-local rank).
@@ -56,6 +63,12 @@ class SharedMemorySum {
   // compress kBf16: the step among the nodes in bfloat16 (mpi_compressed_sum.hpp).
   void sum(void* data, size_t count, ElementType type, double scale,
            Compression compress = Compression::kNone);
+
+  // Communicator::start_scattered_sum with several ranks on each node, for data in a
+  // resident window (allocate_resident): this rank's world part (world_part())
+  // of data, [begins[p], begins[p + 1]) elements, ends summed over the world and scaled;
+  // the rest of data is left undefined. Blocking, collective over world.
+  void sum_scattered(void* data, ElementType type, double scale, const std::vector<size_t>& begins);
 
   // Whether sum_fixed_point can take these buffers: both lie in resident windows. Local.
   bool sums_fixed_point_in_place(const int64_t* sums, size_t count, const void* out, ElementType out_type) const;
@@ -114,7 +127,9 @@ class SharedMemorySum {
   MPI_Comm node_ = MPI_COMM_NULL;   // the ranks of this node
   MPI_Comm cross_ = MPI_COMM_NULL;  // the ranks with this node-local rank, one per node
   std::unique_ptr<CompressedSum> compressed_;  // over cross_, when there are several nodes
-  int local_rank_ = 0, local_size_ = 1, nodes_ = 1;
+  std::unique_ptr<ScatteredSum> scattered_;    // over cross_, when there are several nodes
+  std::vector<size_t> cross_begins_;           // (nodes_ + 1) sum_scattered's parts among the nodes
+  int local_rank_ = 0, local_size_ = 1, nodes_ = 1, cross_rank_ = 0;
   int first_node_ = 0;          // in cross_: the rank on world rank 0's node
   bool on_first_node_ = true;   // this node holds world rank 0
   bool uniform_ = true;

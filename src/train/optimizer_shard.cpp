@@ -26,6 +26,17 @@ namespace mpiddp::train {
 // of one allreduce done well, the optimizer's time and state are divided by the world
 // size, and each part is computed once, so every rank gets the same bits. Only the owner of
 // a part holds its state, so a resync has no state to copy: the state is one, cut in parts.
+//
+// Note [the optimizer sharded across the world]: the same with several ranks on each node,
+// on the shm path, where the node's gradients and its one copy of the parameters lie in
+// shared memory. Node rank s on node n owns world part s * nodes + n, so node rank s's parts
+// on all the nodes form one run of the buffer. Rank s sums the node's gradients over its
+// run, the ranks of node rank s reduce-scatter the run among the nodes (Note [the scattered
+// sum on a node] in src/distributed/mpi_node_scattered_sum.cpp), each updates its part in
+// its node's copy, and they allgather the run among the nodes into every node's copy: the
+// nodes' exchange is a reduce-scatter and an allgather, and the optimizer's state and time
+// per rank are divided by the world size, not by the ranks of a node. bf16 between the
+// nodes has no scattered form: a compressed run shards across the node.
 
 Index part_begin(Index count, int parts, int part, size_t element_bytes) {
   constexpr Index kLineBytes = 64;
@@ -38,31 +49,38 @@ bool shards_across_leaders(const distributed::Communicator& comm) {
   return comm.ranks_on_node() == 1 && comm.size() > 1;
 }
 
-int optimizer_parts(const distributed::Communicator& comm) {
-  return shards_across_leaders(comm) ? comm.size() : comm.ranks_on_node();
+ShardScope shard_scope(const distributed::Communicator& comm, bool shard, bool shares_node_memory,
+                       bool compressed) {
+  if (!shard) return ShardScope::kNone;
+  if (shards_across_leaders(comm)) return ShardScope::kWorld;
+  const bool several_nodes = comm.ranks_on_node() < comm.size();
+  return several_nodes && shares_node_memory && !compressed ? ShardScope::kWorld : ShardScope::kNode;
 }
 
 template <typename T>
 OptimizerShard<T>::OptimizerShard(const optim::OptimizerConfig& config, Index parameters,
-                                  distributed::Communicator& comm, bool sharded)
-    : config_(config), parameters_(parameters), comm_(comm), sharded_(sharded),
-      across_leaders_(sharded && shards_across_leaders(comm)) {
-  const int parts = sharded ? optimizer_parts(comm) : 1;
-  const int mine = !sharded ? 0 : across_leaders_ ? comm.rank() : comm.node_rank();
+                                  distributed::Communicator& comm, ShardScope scope)
+    : config_(config), parameters_(parameters), comm_(comm), scope_(scope) {
+  const int parts = scope == ShardScope::kWorld  ? comm.size()
+                    : scope == ShardScope::kNode ? comm.ranks_on_node()
+                                                 : 1;
+  part_ = scope == ShardScope::kWorld  ? comm.world_part()
+          : scope == ShardScope::kNode ? comm.node_rank()
+                                       : 0;
   for (int r = 0; r <= parts; ++r)
     part_bytes_.push_back(static_cast<size_t>(part_begin(parameters, parts, r, sizeof(T))) *
                           sizeof(T));
-  begin_ = part_begin(parameters, parts, mine, sizeof(T));
-  end_ = part_begin(parameters, parts, mine + 1, sizeof(T));
+  begin_ = part_begin(parameters, parts, part_, sizeof(T));
+  end_ = part_begin(parameters, parts, part_ + 1, sizeof(T));
   optimizer_ = optim::make_optimizer<T>(config, end_ - begin_);
 }
 
 template <typename T>
 void OptimizerShard<T>::step(T* params, const T* grads, double lr) {
   optimizer_->step(params + begin_, grads + begin_, lr);
-  if (across_leaders_)
+  if (across_world())
     comm_.allgather_world_parts(params, part_bytes_);
-  else if (sharded_)
+  else if (sharded())
     comm_.allgather_node_parts(params, part_bytes_);
 }
 
@@ -75,7 +93,7 @@ std::vector<size_t> OptimizerShard<T>::part_begins() const {
 
 template <typename T>
 std::shared_ptr<optim::Optimizer<T>> OptimizerShard<T>::whole_on_rank0() {
-  if (!sharded_) {
+  if (!sharded()) {
     if (comm_.rank() != 0) return nullptr;
     // Not owned: the optimizer is already whole.
     return std::shared_ptr<optim::Optimizer<T>>(optimizer_.get(), [](optim::Optimizer<T>*) {});
@@ -85,7 +103,7 @@ std::shared_ptr<optim::Optimizer<T>> OptimizerShard<T>::whole_on_rank0() {
   auto mine = optimizer_->state_buffers();
   for (size_t b = 0; b < mine.size(); ++b) {
     T* into = whole ? whole->state_buffers()[b].values->data() : nullptr;
-    if (across_leaders_)
+    if (across_world())
       comm_.gather_world_parts(mine[b].values->data(), into, part_bytes_);
     else
       comm_.gather_node_parts(mine[b].values->data(), into, part_bytes_);
@@ -106,10 +124,10 @@ void OptimizerShard<T>::keep_part_of(optim::Optimizer<T>& whole) {
 
 template <typename T>
 void OptimizerShard<T>::broadcast_from_rank0() {
-  if (across_leaders_) return;  // each part's state is held once: there is no other copy
+  if (across_world()) return;  // each part's state is held once: there is no other copy
   for (auto& state : optimizer_->state_buffers()) {
     const size_t bytes = state.values->size() * sizeof(T);
-    if (sharded_) {
+    if (sharded()) {
       // Rank 0's node holds each part once; the other nodes' copies of a part come from it.
       comm_.broadcast_among_nodes(state.values->data(), bytes);
     } else {

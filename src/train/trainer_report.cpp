@@ -78,7 +78,7 @@ void Trainer<T>::start() {
                        {"model", model_->describe()}};
     // Among whom the optimizer's parts are cut: appended, so the record keeps its earlier prefix.
     run_record["reduce_shard_across"] =
-        optimizer_->across_leaders() ? "world" : optimizer_->sharded() ? "node" : "none";
+        optimizer_->across_world() ? "world" : optimizer_->sharded() ? "node" : "none";
     // reduce.compress set where nothing crosses between nodes: said, not silently ignored.
     if (!reducer_.compression_note().empty()) {
       run_record["reduce_compress_note"] = reducer_.compression_note();

@@ -134,9 +134,11 @@ Trainer<T>::Trainer(const Config& config, distributed::Communicator& comm, Train
   for (Index j = 0; j < batch_per_rank_; ++j) positions_[j] = j * comm.size() + comm.rank();
   loss_ = nn::make_loss<T>(config.loss);
   check_optimizer_shard_fits(config, comm, reducer_.shares_node_memory());
-  optimizer_ = std::make_unique<OptimizerShard<T>>(config.optimizer, model_->parameter_count(),
-                                                   comm, config.reduce.shard_optimizer);
-  if (optimizer_->across_leaders()) {
+  const ShardScope scope =
+      shard_scope(comm, config.reduce.shard_optimizer, reducer_.shares_node_memory(),
+                  reducer_.compression() != distributed::Compression::kNone);
+  optimizer_ = std::make_unique<OptimizerShard<T>>(config.optimizer, model_->parameter_count(), comm, scope);
+  if (optimizer_->across_world()) {
     // Each rank's part of the sum, the last one with the loss and stop slots after the parameters.
     std::vector<size_t> parts = optimizer_->part_begins();
     parts.back() = static_cast<size_t>(model_->gradient_count());

@@ -130,16 +130,16 @@ double Trainer<T>::unsynchronized_loss(double local_loss) {
 }
 
 // Note [the step's verdict from scattered gradients]: with the optimizer sharded across the
-// leaders each rank holds the summed gradients of its own part only (Note [the scattered
+// world each rank holds the summed gradients of its own part only (Note [the scattered
 // sum] in src/distributed/mpi_scattered_sum.cpp), and the loss and stop slots, which end the
-// buffer, only the last rank. One allreduce of three numbers brings every rank the loss, the
+// buffer, only the owner of the last part. One allreduce of three numbers brings every rank the loss, the
 // stop vote and whether any part is non-finite, so that every rank decides alike. Adding
 // zeros to the one rank's loss leaves its bits as they are.
 template <typename T>
 void Trainer<T>::share_scattered_verdict() {
   const Index p = model_->parameter_count();
   T* grads = model_->gradients();
-  const bool holds_slots = comm_.rank() + 1 == comm_.size();
+  const bool holds_slots = optimizer_->holds_last_part();
   const Index begin = optimizer_->begin(), end = optimizer_->end();
   double verdict[3] = {holds_slots ? static_cast<double>(grads[p + kLossSlot]) : 0.0,
                        holds_slots ? static_cast<double>(grads[p + kStopSlot]) : 0.0,

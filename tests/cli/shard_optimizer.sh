@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # reduce.shard_optimizer (ZeRO-1) from the command line: at np=2, np=3 and 2 emulated nodes
-# of 2 the sharded run writes the unsharded run's step and epoch records, final parameters
-# and (np 2, 3) checkpoints (byte for byte); a checkpoint written sharded at np=2 resumes unsharded at np=3, and one written
+# of 2 (sharded across the world) the sharded run writes the unsharded run's step and epoch
+# records, final parameters and checkpoints (byte for byte); a checkpoint written sharded at np=2 resumes unsharded at np=3, and one written
 # unsharded at np=3 resumes sharded at np=2, each as the run resumed from the other form's
 # checkpoint, bit for bit (the forms' checkpoints being one file); the configs it cannot
 # serve exit 2 naming the key.
@@ -39,13 +39,21 @@ for np in 2 3; do
   same_checkpoints "$d/whole" "$d/sharded" "np=$np sharded"
 done
 
-# Two emulated nodes of 2 ranks: each node's one copy of the parameters, the parts updated
-# where they lie and the step among the nodes give the unsharded run's bits.
+# Two emulated nodes of 2 ranks: the optimizer sharded across the world (each node rank's
+# run of the buffer reduce-scattered and allgathered between the nodes, into each node's one
+# copy of the parameters) gives the unsharded run's bits, and its checkpoints (the state
+# gathered from the 4 parts) are the unsharded run's. With bf16 between the nodes, which
+# has no scattered form, the state is cut among the node.
 d="$WORK/np4"
 MPIDDP_TEST_RANKS_PER_NODE=2 run_np 4 train "${BASE[@]}" --log "$d.whole.jsonl" --set checkpoint.dir="$d/whole"
 MPIDDP_TEST_RANKS_PER_NODE=2 run_np 4 train "${BASE[@]}" "${SHARD[@]}" --log "$d.sharded.jsonl" \
   --set checkpoint.dir="$d/sharded"
+grep -q '"reduce_shard_across":"world"' "$d.sharded.jsonl" || fail "2 nodes of 2: run record lacks reduce_shard_across world"
 same_run "$d.whole" "$d.sharded" "np=4 as 2 nodes, sharded"
+same_checkpoints "$d/whole" "$d/sharded" "np=4 as 2 nodes, sharded"
+MPIDDP_TEST_RANKS_PER_NODE=2 run_np 4 train "${BASE[@]}" "${SHARD[@]}" --set reduce.compress=bf16 \
+  --log "$d.bf16.jsonl" --set checkpoint.dir="$d/bf16"
+grep -q '"reduce_shard_across":"node"' "$d.bf16.jsonl" || fail "2 nodes of 2 in bf16: reduce_shard_across is not node"
 
 # Across world sizes and forms, from the checkpoint of step 6 (epoch 2, batch 2: 4 steps an
 # epoch at np 2 and 3).
@@ -109,5 +117,5 @@ expect_config_error "reduce.shard_optimizer" --set reduce.shard_optimizer=2
 MPIDDP_TEST_RANKS_PER_NODE=1 expect_config_error "reduce.compress" "${SHARD[@]}" --set reduce.compress=bf16
 # The node's ranks share one copy of the parameters: one replica cannot be perturbed alone.
 expect_config_error "debug.fail_kind" "${SHARD[@]}" --set debug.fail_kind=perturb --set debug.fail_rank=1
-echo "cli shard_optimizer: np=2,3 and 2 nodes x 2 records, parameters and checkpoints equal to unsharded;" \
+echo "cli shard_optimizer: np=2,3 and 2 nodes x 2 (across the world) records, parameters and checkpoints equal to unsharded;" \
      "across the leaders (2 and 4 nodes of 1) too; 2<->3 resumes across forms bitwise; refusals exit 2"

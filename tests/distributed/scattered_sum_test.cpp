@@ -1,10 +1,15 @@
-// The reduce-scatter of the optimizer sharded across the leaders (GradientReducer::
+// The reduce-scatter of the optimizer sharded across the world (GradientReducer::
 // scatter_into_parts over Communicator::start_scattered_sum), at the launcher's world size N:
-// rank r's part holds the scaled sum of every rank's values added in rank order, bit for bit,
-// with buckets that cut the parts anywhere, parts of any size (one empty), blocking and
-// overlapped alike, in float and double, step after step on reused buffers.
+// rank r's part (world_part()) holds the scaled sum of every rank's values, bit for bit,
+// added in rank order with one rank per node; with several (one node, or emulated nodes of
+// 2 at N = 4) the node's values in node-rank order, in a buffer of the node's shared
+// window, and then the nodes' sums in node order. With buckets that cut the parts anywhere
+// (one bucket on nodes of several ranks), parts of any size (one empty), blocking and
+// overlapped alike, in float and double, step after step on reused buffers. Run at N = 1, 2,
+// 4, as 2 emulated nodes of 2 and as 4 emulated nodes of one (the MPI_Ialltoallv path).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -42,26 +47,45 @@ std::vector<size_t> uneven_parts(int world, size_t count) {
   return begins;
 }
 
-// This rank's part holds ((v_0 + v_1) + ... + v_{N-1}) * (1/N), rounded as the shared-memory
-// sum rounds it (in T, the scale as T).
+// The world rank of node rank s on node n: the one whose world part is s * nodes + n. The
+// node's ranks are grouped by that n, which names the same node for every node rank on the
+// emulated nodes these tests run on (MPIDDP_TEST_RANKS_PER_NODE cuts one host in world
+// order); on real hosts with a placement that numbers them otherwise, it would not.
+std::vector<std::vector<int>> ranks_by_node(Communicator& comm) {
+  const int per_node = comm.ranks_on_node(), nodes = comm.size() / per_node;
+  std::vector<std::vector<int>> ranks(static_cast<size_t>(nodes), std::vector<int>(static_cast<size_t>(per_node), -1));
+  const auto parts = comm.allgather(static_cast<uint64_t>(comm.world_part()));
+  for (size_t r = 0; r < parts.size(); ++r)
+    ranks[parts[r] % static_cast<size_t>(nodes)][parts[r] / static_cast<size_t>(nodes)] = static_cast<int>(r);
+  return ranks;
+}
+
+// This rank's part holds the node sums ((v_0 + v_1) + ... ), each over the node's ranks in
+// node-rank order, added in node order and times 1/N, rounded as the sums round them (in T,
+// the scale as T). With one rank per node that is every rank's value in rank order.
 template <typename T>
-void expect_own_part_summed_in_rank_order(const Communicator& comm, const std::vector<T>& result,
-                                          const std::vector<size_t>& begins, int step) {
-  const auto r = static_cast<size_t>(comm.rank());
+void expect_own_part_summed_in_node_order(Communicator& comm, const std::vector<std::vector<int>>& nodes,
+                                          const T* result, const std::vector<size_t>& begins, int step) {
+  const auto p = static_cast<size_t>(comm.world_part());
   const T scale = static_cast<T>(1.0 / comm.size());
-  for (size_t i = begins[r]; i < begins[r + 1]; ++i) {
-    T sum = value<T>(0, i, step);
-    for (int q = 1; q < comm.size(); ++q) sum += value<T>(q, i, step);
-    ASSERT_EQ(result[i], sum * scale) << "element " << i << " of rank " << r << "'s part, step " << step;
+  for (size_t i = begins[p]; i < begins[p + 1]; ++i) {
+    T sum = 0;
+    for (size_t n = 0; n < nodes.size(); ++n) {
+      T node_sum = value<T>(nodes[n][0], i, step);
+      for (size_t s = 1; s < nodes[n].size(); ++s) node_sum += value<T>(nodes[n][s], i, step);
+      sum = n == 0 ? node_sum : sum + node_sum;
+    }
+    ASSERT_EQ(result[i], sum * scale) << "element " << i << " of part " << p << ", step " << step;
   }
 }
 
-// A reducer of small buckets over these tensors that scatters the sum into the parts.
+// A reducer of small buckets over these tensors that scatters the sum into the parts; with
+// several ranks on a node, through the node's shared window (the only way they scatter).
 template <typename T>
 GradientReducer<T> scattering_reducer(MpiCommunicator& comm, const std::vector<size_t>& tensors,
                                       const std::vector<size_t>& parts) {
   ReduceConfig config;
-  config.algorithm = "mpi";
+  config.algorithm = comm.ranks_on_node() > 1 ? "shm" : "mpi";
   config.first_bucket_mb = 0.001;  // ~262 floats
   config.bucket_cap_mb = 0.004;
   GradientReducer<T> reducer(comm, config);
@@ -70,31 +94,62 @@ GradientReducer<T> scattering_reducer(MpiCommunicator& comm, const std::vector<s
   return reducer;
 }
 
-TEST(ScatteredSum, EachRankHoldsItsPartSummedInRankOrder) {
+// The gradients' memory: in the node's shared window when there is one (a view of `count`
+// elements there), else `own`.
+template <typename T>
+T* gradient_memory(GradientReducer<T>& reducer, std::vector<T>& own, size_t count) {
+  own.assign(count, T(-1));
+  if (T* shared = reducer.allocate_shared_buffer(count)) return shared;
+  return own.data();
+}
+
+TEST(ScatteredSum, EachRankHoldsItsPartSummedInNodeOrder) {
   MpiCommunicator comm;
   const std::vector<size_t> tensors{0, 1000, 1003, 4000};
   const size_t count = 10007;
   const auto begins = uneven_parts(comm.size(), count);
   auto reducer = scattering_reducer<float>(comm, tensors, begins);
   ASSERT_TRUE(reducer.scatters());
-  std::vector<float> grads(count);
+  std::vector<float> own;
+  float* grads = gradient_memory(reducer, own, count);
+  const auto nodes = ranks_by_node(comm);
   for (int step = 0; step < 3; ++step) {  // the slots are reused, as in every step
-    grads = rank_values<float>(comm.rank(), count, step);
-    reducer.reduce(grads.data(), count);
-    expect_own_part_summed_in_rank_order(comm, grads, begins, step);
+    const auto values = rank_values<float>(comm.rank(), count, step);
+    std::copy(values.begin(), values.end(), grads);
+    reducer.reduce(grads, count);
+    expect_own_part_summed_in_node_order(comm, nodes, grads, begins, step);
   }
-  EXPECT_GT(reducer.buckets().size(), 5u) << "buckets that cut the parts";
+  if (comm.ranks_on_node() > 1)  // each node rank sums its whole run at once
+    EXPECT_EQ(reducer.buckets().size(), 1u) << "Note [one scattered sum on a node]";
+  else
+    EXPECT_GT(reducer.buckets().size(), 5u) << "buckets that cut the parts";
 }
 
 TEST(ScatteredSum, OverlappedAsBlockingInDouble) {
   MpiCommunicator comm;
+  if (comm.ranks_on_node() > 1) GTEST_SKIP() << "the node's sum runs after backward (kShm): nothing overlaps";
   const std::vector<size_t> tensors{0, 2000, 2100, 5000};
   const size_t count = 6001;
   const auto begins = uneven_parts(comm.size(), count);
   auto reducer = scattering_reducer<double>(comm, tensors, begins);
   std::vector<double> grads(count, -1.0);
   test::reduce_as_backward_does(reducer, grads, rank_values<double>(comm.rank(), count, 7), tensors);
-  expect_own_part_summed_in_rank_order(comm, grads, begins, 7);
+  expect_own_part_summed_in_node_order(comm, ranks_by_node(comm), grads.data(), begins, 7);
+}
+
+TEST(ScatteredSum, OnNodesOfSeveralRanksInDouble) {
+  MpiCommunicator comm;
+  if (comm.ranks_on_node() == 1) GTEST_SKIP() << "one rank per node: EachRankHoldsItsPart covers it";
+  const std::vector<size_t> tensors{0, 2000, 2100, 5000};
+  const size_t count = 6001;
+  const auto begins = uneven_parts(comm.size(), count);
+  auto reducer = scattering_reducer<double>(comm, tensors, begins);
+  std::vector<double> own;
+  double* grads = gradient_memory(reducer, own, count);
+  const auto values = rank_values<double>(comm.rank(), count, 7);
+  std::copy(values.begin(), values.end(), grads);
+  reducer.reduce(grads, count);
+  expect_own_part_summed_in_node_order(comm, ranks_by_node(comm), grads, begins, 7);
 }
 
 }  // namespace

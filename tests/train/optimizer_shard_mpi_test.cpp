@@ -3,11 +3,13 @@
 // with SGD + momentum, Adam and AdamW (float64), and with bf16 between nodes; its checkpoints are the unsharded run's byte for byte;
 // each rank holds the optimizer state of its part only; a replica repaired by a resync is
 // the unperturbed run's. Run at N = 2 and 3 (one node, shared memory), at N = 4 as two
-// emulated nodes of 2 (MPIDDP_TEST_RANKS_PER_NODE=2), and at N = 2 as two nodes of one rank,
-// where the optimizer is sharded across the leaders (a reduce-scatter and an allgather
-// between the nodes; at two ranks a + b = b + a, so the bits are still the unsharded run's).
+// emulated nodes of 2 (MPIDDP_TEST_RANKS_PER_NODE=2), where on the shm path the optimizer is
+// sharded across the world (each node rank's run of the buffer reduce-scattered and
+// allgathered between the nodes), and at N = 2 as two nodes of one rank, where it is sharded
+// across the leaders (at two nodes a + b = b + a, so the bits are still the unsharded run's).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 
@@ -68,6 +70,16 @@ TEST_P(ShardedRun, IsBitwiseTheUnshardedRun) {
       EXPECT_EQ(e.key_path(), "reduce.compress") << e.what();
     }
     return;
+  }
+  if (c.dtype == "float32") {
+    // Among whom the state is cut: the world wherever the nodes can reduce-scatter (one
+    // rank per node, or nodes of several ranks on the shm path, uncompressed).
+    const bool bf16 = c.extra.find("bf16") != std::string::npos;
+    const bool several_nodes = comm.ranks_on_node() < comm.size();
+    const bool world = across_leaders(comm) || (several_nodes && c.algorithm == "shm" && !bf16);
+    Trainer<float> probe(parse_config(sharded), comm);
+    EXPECT_EQ(probe.optimizer().across_world(), world);
+    EXPECT_EQ(probe.optimizer().parts(), world ? comm.size() : comm.ranks_on_node());
   }
   const RunResult a = train(comm, whole), b = train(comm, sharded);
   ASSERT_EQ(a.step_losses.size(), 8u);
@@ -143,21 +155,48 @@ TEST(OptimizerShardState, EachRankHoldsItsPartOnly) {
   optim::OptimizerConfig adam;
   adam.type = "adam";
   const Index p = 100003;  // not a multiple of the parts or of a cache line
-  OptimizerShard<float> shard(adam, p, comm, true);
-  const auto buffers = shard.local().state_buffers();
-  ASSERT_EQ(buffers.size(), 2u);
-  const Index held = shard.end() - shard.begin();
-  for (const auto& buffer : buffers) EXPECT_EQ(static_cast<Index>(buffer.values->size()), held);
-  // ceil(P / n) rounded up to 16 floats, and the node's parts (across the leaders: the
-  // world's) add up to P exactly.
-  const bool world = across_leaders(comm);
-  EXPECT_EQ(shard.across_leaders(), world);
-  const int n = world ? comm.size() : comm.ranks_on_node();
-  EXPECT_LE(held, (p + n - 1) / n + 15);
-  double sum = static_cast<double>(held);
-  comm.allreduce_sum(&sum, 1);
-  EXPECT_EQ(sum, static_cast<double>(p) * (comm.size() / n));
-  EXPECT_EQ(shard.begin(), part_begin(p, n, world ? comm.rank() : comm.node_rank(), sizeof(float)));
+  for (const ShardScope scope : {ShardScope::kNode, ShardScope::kWorld}) {
+    OptimizerShard<float> shard(adam, p, comm, scope);
+    const auto buffers = shard.local().state_buffers();
+    ASSERT_EQ(buffers.size(), 2u);
+    const Index held = shard.end() - shard.begin();
+    for (const auto& buffer : buffers) EXPECT_EQ(static_cast<Index>(buffer.values->size()), held);
+    // ceil(P / n) rounded up to 16 floats, and the node's parts (across the world: the
+    // world's) add up to P exactly.
+    const bool world = scope == ShardScope::kWorld;
+    EXPECT_EQ(shard.across_world(), world);
+    const int n = world ? comm.size() : comm.ranks_on_node();
+    EXPECT_EQ(shard.parts(), n);
+    EXPECT_LE(held, (p + n - 1) / n + 15);
+    double sum = static_cast<double>(held);
+    comm.allreduce_sum(&sum, 1);
+    EXPECT_EQ(sum, static_cast<double>(p) * (comm.size() / n));
+    const int mine = world ? comm.world_part() : comm.node_rank();
+    EXPECT_EQ(shard.begin(), part_begin(p, n, mine, sizeof(float)));
+    EXPECT_EQ(shard.holds_last_part(), mine == n - 1);
+  }
+  // Across the world every rank owns another part, and node rank s's parts on the nodes lie
+  // side by side: part s * nodes + n.
+  const auto parts = comm.allgather(static_cast<uint64_t>(comm.world_part()));
+  std::vector<uint64_t> sorted(parts);
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t r = 0; r < sorted.size(); ++r) EXPECT_EQ(sorted[r], r);
+  const int nodes = comm.size() / comm.ranks_on_node();
+  EXPECT_EQ(comm.world_part() / nodes, comm.node_rank());
+}
+
+TEST(OptimizerShardState, ShardsAcrossTheWorldWhereTheNodesCanScatter) {
+  distributed::MpiCommunicator comm;
+  const bool leaders = across_leaders(comm);
+  const bool several_nodes = comm.ranks_on_node() < comm.size();
+  EXPECT_EQ(shard_scope(comm, false, true, false), ShardScope::kNone);
+  // The shm path, uncompressed: among the world wherever there are several nodes.
+  EXPECT_EQ(shard_scope(comm, true, !leaders, false), several_nodes ? ShardScope::kWorld : ShardScope::kNode);
+  // Nodes of several ranks that share no memory (the mpi path), or bf16 between them: the node's.
+  if (!leaders) {
+    EXPECT_EQ(shard_scope(comm, true, false, false), ShardScope::kNode);
+    EXPECT_EQ(shard_scope(comm, true, true, true), ShardScope::kNode);
+  }
 }
 
 TEST(ShardedResync, RepairsAPerturbedReplicaIntoTheUnperturbedRun) {

@@ -110,21 +110,31 @@ class Communicator {
   // Copies the bytes of the rank with this node rank on world rank 0's node to the ranks
   // with the same node rank on every other node. Collective over the world.
   virtual void broadcast_among_nodes(void* data, size_t bytes) = 0;
-  // The same two collectives for parts cut among every rank of the world, by world rank
-  // (reduce.shard_optimizer with one rank per node: each node's one rank is its leader, and
-  // the leaders' exchange is a reduce-scatter and an allgather; Note [the optimizer sharded
-  // across the leaders] in src/train/optimizer_shard.cpp). begins: (size() + 1).
-  // allgather_world_parts: collective over the world. gather_world_parts: rank 0 receives
-  // every part into `whole` (elsewhere null); collective over the world.
+  // The same two collectives for parts cut among every rank of the world: rank r owns part
+  // world_part() (reduce.shard_optimizer across the world: the nodes' exchange is a
+  // reduce-scatter and an allgather; Note [the optimizer sharded across the world] in
+  // src/train/optimizer_shard.cpp). begins: (size() + 1).
+  // allgather_world_parts: collective over the world; with several ranks on each node, data
+  // must be a node copy (share_on_node). gather_world_parts: rank 0 receives every part
+  // into `whole` (elsewhere null); collective over the world.
+  //
+  // This rank's part of a buffer cut among the world: with one rank per node its world
+  // rank; with several, node rank s owns part s * nodes + n, n its place among the ranks of
+  // node rank s in world order, so that a node rank's parts lie side by side (Note [the scattered sum on a node] in
+  // src/distributed/mpi_node_scattered_sum.cpp).
+  virtual int world_part() const = 0;
   virtual void allgather_world_parts(void* data, const std::vector<size_t>& begins) = 0;
   virtual void gather_world_parts(const void* part, void* whole,
                                   const std::vector<size_t>& begins) = 0;
-  // The reduce-scatter of the leaders' exchange: like start_sum (kMpi, no compression), but
-  // rank r ends with only elements [begins[r], begins[r + 1]) of data summed over the ranks
-  // and scaled; the rest of data is left undefined. begins: (size() + 1) element offsets,
-  // begins[0] = 0, begins.back() = the count; it must stay alive and unchanged until
-  // wait_sum. Each part is summed by its owner in rank order (Note [the scattered sum] in
-  // src/distributed/mpi_scattered_sum.cpp), so its bits do not depend on the MPI library.
+  // The reduce-scatter of the nodes' exchange: like start_sum (no compression), but rank r
+  // ends with only its part p = world_part(), elements [begins[p], begins[p + 1]) of data,
+  // summed over the ranks and scaled; the rest of data is left undefined. begins: (size() + 1)
+  // element offsets, begins[0] = 0, begins.back() = the count; it must stay alive and
+  // unchanged until wait_sum. With one rank per node each part is summed by its owner in
+  // rank order (Note [the scattered sum] in src/distributed/mpi_scattered_sum.cpp); with
+  // several, data must lie in a shared buffer (allocate_shared_buffer): the node sums first,
+  // in node-rank order, then the owner among the nodes in node order (Note [the scattered sum
+  // on a node]). Either way the bits do not depend on the MPI library.
   // Every rank must start the same scattered sums, in the same order, among its start_sums.
   virtual int start_scattered_sum(void* data, ElementType type, double scale,
                                   const std::vector<size_t>& begins) = 0;

@@ -61,10 +61,12 @@ class GradientReducer {
   // trainer's loss slot, which is reported and checked for divergence and would keep only
   // 3 digits in bf16. The bucket holding offset is then sent as two sums.
   void keep_exact_from(size_t offset) { exact_from_ = offset; }
-  // From now on each rank needs only its own part of the summed buffer: rank r part
-  // [begins[r], begins[r + 1]) (begins: size + 1 element offsets, begins.back() the
-  // buffer's count), the rest left undefined (Communicator::start_scattered_sum). For the
-  // optimizer sharded across the leaders. Not with compression.
+  // From now on each rank needs only its own part of the summed buffer: part
+  // p = Communicator::world_part(), [begins[p], begins[p + 1]) (begins: size + 1 element
+  // offsets, begins.back() the buffer's count), the rest left undefined
+  // (Communicator::start_scattered_sum). For the optimizer sharded across the world. Not with
+  // compression; with several ranks on a node, only on the shm path, where the buffer is
+  // then one bucket (Note [one scattered sum on a node] in gradient_reducer.cpp).
   void scatter_into_parts(std::vector<size_t> begins);
   bool scatters() const { return !part_begins_.empty(); }
 

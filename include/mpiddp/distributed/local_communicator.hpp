@@ -23,6 +23,7 @@ class LocalCommunicator final : public Communicator {
   int start_sum(void* data, size_t count, ElementType type, double scale,
                 ReduceAlgorithm algorithm, Compression compress) override;
   int node_rank() const override { return 0; }
+  int world_part() const override { return 0; }
   bool node_parts_usable() const override { return true; }
   void allgather_node_parts(void*, const std::vector<size_t>&) override {}
   // The one part is the whole.

@@ -34,6 +34,7 @@ class MpiCommunicator final : public Communicator {
   void* allocate_shared_buffer(size_t bytes) override;
   void* share_on_node(const void* data, size_t bytes) override;
   int node_rank() const override;
+  int world_part() const override;
   bool node_parts_usable() const override;
   void allgather_node_parts(void* data, const std::vector<size_t>& begins) override;
   void gather_node_parts(const void* part, void* whole, const std::vector<size_t>& begins) override;
@@ -62,6 +63,8 @@ class MpiCommunicator final : public Communicator {
   // (ranks on the node) the node parts' counts and offsets as MPI wants them, kept so that
   // the step's allgather allocates nothing (mpi_node_parts.cpp).
   std::vector<int> part_counts_, part_offsets_;
+  std::vector<size_t> range_begins_;  // (nodes + 1) a node rank's world parts, allgather_world_parts
+  std::vector<int> part_of_rank_;     // (size_) each world rank's world_part()
   std::unique_ptr<MpiWatchdog> watchdog_;  // tracks every collective, see mpi_watchdog.hpp
 };
 

@@ -17,7 +17,9 @@ struct ReductionLevels {
   // "none": one rank per node, nothing to combine there.
   std::string within_node;
   // "mpi": between nodes through MPI (with "shm" inside: one allreduce per slice among the
-  // ranks of equal node rank, ranks_per_node of them side by side); "none": one node.
+  // ranks of equal node rank, ranks_per_node of them side by side; with the optimizer
+  // sharded across the world, a reduce-scatter and an allgather of each node rank's run);
+  // "none": one node.
   std::string between_nodes;
 };
 

@@ -1,9 +1,9 @@
 #pragma once
 // The optimizer, whole on every rank or sharded across the ranks of a node (ZeRO-1,
 // reduce.shard_optimizer; Note [the optimizer sharded across a node] in
-// src/train/optimizer_shard.cpp), or, with one rank per node, across the ranks of the world
-// (Note [the optimizer sharded across the leaders]). The trainer steps it, checkpoints it and resynchronises it
-// through this class alone, so that both forms share one path.
+// src/train/optimizer_shard.cpp), or across every rank of several nodes (Note [the
+// optimizer sharded across the world]). The trainer steps it, checkpoints it and
+// resynchronises it through this class alone, so that every form shares one path.
 #include <memory>
 #include <vector>
 
@@ -17,26 +17,36 @@ namespace mpiddp::train {
 // write the same cache line. part_begin(count, n, n, ...) == count.
 Index part_begin(Index count, int parts, int part, size_t element_bytes);
 
-// On this layout reduce.shard_optimizer cuts the parameters among the world, not among the
-// ranks of a node: one rank on every node, and several nodes (Note [the optimizer sharded
-// across the leaders]).
+// Among whom the optimizer's state is cut.
+enum class ShardScope { kNone, kNode, kWorld };
+
+// One rank on every node, and several nodes: each rank is its node's leader.
 bool shards_across_leaders(const distributed::Communicator& comm);
-// How many parts reduce.shard_optimizer cuts the parameters into on this layout.
-int optimizer_parts(const distributed::Communicator& comm);
+// Where reduce.shard_optimizer (`shard`) cuts the state on this layout: among the world
+// when the nodes' exchange can be a reduce-scatter and an allgather (Note [the optimizer
+// sharded across the world]): one rank per node, or several ranks per node whose gradients
+// and parameters lie in the node's shared memory (shares_node_memory: the shm path) and
+// travel between the nodes uncompressed; else among the ranks of a node.
+ShardScope shard_scope(const distributed::Communicator& comm, bool shard, bool shares_node_memory,
+                       bool compressed);
 
 template <typename T>
 class OptimizerShard {
  public:
-  // sharded: this rank keeps the state of its node rank's part of the P parameters only
-  // (with one rank per node and several nodes: its world rank's part); else the whole.
+  // kNode: this rank keeps the state of its node rank's part of the P parameters only;
+  // kWorld: of its world part (Communicator::world_part()); kNone: the whole.
   // Local; validates config (optim::make_optimizer).
   OptimizerShard(const optim::OptimizerConfig& config, Index parameters,
-                 distributed::Communicator& comm, bool sharded);
+                 distributed::Communicator& comm, ShardScope scope);
 
-  bool sharded() const { return sharded_; }
-  // Sharded with one rank per node: the parts are the world's, and the gradients need be
-  // summed only into their owner's part (GradientReducer::scatter_into_parts).
-  bool across_leaders() const { return across_leaders_; }
+  bool sharded() const { return scope_ != ShardScope::kNone; }
+  // The parts are the world's, and the gradients need be summed only into their owner's
+  // part (GradientReducer::scatter_into_parts).
+  bool across_world() const { return scope_ == ShardScope::kWorld; }
+  // How many parts the parameters are cut into, and whether this rank's is the last (the
+  // one that the gradient buffer's reserved slots extend, across the world).
+  int parts() const { return static_cast<int>(part_bytes_.size()) - 1; }
+  bool holds_last_part() const { return part_ + 1 == parts(); }
   // (parts + 1) where each part begins, in parameters.
   std::vector<size_t> part_begins() const;
   // This rank's part [begin, end) of the parameters.
@@ -44,21 +54,21 @@ class OptimizerShard {
   Index end() const { return end_; }
 
   // params, grads: (P), grads already averaged over ranks and equal on every rank (across
-  // the leaders: this rank's part of them). Updates this rank's part; sharded, every rank
-  // of the node (across the leaders: of the world) then receives the others' parts.
+  // the world: this rank's part of them). Updates this rank's part; sharded, every rank
+  // of the node (across the world: of the world) then receives the others' parts.
   // Collective when sharded. Allocates nothing.
   void step(T* params, const T* grads, double lr);
 
   // For a checkpoint: on rank 0, the state of all P parameters (the optimizer itself, or,
   // sharded, a temporary one that the parts of rank 0's node are gathered into); null on
-  // the other ranks. Collective when sharded (rank 0's node; across the leaders, the world).
+  // the other ranks. Collective when sharded (rank 0's node; across the world, the world).
   // Keep it only while writing.
   std::shared_ptr<optim::Optimizer<T>> whole_on_rank0();
   // From a checkpoint: fill(whole) restores the state of all P parameters into `whole`;
   // sharded, this rank then keeps its part. Local. Returns what fill returns.
   template <typename Fill>
   auto restore(Fill fill) {
-    if (!sharded_) return fill(*optimizer_);
+    if (!sharded()) return fill(*optimizer_);
     const auto whole = optim::make_optimizer<T>(config_, parameters_);
     auto result = fill(*whole);
     keep_part_of(*whole);
@@ -76,8 +86,8 @@ class OptimizerShard {
   optim::OptimizerConfig config_;
   Index parameters_;
   distributed::Communicator& comm_;
-  bool sharded_;
-  bool across_leaders_;
+  ShardScope scope_;
+  int part_ = 0;  // this rank's part
   Index begin_ = 0, end_ = 0;
   std::vector<size_t> part_bytes_;  // (parts + 1) where each part begins, in bytes
   std::unique_ptr<optim::Optimizer<T>> optimizer_;  // over [begin_, end_)

@@ -115,6 +115,8 @@ class Trainer final : public TrainingRun {
 
   nn::Sequential<T>& model() { return *model_; }
   const data::Dataset<T>& train_set() const { return train_; }
+  // The optimizer, whole or this rank's part of it (reduce.shard_optimizer).
+  const OptimizerShard<T>& optimizer() const { return *optimizer_; }
   // The epoch (0-based) and step that compute_gradients' training pass belongs to: dropout's
   // masks depend on them. run() sets them before each step.
   void set_pass(int64_t epoch, int64_t step) {
