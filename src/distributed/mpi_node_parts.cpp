@@ -95,11 +95,8 @@ void MpiCommunicator::allgather_world_parts(void* data, const std::vector<size_t
   if (!shared_->in_node_copy(data, begins.back()))
     throw Error(kExitFailure, "parts cut among the world on nodes of several ranks must lie in the node's copy",
                 Scope::kEveryRank);
-  const auto nodes = static_cast<size_t>(shared_->nodes());
-  const size_t first_part = static_cast<size_t>(shared_->node_rank()) * nodes;
-  range_begins_.resize(nodes + 1);
-  for (size_t n = 0; n <= nodes; ++n) range_begins_[n] = begins[first_part + n] - begins[first_part];
-  allgather_parts(static_cast<char*>(data) + begins[first_part], range_begins_, part_counts_, part_offsets_,
+  const size_t run = shared_->node_run(begins);
+  allgather_parts(static_cast<char*>(data) + run, shared_->node_run_parts(), part_counts_, part_offsets_,
                   shared_->among_nodes(), "MPI_Allgatherv(world parts among nodes)");
   shared_->end_node_copy_writes(data, begins.back());
 }

@@ -23,6 +23,14 @@ namespace mpiddp::distributed {
 // (a + b = b + a); at more the order among the nodes is the node order, not the MPI
 // library's. The reducer sums such a buffer as one bucket (Note [one scattered sum on a
 // node] in gradient_reducer.cpp), so each rank sums and exchanges its whole range at once.
+size_t SharedMemorySum::node_run(const std::vector<size_t>& begins) {
+  const auto nodes = static_cast<size_t>(nodes_);
+  const size_t first_part = static_cast<size_t>(local_rank_) * nodes;
+  cross_begins_.resize(nodes + 1);  // sized once, by the first call
+  for (size_t n = 0; n <= nodes; ++n) cross_begins_[n] = begins[first_part + n] - begins[first_part];
+  return begins[first_part];
+}
+
 void SharedMemorySum::sum_scattered(void* data, ElementType type, double scale,
                                     const std::vector<size_t>& begins) {
   const size_t elem = element_bytes(type);
@@ -36,11 +44,7 @@ void SharedMemorySum::sum_scattered(void* data, ElementType type, double scale,
   void* const* segments = window->segments.data();
   char* const mine = static_cast<char*>(segments[local_rank_]);
   const size_t base = static_cast<size_t>(static_cast<char*>(data) - mine) / elem;
-  const auto first_part = static_cast<size_t>(local_rank_) * static_cast<size_t>(nodes_);
-  const size_t first = begins[first_part], last = begins[first_part + static_cast<size_t>(nodes_)];
-  cross_begins_.resize(static_cast<size_t>(nodes_) + 1);  // sized once, by the first sum
-  for (size_t n = 0; n <= static_cast<size_t>(nodes_); ++n)
-    cross_begins_[n] = begins[first_part + n] - first;
+  const size_t first = node_run(begins), last = first + cross_begins_.back();
   node_barrier(window->handle);  // every rank's buffer is final
   if (nodes_ == 1) {  // one node: the node range is the rank's part
     sum_slice(mine, segments, local_size_, base + first, base + last, type, scale);

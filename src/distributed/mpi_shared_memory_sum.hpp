@@ -55,6 +55,11 @@ class SharedMemorySum {
   // on a node] in mpi_node_scattered_sum.cpp). With one rank per node, the world rank.
   int nodes() const { return nodes_; }
   int world_part() const { return local_rank_ * nodes_ + cross_rank_; }
+  // This node rank's run of a buffer cut among the world by `begins` (world_part() order,
+  // size + 1 offsets): returns where the run begins, and node_run_parts() then holds its
+  // parts, one per node in among_nodes() order, as nodes() + 1 offsets from there.
+  size_t node_run(const std::vector<size_t>& begins);
+  const std::vector<size_t>& node_run_parts() const { return cross_begins_; }
   bool on_first_node() const { return on_first_node_; }
   // Every node has the same number of ranks (the cross-node step pairs slices up by
   // node-local rank).
@@ -128,7 +133,7 @@ class SharedMemorySum {
   MPI_Comm cross_ = MPI_COMM_NULL;  // the ranks with this node-local rank, one per node
   std::unique_ptr<CompressedSum> compressed_;  // over cross_, when there are several nodes
   std::unique_ptr<ScatteredSum> scattered_;    // over cross_, when there are several nodes
-  std::vector<size_t> cross_begins_;           // (nodes_ + 1) sum_scattered's parts among the nodes
+  std::vector<size_t> cross_begins_;           // (nodes_ + 1) node_run()'s parts among the nodes
   int local_rank_ = 0, local_size_ = 1, nodes_ = 1, cross_rank_ = 0;
   int first_node_ = 0;          // in cross_: the rank on world rank 0's node
   bool on_first_node_ = true;   // this node holds world rank 0

@@ -63,7 +63,6 @@ class MpiCommunicator final : public Communicator {
   // (ranks on the node) the node parts' counts and offsets as MPI wants them, kept so that
   // the step's allgather allocates nothing (mpi_node_parts.cpp).
   std::vector<int> part_counts_, part_offsets_;
-  std::vector<size_t> range_begins_;  // (nodes + 1) a node rank's world parts, allgather_world_parts
   std::vector<int> part_of_rank_;     // (size_) each world rank's world_part()
   std::unique_ptr<MpiWatchdog> watchdog_;  // tracks every collective, see mpi_watchdog.hpp
 };
