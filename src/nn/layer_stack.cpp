@@ -147,6 +147,22 @@ bool LayerStack<T>::supports_chunked_pass(Index chunk) const {
 }
 
 template <typename T>
+bool LayerStack<T>::can_overwrite_gradients() const {
+  for (size_t l = 0; l < layers_.size(); ++l)
+    if (parameter_offsets_[l + 1] > parameter_offsets_[l] && !layers_[l]->can_overwrite_gradients()) return false;
+  return true;
+}
+
+template <typename T>
+std::vector<std::pair<Index, Index>> LayerStack<T>::gradients_added_to() const {
+  std::vector<std::pair<Index, Index>> ranges;
+  for (size_t l = 0; l < layers_.size(); ++l)
+    if (parameter_offsets_[l + 1] > parameter_offsets_[l] && !layers_[l]->can_overwrite_gradients())
+      ranges.emplace_back(parameter_offsets_[l], parameter_offsets_[l + 1]);
+  return ranges;
+}
+
+template <typename T>
 void LayerStack<T>::forward(const PassContext& context, ConstMatrixView<T> x, MatrixView<T> y) {
   const Index batch = x.cols();
   assert(x.rows() == this->inputs() && batch <= max_batch_);
@@ -173,18 +189,22 @@ void LayerStack<T>::backward(const PassContext& context, ConstMatrixView<T> x,
   const Index batch = x.cols();
   const T* layer_dy = dy.data();
   T* next_dx = delta_a_;
+  // A layer that cannot overwrite its gradients adds onto the zeros they were cleared to.
+  PassContext adding = context;
+  adding.overwrite_gradients = false;
   for (size_t l = layers_.size(); l-- > 0;) {
     Layer<T>& layer = *layers_[l];
+    const PassContext& layer_context = layer.can_overwrite_gradients() ? context : adding;
     const T* in = l == 0 ? x.data() : activations_[l - 1];
     const T* out = l + 1 < layers_.size() ? activations_[l] : y.data();
     ConstMatrixView<T> layer_x(in, layer.inputs(), batch);
     ConstMatrixView<T> layer_y(out, layer.outputs(), batch);
     ConstMatrixView<T> layer_dy_view(layer_dy, layer.outputs(), batch);
     if (l == 0) {
-      layer.backward(context, layer_x, layer_y, layer_dy_view, dx);
+      layer.backward(layer_context, layer_x, layer_y, layer_dy_view, dx);
     } else {
       MatrixView<T> layer_dx(next_dx, layer.inputs(), batch);
-      layer.backward(context, layer_x, layer_y, layer_dy_view, &layer_dx);
+      layer.backward(layer_context, layer_x, layer_y, layer_dy_view, &layer_dx);
       layer_dy = next_dx;
       next_dx = next_dx == delta_a_ ? delta_b_ : delta_a_;
     }

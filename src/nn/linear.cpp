@@ -161,8 +161,12 @@ void Linear<T>::backward(const PassContext& context, ConstMatrixView<T> x, Const
                          ConstMatrixView<T> dy, MatrixView<T>* dx) {
   if (context.chunk_columns == 0) {
     MatrixView<T> dwt(weight_grad_, this->inputs(), this->outputs());
-    multiply(dwt, x, Op::kNone, dy, Op::kTranspose, Accumulate::kAdd);  // dW^T += x dy^T: (F, B)(B, O)
-    add_row_sums(dy, 0, dy.cols(), VectorView<T>(weight_grad_ + this->inputs() * this->outputs(), this->outputs()));
+    VectorView<T> db(weight_grad_ + this->inputs() * this->outputs(), this->outputs());
+    // dW^T (+)= x dy^T: (F, B)(B, O). Written, the product is the sum added onto zeros was.
+    multiply(dwt, x, Op::kNone, dy, Op::kTranspose,
+             context.overwrite_gradients ? Accumulate::kOverwrite : Accumulate::kAdd);
+    if (context.overwrite_gradients) db.setZero();  // O values: the row sums' order stays as it was
+    add_row_sums(dy, 0, dy.cols(), db);
   } else {
     parameter_gradients_onto_grid(context, x, dy);
   }

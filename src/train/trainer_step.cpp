@@ -33,8 +33,10 @@ template <typename T>
 double Trainer<T>::compute_gradients(const Index* samples, Index count, bool start_sync) {
   if (deterministic_) return compute_chunk_gradients(samples, count);
   if (broadcast_buffers_each_step_) broadcast_buffers();
-  model_->zero_gradients();
-  // Clearing the gradients counts as forward work in the profile; the trace shows it apart.
+  // The first micro-batch's backward writes the gradients (Note [gradients written, not
+  // cleared] in src/nn/sequential.cpp): only what it adds to is cleared. That counts as
+  // forward work in the profile; the trace shows it apart.
+  model_->prepare_gradient_overwrite();
   phases_.lap(&StepProfile::forward_s, SpanKind::kZeroGradients);
   // Micro-batch m has count/K samples (the first count % K one more). Each one's loss is
   // its own mean; weighting its output gradient by size/count makes the K gradients add up
@@ -53,6 +55,7 @@ double Trainer<T>::compute_gradients(const Index* samples, Index count, bool sta
     // micro-batch, so BatchNorm's statistics and dropout's positions are that batch's.
     nn::PassContext pass = training_pass_;
     pass.positions = positions_.data() + first;
+    pass.overwrite_gradients = m == 0;
     const auto out = model_->forward(pass, x);
     const double micro_loss = loss_->forward_backward(out, targets, model_->output_gradient());
     if (micro_batches == 1) {

@@ -125,5 +125,59 @@ TEST(Sequential, PlacedGradientsMoveWithTheirContentsAndReceiveBackward) {
   EXPECT_NE(own.gradients()[0], 0.0f);
 }
 
+// Note [gradients written, not cleared]: a pass with overwrite_gradients over last step's
+// gradients must give what a pass adding onto cleared ones gives: the linear layers write
+// theirs, and the batchnorm's (which only adds), the residual holding it and the reserved
+// slots are cleared by prepare_gradient_overwrite.
+TEST(Sequential, AnOverwritingPassGivesTheClearedPassGradientsOverStaleOnes) {
+  const Index batch = 4;
+  const std::vector<LayerSpec> specs = mpiddp::testing::specs(R"([
+      {"type": "linear", "out": 4}, {"type": "tanh"},
+      {"type": "residual", "layers": [{"type": "linear", "out": 4}, {"type": "batchnorm1d"}]},
+      {"type": "residual", "layers": [{"type": "linear", "out": 4}, {"type": "relu"}]},
+      {"type": "batchnorm1d"}, {"type": "linear", "out": 2}])");
+  Sequential<double> model(kInput, specs, batch, 2);
+  model.initialize(9);
+  const size_t count = static_cast<size_t>(model.gradient_count());
+  const std::vector<double> x = test_values(3 * batch, 1), t = test_values(2 * batch, 2);
+  MseLoss<double> mse;
+  auto pass = [&](bool overwrite) {
+    PassContext context;
+    context.overwrite_gradients = overwrite;
+    const auto out = model.forward(context, ConstMatrixView<double>(x.data(), 3, batch));
+    mse.forward_backward(out, {t.data(), nullptr}, model.output_gradient());
+    model.backward(context, ConstMatrixView<double>(x.data(), 3, batch));
+  };
+  model.zero_gradients();
+  pass(false);
+  const std::vector<double> expected(model.gradients(), model.gradients() + count);
+  ASSERT_GT(std::count_if(expected.begin(), expected.end(), [](double g) { return g != 0.0; }), 60);
+  std::fill_n(model.gradients(), count, 1e3);  // stale values everywhere
+  model.prepare_gradient_overwrite();
+  pass(true);
+  // Equal to rounding: Eigen evaluates a product this small coefficient by coefficient, in
+  // another order when it writes than when it adds.
+  for (size_t i = 0; i < count; ++i) EXPECT_NEAR(model.gradients()[i], expected[i], 1e-12) << i;
+  // Without the overwrite the same pass adds onto them: every gradient doubles.
+  pass(false);
+  for (size_t i = 0; i < count - 2; ++i) EXPECT_NEAR(model.gradients()[i], 2.0 * expected[i], 1e-12) << i;
+}
+
+TEST(Sequential, OnlyTheLayersThatAddAreCleared) {
+  const std::vector<LayerSpec> specs = mpiddp::testing::specs(R"([
+      {"type": "linear", "out": 4}, {"type": "batchnorm1d"},
+      {"type": "residual", "layers": [{"type": "linear", "out": 4}]},
+      {"type": "residual", "layers": [{"type": "batchnorm1d"}, {"type": "linear", "out": 4}]}])");
+  Sequential<float> model(kInput, specs, 2, 1);
+  std::fill_n(model.gradients(), model.gradient_count(), 5.0f);
+  model.prepare_gradient_overwrite();
+  // 0: linear 3 -> 4 (16), 1: batchnorm (8), 2: residual of a linear (20), 3: residual with a
+  // batchnorm (8 + 20), then the reserved slot.
+  std::vector<float> expected(static_cast<size_t>(model.gradient_count()), 5.0f);
+  std::fill(expected.begin() + 16, expected.begin() + 24, 0.0f);
+  std::fill(expected.begin() + 44, expected.end(), 0.0f);
+  EXPECT_TRUE(std::equal(expected.begin(), expected.end(), model.gradients()));
+}
+
 }  // namespace
 }  // namespace mpiddp::nn

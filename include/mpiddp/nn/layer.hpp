@@ -100,6 +100,10 @@ class Layer {
   // chunk's parameter gradients onto the context's gradient grid. False unless the layer
   // says so: such a model's deterministic step goes chunk by chunk instead.
   virtual bool supports_chunked_pass(Index /*chunk*/) const { return false; }
+  // Whether backward honours PassContext::overwrite_gradients: when it is set, every one of
+  // the layer's parameter gradients is written, not added to. False unless the layer says
+  // so: the step then clears the layer's gradients before the pass, as it always did.
+  virtual bool can_overwrite_gradients() const { return false; }
 
   virtual void bind(const LayerMemory<T>& /*memory*/) {}
   // PyTorch's default initialisation of the parameters, and the buffers' initial values.
@@ -108,8 +112,9 @@ class Layer {
   // x: (inputs, B) -> y: (outputs, B), B <= max_batch.
   virtual void forward(const PassContext& context, ConstMatrixView<T> x, MatrixView<T> y) = 0;
   // Given x, y = forward(x) of the same context, and dy = dLoss/dy: adds dLoss/dparameters
-  // into the bound gradients and, when dx is not null, writes dLoss/dx: (inputs, B). The first
-  // layer of a model gets null: nobody needs the gradient of the input data.
+  // into the bound gradients (writes them, with context.overwrite_gradients) and, when dx is
+  // not null, writes dLoss/dx: (inputs, B). The first layer of a model gets null: nobody
+  // needs the gradient of the input data.
   virtual void backward(const PassContext& context, ConstMatrixView<T> x, ConstMatrixView<T> y,
                         ConstMatrixView<T> dy, MatrixView<T>* dx) = 0;
 

@@ -4,6 +4,7 @@
 // prefixed "<index>."), and its scratch also holds the activations between its layers and
 // the two ping-pong buffers of backward.
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "mpiddp/nn/layer.hpp"
@@ -39,6 +40,11 @@ class LayerStack final : public Layer<T> {
     for (const auto& layer : layers_) layer->check_training_batch(smallest);
   }
   bool supports_chunked_pass(Index chunk) const override;
+  // Every layer with parameters does: the others' gradients would need clearing first.
+  bool can_overwrite_gradients() const override;
+  // The stack's parameter ranges [first, end) that a pass with overwrite_gradients adds to,
+  // so must be cleared before it: those of the layers that cannot overwrite.
+  std::vector<std::pair<Index, Index>> gradients_added_to() const;
   void bind(const LayerMemory<T>& memory) override;
   void initialize(Rng& rng) override;
   void forward(const PassContext& context, ConstMatrixView<T> x, MatrixView<T> y) override;

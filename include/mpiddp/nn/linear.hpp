@@ -25,6 +25,7 @@ class Linear final : public Layer<T> {
   }
   void gemm_calls(Index batch, std::vector<GemmCall>& calls) const override;
   bool supports_chunked_pass(Index chunk) const override;
+  bool can_overwrite_gradients() const override { return true; }
   void bind(const LayerMemory<T>& memory) override;
   // PyTorch's default: W and b uniform in [-1/sqrt(F), 1/sqrt(F)), weights first, row by row.
   void initialize(Rng& rng) override;

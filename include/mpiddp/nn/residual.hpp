@@ -29,6 +29,7 @@ class Residual final : public Layer<T> {
   double multiply_adds_per_sample() const override { return body_.multiply_adds_per_sample(); }
   void gemm_calls(Index batch, std::vector<GemmCall>& calls) const override { body_.gemm_calls(batch, calls); }
   void check_training_batch(Index smallest) const override { body_.check_training_batch(smallest); }
+  bool can_overwrite_gradients() const override { return body_.can_overwrite_gradients(); }
   void bind(const LayerMemory<T>& memory) override;
   void initialize(Rng& rng) override { body_.initialize(rng); }
   void forward(const PassContext& context, ConstMatrixView<T> x, MatrixView<T> y) override;

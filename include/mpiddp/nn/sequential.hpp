@@ -102,6 +102,9 @@ class Sequential {
   // Seeded initialisation, PyTorch's default scheme layer by layer; buffers to their start.
   void initialize(uint64_t seed);
   void zero_gradients();
+  // Readies the gradients for a backward pass with PassContext::overwrite_gradients: clears
+  // only what that pass adds to (Note [gradients written, not cleared] in sequential.cpp).
+  void prepare_gradient_overwrite();
 
   // x: (inputs, B), B <= max_batch -> (outputs, B). The view stays valid until the next forward.
   ConstMatrixView<T> forward(const PassContext& context, ConstMatrixView<T> x);
@@ -129,6 +132,9 @@ class Sequential {
 
   Index batch_ = 0;  // batch size of the last forward
   std::vector<ParameterTensor> tensors_;
+  // What prepare_gradient_overwrite clears: the gradients of layers that only add, and the
+  // reserved slots.
+  std::vector<std::pair<Index, Index>> added_to_;
   std::vector<BufferTensor> buffer_tensors_;
   AlignedVector<T> own_parameters_;          // (P), unless placed elsewhere
   T* parameters_ = nullptr;                  // (P): own_parameters_ or placed
