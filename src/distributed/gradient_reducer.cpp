@@ -92,6 +92,7 @@ template <typename T>
 void GradientReducer<T>::begin(T* grads, size_t count) {
   assert(started_ == 0 && "finish() the previous reduction first");
   grads_ = grads;
+  comm_.take_sums_finite();  // what other sums saw before this reduction is not its concern
   if (grads != planned_for_ || count != planned_count_) {
     buckets_ = plan(count);
     handles_.assign(buckets_.size(), -1);
@@ -145,6 +146,16 @@ void GradientReducer<T>::finish() {
   }
   started_ = 0;
   grads_ = nullptr;
+}
+
+template <typename T>
+std::optional<bool> GradientReducer<T>::agreed_finite() {
+  if (comm_.size() == 1) return std::nullopt;
+  const SumsFinite seen = comm_.take_sums_finite();
+  if (seen == SumsFinite::kUnchecked) return std::nullopt;  // alike on every rank
+  double not_finite = seen == SumsFinite::kNotFinite ? 1.0 : 0.0;
+  comm_.allreduce_max(&not_finite, 1);
+  return not_finite == 0.0;
 }
 
 template <typename T>

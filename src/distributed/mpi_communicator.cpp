@@ -202,10 +202,11 @@ void MpiCommunicator::wait_sum(int handle) {
                                  : sum.type == ElementType::kInt64   ? Collective::kAllreduceSumInt64
                                                                      : Collective::kAllreduceSumDouble,
                      sum.count * element_bytes);
+  SumsFinite seen = SumsFinite::kUnchecked;
   if (sum.parts != nullptr) {
     shared_->sum_scattered(sum.data, sum.type, sum.scale, *sum.parts);
   } else if (sum.shared) {
-    shared_->sum(sum.data, sum.count, sum.type, sum.scale, sum.compress);
+    seen = shared_->sum(sum.data, sum.count, sum.type, sum.scale, sum.compress);
   } else if (sum.compressed >= 0) {
     compressed_->wait(sum.compressed);  // scaled before the last rounding
   } else if (sum.scattered >= 0) {
@@ -214,6 +215,9 @@ void MpiCommunicator::wait_sum(int handle) {
     check_mpi(MPI_Wait(&sum.request, MPI_STATUS_IGNORE), "MPI_Wait");
     scale_in_place(sum.data, sum.count, sum.type, sum.scale);
   }
+  sums_waited_ = true;
+  sums_unchecked_ = sums_unchecked_ || seen == SumsFinite::kUnchecked;
+  sums_not_finite_ = sums_not_finite_ || seen == SumsFinite::kNotFinite;
   sum.scale = 1.0;
   sum.data = nullptr;
   // Every sum waited for: the handles start again from 0 (clear keeps the capacity).
@@ -223,6 +227,14 @@ void MpiCommunicator::wait_sum(int handle) {
     compressed_->release_all();
     scattered_->release_all();
   }
+}
+
+SumsFinite MpiCommunicator::take_sums_finite() {
+  const SumsFinite seen = !sums_waited_ || sums_unchecked_ ? SumsFinite::kUnchecked
+                          : sums_not_finite_               ? SumsFinite::kNotFinite
+                                                           : SumsFinite::kFinite;
+  sums_waited_ = sums_unchecked_ = sums_not_finite_ = false;
+  return seen;
 }
 
 void MpiCommunicator::allreduce_sum(float* data, size_t count) {

@@ -66,8 +66,10 @@ class SharedMemorySum {
   bool usable() const { return uniform_; }
   // Blocking, collective over world: data: (count) of type, in place.
   // compress kBf16: the step among the nodes in bfloat16 (mpi_compressed_sum.hpp).
-  void sum(void* data, size_t count, ElementType type, double scale,
-           Compression compress = Compression::kNone);
+  // Returns whether the slices this rank computed came out finite, when data lies in a
+  // resident window (Note [the finite check in the sum]); kUnchecked otherwise.
+  SumsFinite sum(void* data, size_t count, ElementType type, double scale,
+                 Compression compress = Compression::kNone);
 
   // Communicator::start_scattered_sum with several ranks on each node, for data in a
   // resident window (allocate_resident): this rank's world part (world_part())
@@ -121,8 +123,8 @@ class SharedMemorySum {
   const Window* resident_window_of(const void* data, size_t bytes) const;
   // The node copy that holds [data, data + bytes), or null.
   const Window* node_copy_of(const void* data, size_t bytes) const;
-  void sum_resident(const Window& window, void* data, size_t count, ElementType type,
-                    double scale, Compression compress);
+  SumsFinite sum_resident(const Window& window, void* data, size_t count, ElementType type,
+                          double scale, Compression compress);
   // Every rank's segment of `window` at data's offset in this rank's.
   void at_same_offset(const Window& window, const void* data, std::vector<void*>& segments) const;
   // The node's partial sum of one slice, summed among the nodes, then scaled.

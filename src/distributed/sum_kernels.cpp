@@ -1,7 +1,11 @@
 #include "sum_kernels.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <type_traits>
+
+#include "mpiddp/core/finite.hpp"
 
 namespace mpiddp::distributed {
 
@@ -24,18 +28,31 @@ void sum_block(T* acc, const void* const* in, int n, size_t begin, size_t m) {
 }
 
 template <typename T>
-void sum_typed(void* const* outs, int n_outs, const void* const* in, int n, size_t first,
+bool finite_block(const T* values, size_t count) {
+  if constexpr (std::is_integral_v<T>) {
+    return true;
+  } else {
+    // An integer maximum over the bits, which vectorises; a float sum would run serially.
+    return std::isfinite(largest_magnitude(values, count));
+  }
+}
+
+template <typename T>
+bool sum_typed(void* const* outs, int n_outs, const void* const* in, int n, size_t first,
                size_t last, T scale) {
   // A block of partial sums on the stack: an output may alias an input, so nothing is
   // written before every input of the block has been read. 2048 floats stay in L1.
   constexpr size_t kBlock = 2048;
   alignas(64) T acc[kBlock];
+  bool finite = true;
   for (size_t begin = first; begin < last; begin += kBlock) {
     const size_t m = std::min(kBlock, last - begin);
     sum_block(acc, in, n, begin, m);
     for (size_t i = 0; i < m; ++i) acc[i] *= scale;
+    finite = finite_block(acc, m) && finite;
     for (int k = 0; k < n_outs; ++k) std::copy_n(acc, m, static_cast<T*>(outs[k]) + begin);
   }
+  return finite;
 }
 
 template <typename T>
@@ -65,6 +82,12 @@ void sum_fixed_slice_into_every(void* const* outs, int n_outs, ElementType out_t
 
 size_t element_bytes(ElementType type) { return type == ElementType::kFloat32 ? 4 : 8; }
 
+bool values_finite(const void* data, size_t count, ElementType type) {
+  if (type == ElementType::kFloat32) return finite_block(static_cast<const float*>(data), count);
+  if (type == ElementType::kFloat64) return finite_block(static_cast<const double*>(data), count);
+  return true;
+}
+
 // kInt64 sums are never scaled (ElementType): scale_in_place leaves them alone at scale 1.
 
 void scale_in_place(void* data, size_t count, ElementType type, double scale) {
@@ -82,14 +105,11 @@ void sum_slice(void* out, const void* const* in, int n, size_t first, size_t las
   sum_slice_into_every(&out, 1, in, n, first, last, type, scale);
 }
 
-void sum_slice_into_every(void* const* outs, int n_outs, const void* const* in, int n,
+bool sum_slice_into_every(void* const* outs, int n_outs, const void* const* in, int n,
                           size_t first, size_t last, ElementType type, double scale) {
-  if (type == ElementType::kFloat32)
-    sum_typed(outs, n_outs, in, n, first, last, static_cast<float>(scale));
-  else if (type == ElementType::kInt64)
-    sum_typed(outs, n_outs, in, n, first, last, static_cast<int64_t>(scale));
-  else
-    sum_typed(outs, n_outs, in, n, first, last, scale);
+  if (type == ElementType::kFloat32) return sum_typed(outs, n_outs, in, n, first, last, static_cast<float>(scale));
+  if (type == ElementType::kInt64) return sum_typed(outs, n_outs, in, n, first, last, static_cast<int64_t>(scale));
+  return sum_typed(outs, n_outs, in, n, first, last, scale);
 }
 
 }  // namespace mpiddp::distributed

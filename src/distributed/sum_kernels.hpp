@@ -17,8 +17,9 @@ void sum_slice(void* out, const void* const* in, int n, size_t first, size_t las
                ElementType type, double scale);
 
 // The same sum, written to every one of outs[0..n_outs) (which may be the inputs): each
-// output ends with the same bits, computed once.
-void sum_slice_into_every(void* const* outs, int n_outs, const void* const* in, int n,
+// output ends with the same bits, computed once. Returns whether every sum is finite (int64:
+// always), checked while each block is in cache.
+bool sum_slice_into_every(void* const* outs, int n_outs, const void* const* in, int n,
                           size_t first, size_t last, ElementType type, double scale);
 
 // The int64 sums in[0][i] + ... + in[n-1][i] for i in [first, last), converted by
@@ -28,5 +29,8 @@ void sum_fixed_slice_into_every(void* const* outs, int n_outs, ElementType out_t
                                 int n, size_t first, size_t last, const FixedPointGroups& groups);
 
 size_t element_bytes(ElementType type);
+
+// Whether every one of the count values of `type` is finite (int64: always).
+bool values_finite(const void* data, size_t count, ElementType type);
 
 }  // namespace mpiddp::distributed

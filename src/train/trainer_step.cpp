@@ -110,7 +110,10 @@ double Trainer<T>::synchronize(double local_loss) {
     grads[p + kStopSlot] = stop_vote();
     reducer_.reduce(grads, static_cast<size_t>(model_->gradient_count()));
   }
-  if (reducer_.scatters()) share_scattered_verdict();
+  if (reducer_.scatters())
+    share_scattered_verdict();
+  else
+    sums_finite_ = reducer_.agreed_finite();
   phases_.lap(&StepProfile::sync_exposed_s, SpanKind::kReductionWait);
   // The mean of 0/1 votes is positive exactly when some rank voted (1/N never underflows).
   stop_requested_ = grads[p + kStopSlot] > T(0);
@@ -163,6 +166,8 @@ bool Trainer<T>::step_is_finite(double loss) const {
   // collective to learn which ranks saw it first.
   if (!config_.sync) return std::isfinite(loss);
   if (reducer_.scatters()) return scattered_parts_finite_ && std::isfinite(loss);
+  // The shm path checked its sums as it computed them (Note [the finite check in the sum]).
+  if (sums_finite_) return *sums_finite_;
   return all_finite(model_->gradients(), model_->parameter_count() + 1);  // with the loss slot
 }
 

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <limits>
+#include <optional>
 #include <vector>
 
 #include "mpiddp/core/hash.hpp"
@@ -114,6 +116,47 @@ TEST_P(ReducerPaths, BufferInSharedMemoryIsSummedWhereItLies) {
     expect_mean(result, comm.size());
     expect_identical_on_every_rank(comm, result);
     EXPECT_GT(reducer.buckets().size(), 3u);
+  }
+}
+
+TEST_P(ReducerPaths, SumsInSharedMemoryTellWhetherTheyAreFinite) {
+  // Note [the finite check in the sum]: on the shm path each rank checks the sums it
+  // computes, and agreed_finite gives every rank the same answer; elsewhere nobody can tell.
+  MpiCommunicator comm;
+  ReduceConfig config;
+  config.algorithm = GetParam();
+  config.first_bucket_mb = 0.001;
+  config.bucket_cap_mb = 0.01;
+  GradientReducer<float> reducer(comm, config);
+  reducer.set_tensor_begins({0, 1000, 1003, 4000});
+  const size_t count = 100003;
+  float* shared = reducer.allocate_shared_buffer(count);
+  std::vector<float> own(count);
+  float* const buffers[] = {shared, own.data()};
+  for (float* grads : buffers) {
+    if (grads == nullptr) continue;
+    // Checked only where the elements are summed where they lie, in the node's window.
+    const bool checked = grads == shared;
+    auto reduce_with = [&](size_t at, float value) {
+      const auto values = rank_values<float>(comm.rank(), count);
+      std::copy(values.begin(), values.end(), grads);
+      if (at < count) grads[at] = value;
+      reducer.reduce(grads, count);
+      return reducer.agreed_finite();
+    };
+    const auto finite = reduce_with(count, 0.0f);
+    ASSERT_EQ(finite.has_value(), checked);
+    if (!checked) continue;
+    EXPECT_TRUE(*finite);
+    // A NaN on the last rank near the buffer's start, in a slice node rank 0 sums; then finite
+    // values whose sum overflows (every rank's 3e38 at the buffer's last element).
+    if (comm.rank() == comm.size() - 1) {
+      EXPECT_EQ(reduce_with(5, std::numeric_limits<float>::quiet_NaN()), std::optional<bool>(false));
+    } else {
+      EXPECT_EQ(reduce_with(count, 0.0f), std::optional<bool>(false));
+    }
+    EXPECT_EQ(reduce_with(count - 1, 3e38f), std::optional<bool>(false));
+    EXPECT_EQ(reduce_with(count, 0.0f), std::optional<bool>(true)) << "each reduction is judged anew";
   }
 }
 

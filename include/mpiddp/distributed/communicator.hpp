@@ -23,6 +23,9 @@ constexpr ElementType element_type_of() {
   return sizeof(T) == 4 ? ElementType::kFloat32 : ElementType::kFloat64;
 }
 
+// What a rank saw of its sums' values (Communicator::take_sums_finite).
+enum class SumsFinite { kUnchecked, kFinite, kNotFinite };
+
 // How start_sum combines the ranks' buffers.
 //   kMpi: MPI_Iallreduce on the world communicator.
 //   kShm: through MPI-3 shared memory within each node (each rank sums one slice of all the
@@ -145,6 +148,12 @@ class Communicator {
   // Waits for a started sum. Afterwards its data holds the scaled sum, bit-identical on
   // every rank. Handles are valid until every started sum has been waited for.
   virtual void wait_sum(int handle) = 0;
+  // Whether the sums waited for since the last call came out finite where this rank computed
+  // them, and starts over (Note [the finite check in the sum] in mpi_shared_memory_sum.cpp).
+  // Only a backend that computes each element on one rank can tell (kShm with the buffer in
+  // the node's shared window); the answer is kUnchecked alike on every rank when a sum could
+  // not, and no sum at all is kUnchecked too.
+  virtual SumsFinite take_sums_finite() { return SumsFinite::kUnchecked; }
   // Ends every rank of the job: prints "rank R: message" and never returns.
   [[noreturn]] virtual void abort(int exit_code, const std::string& message) = 0;
 

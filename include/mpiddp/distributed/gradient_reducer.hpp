@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -88,6 +89,11 @@ class GradientReducer {
   void begin(T* grads, size_t count);
   void ready_from(size_t offset);
   void finish();
+  // After finish(): whether every value of the summed buffer is finite, alike on every rank,
+  // when the sums checked them as they computed them (Note [the finite check in the sum] in
+  // src/distributed/mpi_shared_memory_sum.cpp): one allreduce of a flag instead of a scan of
+  // the buffer. nullopt when they could not tell: the caller scans. Collective.
+  std::optional<bool> agreed_finite();
 
   // The bucket timings of the following reductions go to listener (null: none).
   void set_listener(ReductionListener* listener) { listener_ = listener; }

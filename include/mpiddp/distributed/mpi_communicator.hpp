@@ -45,6 +45,7 @@ class MpiCommunicator final : public Communicator {
                           const std::vector<size_t>& begins) override;
   void progress() override;
   void wait_sum(int handle) override;
+  SumsFinite take_sums_finite() override;
   void start_watchdog(double timeout_s, bool abort_job) override;
   void publish_step(int64_t step) override;
   void set_flight_file(const std::string& path) override;
@@ -64,6 +65,8 @@ class MpiCommunicator final : public Communicator {
   // the step's allgather allocates nothing (mpi_node_parts.cpp).
   std::vector<int> part_counts_, part_offsets_;
   std::vector<int> part_of_rank_;     // (size_) each world rank's world_part()
+  // What the sums waited for since take_sums_finite last ran saw of their values.
+  bool sums_waited_ = false, sums_unchecked_ = false, sums_not_finite_ = false;
   std::unique_ptr<MpiWatchdog> watchdog_;  // tracks every collective, see mpi_watchdog.hpp
 };
 

@@ -210,6 +210,9 @@ class Trainer final : public TrainingRun {
   std::string resumed_from_;          // the checkpoint's path, when resuming
   bool locally_finite_ = true;   // this rank's own loss and gradients, before the reduction
   bool gradients_inspected_ = true;  // false when an overlapped reduction hid them (see synchronize)
+  // What the reduction's sums saw of the summed values, alike on every rank (nullopt: it
+  // could not tell, step_is_finite scans the buffer).
+  std::optional<bool> sums_finite_;
   bool scattered_parts_finite_ = true;  // across the leaders: every rank's part (share_scattered_verdict)
   bool stop_requested_ = false;  // the last reduction carried some rank's stop vote
   int64_t last_checkpoint_step_ = -1;  // the step of the last checkpoint written, -1: none
