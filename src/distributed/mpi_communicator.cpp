@@ -213,7 +213,9 @@ void MpiCommunicator::wait_sum(int handle) {
     scattered_->wait(sum.scattered);
   } else {
     check_mpi(MPI_Wait(&sum.request, MPI_STATUS_IGNORE), "MPI_Wait");
-    scale_in_place(sum.data, sum.count, sum.type, sum.scale);
+    // Every rank scales its whole copy, and checks it on the way (Note [the finite check in
+    // the sum]).
+    seen = scale_in_place(sum.data, sum.count, sum.type, sum.scale);
   }
   sums_waited_ = true;
   sums_unchecked_ = sums_unchecked_ || seen == SumsFinite::kUnchecked;

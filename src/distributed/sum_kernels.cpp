@@ -11,10 +11,6 @@ namespace mpiddp::distributed {
 
 namespace {
 
-template <typename T>
-void scale_typed(T* p, size_t count, T scale) {
-  for (size_t i = 0; i < count; ++i) p[i] *= scale;
-}
 
 // acc[i] = in[0][begin + i] + ... + in[n-1][begin + i] for i < m, in rank order.
 template <typename T>
@@ -35,6 +31,19 @@ bool finite_block(const T* values, size_t count) {
     // An integer maximum over the bits, which vectorises; a float sum would run serially.
     return std::isfinite(largest_magnitude(values, count));
   }
+}
+
+// p *= scale, and whether every result is finite, checked a cache-sized block at a time.
+template <typename T>
+bool scale_typed(T* p, size_t count, T scale) {
+  constexpr size_t kBlock = 2048;
+  bool finite = true;
+  for (size_t begin = 0; begin < count; begin += kBlock) {
+    const size_t m = std::min(kBlock, count - begin);
+    for (size_t i = begin; i < begin + m; ++i) p[i] *= scale;
+    finite = finite_block(p + begin, m) && finite;
+  }
+  return finite;
 }
 
 template <typename T>
@@ -90,14 +99,16 @@ bool values_finite(const void* data, size_t count, ElementType type) {
 
 // kInt64 sums are never scaled (ElementType): scale_in_place leaves them alone at scale 1.
 
-void scale_in_place(void* data, size_t count, ElementType type, double scale) {
-  if (scale == 1.0) return;
+SumsFinite scale_in_place(void* data, size_t count, ElementType type, double scale) {
+  if (scale == 1.0) return SumsFinite::kUnchecked;
+  bool finite = true;
   if (type == ElementType::kFloat32)
-    scale_typed(static_cast<float*>(data), count, static_cast<float>(scale));
+    finite = scale_typed(static_cast<float*>(data), count, static_cast<float>(scale));
   else if (type == ElementType::kInt64)
-    scale_typed(static_cast<int64_t*>(data), count, static_cast<int64_t>(scale));
+    finite = scale_typed(static_cast<int64_t*>(data), count, static_cast<int64_t>(scale));
   else
-    scale_typed(static_cast<double*>(data), count, scale);
+    finite = scale_typed(static_cast<double*>(data), count, scale);
+  return finite ? SumsFinite::kFinite : SumsFinite::kNotFinite;
 }
 
 void sum_slice(void* out, const void* const* in, int n, size_t first, size_t last,

@@ -8,7 +8,9 @@
 namespace mpiddp::distributed {
 
 // data: (count) of `type`; every element multiplied by scale (nothing when scale is 1).
-void scale_in_place(void* data, size_t count, ElementType type, double scale);
+// Returns whether every scaled value is finite, checked block by block while in cache;
+// kUnchecked when scale is 1 and nothing was read.
+SumsFinite scale_in_place(void* data, size_t count, ElementType type, double scale);
 
 // out[i] = (in[0][i] + in[1][i] + ... + in[n-1][i]) * scale for i in [first, last), summed
 // in rank order, so every element has one fixed rounding whoever computes it. out may be

@@ -119,9 +119,10 @@ TEST_P(ReducerPaths, BufferInSharedMemoryIsSummedWhereItLies) {
   }
 }
 
-TEST_P(ReducerPaths, SumsInSharedMemoryTellWhetherTheyAreFinite) {
-  // Note [the finite check in the sum]: on the shm path each rank checks the sums it
-  // computes, and agreed_finite gives every rank the same answer; elsewhere nobody can tell.
+TEST_P(ReducerPaths, SumsTellWhetherTheyAreFinite) {
+  // Note [the finite check in the sum]: in the node's shared window each rank checks the
+  // sums it computes, on the mpi path each rank its scaled copy, and agreed_finite gives
+  // every rank the same answer; the shm path's staging window cannot tell.
   MpiCommunicator comm;
   ReduceConfig config;
   config.algorithm = GetParam();
@@ -135,8 +136,8 @@ TEST_P(ReducerPaths, SumsInSharedMemoryTellWhetherTheyAreFinite) {
   float* const buffers[] = {shared, own.data()};
   for (float* grads : buffers) {
     if (grads == nullptr) continue;
-    // Checked only where the elements are summed where they lie, in the node's window.
-    const bool checked = grads == shared;
+    const bool checked =
+        comm.size() > 1 && (grads == shared || reducer.algorithm() == ReduceAlgorithm::kMpi);
     auto reduce_with = [&](size_t at, float value) {
       const auto values = rank_values<float>(comm.rank(), count);
       std::copy(values.begin(), values.end(), grads);

@@ -150,9 +150,10 @@ class Communicator {
   virtual void wait_sum(int handle) = 0;
   // Whether the sums waited for since the last call came out finite where this rank computed
   // them, and starts over (Note [the finite check in the sum] in mpi_shared_memory_sum.cpp).
-  // Only a backend that computes each element on one rank can tell (kShm with the buffer in
-  // the node's shared window); the answer is kUnchecked alike on every rank when a sum could
-  // not, and no sum at all is kUnchecked too.
+  // A backend can tell where it passes over the values anyway: kShm with the buffer in the
+  // node's shared window (each element computed once, on one rank), uncompressed kMpi (each
+  // rank scales its whole copy). The answer is kUnchecked alike on every rank when a sum
+  // could not tell, and no sum at all is kUnchecked too.
   virtual SumsFinite take_sums_finite() { return SumsFinite::kUnchecked; }
   // Ends every rank of the job: prints "rank R: message" and never returns.
   [[noreturn]] virtual void abort(int exit_code, const std::string& message) = 0;
