@@ -92,6 +92,7 @@ double Trainer<T>::synchronize(double local_loss) {
   // is the mean of the per-rank losses: exactly what the reducer computes for a gradient.
   // Putting the loss in one slot after the gradients gets it for free in the same
   // allreduce, without a second round trip. A NaN or Inf on any rank also lands there.
+  sums_finite_.reset();  // the deterministic sums tell nothing: step_is_finite scans
   if (deterministic_) return synchronize_chunks();
   const Index p = model_->parameter_count();
   T* grads = model_->gradients();

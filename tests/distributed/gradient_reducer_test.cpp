@@ -42,13 +42,18 @@ using test::expect_identical_on_every_rank;
 
 class ReducerPaths : public ::testing::TestWithParam<std::string> {};
 
+// Buckets of ~262 floats first, then ~2621: a buffer of some thousand values has many.
+ReduceConfig small_buckets(const std::string& algorithm) {
+  ReduceConfig config;
+  config.algorithm = algorithm;
+  config.first_bucket_mb = 0.001;
+  config.bucket_cap_mb = 0.01;
+  return config;
+}
+
 TEST_P(ReducerPaths, BlockingReduceGivesTheMean) {
   MpiCommunicator comm;
-  ReduceConfig config;
-  config.algorithm = GetParam();
-  config.first_bucket_mb = 0.001;  // ~262 floats: many buckets
-  config.bucket_cap_mb = 0.01;
-  GradientReducer<float> reducer(comm, config);
+  GradientReducer<float> reducer(comm, small_buckets(GetParam()));
   reducer.set_tensor_begins({0, 1000, 1003, 4000});
   for (size_t count : {size_t{1}, size_t{13}, size_t{4001}, size_t{100003}}) {
     auto v = rank_values<float>(comm.rank(), count);
@@ -96,11 +101,7 @@ TEST_P(ReducerPaths, BufferInSharedMemoryIsSummedWhereItLies) {
   // The trainer keeps its gradients in allocate_shared_buffer's memory on the shm path
   // (Note [gradients in the shared window]); buckets are pieces of it at offsets.
   MpiCommunicator comm;
-  ReduceConfig config;
-  config.algorithm = GetParam();
-  config.first_bucket_mb = 0.001;
-  config.bucket_cap_mb = 0.01;
-  GradientReducer<float> reducer(comm, config);
+  GradientReducer<float> reducer(comm, small_buckets(GetParam()));
   reducer.set_tensor_begins({0, 1000, 1003, 4000});
   const size_t count = 100003;
   float* shared = reducer.allocate_shared_buffer(count);
@@ -124,11 +125,7 @@ TEST_P(ReducerPaths, SumsTellWhetherTheyAreFinite) {
   // sums it computes, on the mpi path each rank its scaled copy, and agreed_finite gives
   // every rank the same answer; the shm path's staging window cannot tell.
   MpiCommunicator comm;
-  ReduceConfig config;
-  config.algorithm = GetParam();
-  config.first_bucket_mb = 0.001;
-  config.bucket_cap_mb = 0.01;
-  GradientReducer<float> reducer(comm, config);
+  GradientReducer<float> reducer(comm, small_buckets(GetParam()));
   reducer.set_tensor_begins({0, 1000, 1003, 4000});
   const size_t count = 100003;
   float* shared = reducer.allocate_shared_buffer(count);
