@@ -216,7 +216,8 @@ SumsFinite SharedMemorySum::sum(void* data, size_t count, ElementType type, doub
 // computed once, on one rank, in blocks that stay in L1 until they are stored: that rank
 // checks the block there, at no cost in memory traffic, and the trainer learns the answer of
 // every rank with one allreduce of a flag. Across nodes the slice is checked after the sum
-// among the nodes, once, by the rank that stores it into the node's buffers. The kMpi path
+// among the nodes, once, by the rank that stores it into the node's buffers (in the pass
+// that scales it, when there is one). The kMpi path
 // checks in the pass that scales each rank's copy after the allreduce (scale_in_place); the
 // staging window, the bf16 sums and the scattered ones do not tell, and are scanned.
 SumsFinite SharedMemorySum::sum_resident(const Window& window, void* data, size_t count,
@@ -240,8 +241,9 @@ SumsFinite SharedMemorySum::sum_resident(const Window& window, void* data, size_
   } else {
     sum_slice(segments[local_rank_], segments, local_size_, first, last, type, 1.0);
     char* slice = static_cast<char*>(segments[local_rank_]) + first * elem;
-    sum_across_nodes(slice, last - first, type, scale, compress);
-    finite = values_finite(slice, last - first, type);
+    const SumsFinite seen = sum_across_nodes(slice, last - first, type, scale, compress);
+    finite = seen == SumsFinite::kUnchecked ? values_finite(slice, last - first, type)
+                                            : seen == SumsFinite::kFinite;
     store_in_other_segments(window, first * elem, slice, (last - first) * elem);
   }
   node_barrier(window.handle);  // every slice is in every buffer
@@ -347,19 +349,19 @@ void SharedMemorySum::store_in_other_segments(const Window& window, size_t offse
     if (r != local_rank_) std::memcpy(static_cast<char*>(window.segments[r]) + offset, from, bytes);
 }
 
-void SharedMemorySum::sum_across_nodes(void* slice, size_t count, ElementType type,
-                                       double scale, Compression compress) {
+SumsFinite SharedMemorySum::sum_across_nodes(void* slice, size_t count, ElementType type,
+                                             double scale, Compression compress) {
   if (compress == Compression::kBf16 && compressed_ && count > 0) {
     // The scale goes into the float32 sum before its one rounding (mpi_compressed_sum.cpp).
     compressed_->wait(compressed_->start(static_cast<float*>(slice), count, scale));
     compressed_->release_all();
-    return;
+    return SumsFinite::kUnchecked;
   }
   if (count > 0)
     check_mpi(MPI_Allreduce(MPI_IN_PLACE, slice, static_cast<int>(count), mpi_type_of(type),
                             MPI_SUM, cross_),
               "MPI_Allreduce(slice across nodes)");
-  scale_in_place(slice, count, type, scale);
+  return scale_in_place(slice, count, type, scale);
 }
 
 }  // namespace mpiddp::distributed

@@ -127,8 +127,9 @@ class SharedMemorySum {
                           double scale, Compression compress);
   // Every rank's segment of `window` at data's offset in this rank's.
   void at_same_offset(const Window& window, const void* data, std::vector<void*>& segments) const;
-  // The node's partial sum of one slice, summed among the nodes, then scaled.
-  void sum_across_nodes(void* slice, size_t count, ElementType type, double scale,
+  // The node's partial sum of one slice, summed among the nodes, then scaled; what the
+  // scaling pass saw of the values (kUnchecked in bf16, or at scale 1).
+  SumsFinite sum_across_nodes(void* slice, size_t count, ElementType type, double scale,
                         Compression compress);
 
   MPI_Comm node_ = MPI_COMM_NULL;   // the ranks of this node

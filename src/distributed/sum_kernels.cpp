@@ -11,7 +11,6 @@ namespace mpiddp::distributed {
 
 namespace {
 
-
 // acc[i] = in[0][begin + i] + ... + in[n-1][begin + i] for i < m, in rank order.
 template <typename T>
 void sum_block(T* acc, const void* const* in, int n, size_t begin, size_t m) {

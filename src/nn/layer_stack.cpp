@@ -147,9 +147,14 @@ bool LayerStack<T>::supports_chunked_pass(Index chunk) const {
 }
 
 template <typename T>
+bool LayerStack<T>::adds_to_gradients(size_t l) const {
+  return parameter_offsets_[l + 1] > parameter_offsets_[l] && !layers_[l]->can_overwrite_gradients();
+}
+
+template <typename T>
 bool LayerStack<T>::can_overwrite_gradients() const {
   for (size_t l = 0; l < layers_.size(); ++l)
-    if (parameter_offsets_[l + 1] > parameter_offsets_[l] && !layers_[l]->can_overwrite_gradients()) return false;
+    if (adds_to_gradients(l)) return false;
   return true;
 }
 
@@ -157,8 +162,7 @@ template <typename T>
 std::vector<std::pair<Index, Index>> LayerStack<T>::gradients_added_to() const {
   std::vector<std::pair<Index, Index>> ranges;
   for (size_t l = 0; l < layers_.size(); ++l)
-    if (parameter_offsets_[l + 1] > parameter_offsets_[l] && !layers_[l]->can_overwrite_gradients())
-      ranges.emplace_back(parameter_offsets_[l], parameter_offsets_[l + 1]);
+    if (adds_to_gradients(l)) ranges.emplace_back(parameter_offsets_[l], parameter_offsets_[l + 1]);
   return ranges;
 }
 

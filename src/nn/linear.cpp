@@ -162,7 +162,8 @@ void Linear<T>::backward(const PassContext& context, ConstMatrixView<T> x, Const
   if (context.chunk_columns == 0) {
     MatrixView<T> dwt(weight_grad_, this->inputs(), this->outputs());
     VectorView<T> db(weight_grad_ + this->inputs() * this->outputs(), this->outputs());
-    // dW^T (+)= x dy^T: (F, B)(B, O). Written, the product is the sum added onto zeros was.
+    // dW^T (+)= x dy^T: (F, B)(B, O), written on a step's first micro-batch (Note [gradients
+    // written, not cleared] in sequential.cpp).
     multiply(dwt, x, Op::kNone, dy, Op::kTranspose,
              context.overwrite_gradients ? Accumulate::kOverwrite : Accumulate::kAdd);
     if (context.overwrite_gradients) db.setZero();  // O values: the row sums' order stays as it was

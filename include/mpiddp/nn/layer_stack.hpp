@@ -63,6 +63,9 @@ class LayerStack final : public Layer<T> {
   LayerStack(Chain layers, const Shape& input);
   static Chain build_chain(const std::vector<LayerSpec>& specs, const Shape& input);
 
+  // Layer l has parameters and only adds to their gradients.
+  bool adds_to_gradients(size_t l) const;
+
   Chain layers_;
   std::vector<Index> parameter_offsets_;  // layer l: [l], [l+1]) of the stack's parameters
   Index max_batch_ = 0;
