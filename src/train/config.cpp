@@ -13,7 +13,6 @@ namespace mpiddp::train {
 
 namespace {
 
-constexpr int64_t kMaxCount = int64_t{1} << 40;
 constexpr double kHuge = std::numeric_limits<double>::max();
 
 nn::Shape parse_input_shape(io::JsonSection& model) {
@@ -68,14 +67,14 @@ optim::ScheduleConfig parse_schedule(io::JsonSection& s) {
   c.type = s.choice("type", "constant", {"constant", "step", "cosine"});
   c.unit = s.choice("unit", "epoch", {"epoch", "step"});
   if (c.type == "step") {
-    c.step_size = s.integer("step_size", 1, 1, kMaxCount);
+    c.step_size = s.integer("step_size", 1, 1, io::kMaxConfigCount);
     c.gamma = s.number("gamma", 0.1, 0.0, kHuge);
   }
   if (c.type == "cosine") {
-    c.t_max = s.integer("t_max", 0, 0, kMaxCount);
+    c.t_max = s.integer("t_max", 0, 0, io::kMaxConfigCount);
     c.eta_min = s.number("eta_min", 0.0, 0.0, kHuge);
   }
-  c.warmup_steps = s.integer("warmup_steps", 0, 0, kMaxCount);
+  c.warmup_steps = s.integer("warmup_steps", 0, 0, io::kMaxConfigCount);
   return c;
 }
 
@@ -184,8 +183,8 @@ Config parse_config(const Json& user) {
     const bool global = batch.has("global"), per_rank = batch.has("per_rank");
     if (global == per_rank)
       throw ConfigError("batch", "set exactly one of batch.global and batch.per_rank");
-    if (global) c.batch_global = batch.integer("global", 0, 1, kMaxCount);
-    if (per_rank) c.batch_per_rank = batch.integer("per_rank", 0, 1, kMaxCount);
+    if (global) c.batch_global = batch.integer("global", 0, 1, io::kMaxConfigCount);
+    if (per_rank) c.batch_per_rank = batch.integer("per_rank", 0, 1, io::kMaxConfigCount);
     batch.finish();
   }
   {
@@ -198,9 +197,9 @@ Config parse_config(const Json& user) {
     c.schedule = parse_schedule(schedule);
     schedule.finish();
   }
-  c.epochs = root.integer("epochs", 4, 1, kMaxCount);
+  c.epochs = root.integer("epochs", 4, 1, io::kMaxConfigCount);
   c.sync = root.boolean("sync", true);
-  c.check_every_steps = root.integer("check_every_steps", 0, 0, kMaxCount);
+  c.check_every_steps = root.integer("check_every_steps", 0, 0, io::kMaxConfigCount);
   c.faults = parse_fault_config(root);
   if (root.has("batchnorm")) {
     auto batchnorm = root.section("batchnorm");
@@ -210,7 +209,7 @@ Config parse_config(const Json& user) {
   {
     auto log = root.section("log");
     c.log_path = log.text("path", "");
-    c.log_every_steps = log.integer("every_steps", 1, 1, kMaxCount);
+    c.log_every_steps = log.integer("every_steps", 1, 1, io::kMaxConfigCount);
     log.finish();
   }
   c.trace = parse_trace_config(root);

@@ -11,7 +11,6 @@ namespace {
 using io::Json;
 using io::JsonSection;
 
-constexpr int64_t kMaxCount = int64_t{1} << 40;
 constexpr int64_t kMaxClasses = 1 << 20;
 
 std::string required_text(JsonSection& s, const std::string& key, const std::string& example) {
@@ -29,7 +28,7 @@ Index classes(JsonSection& s, int64_t fallback) {
 }
 
 void parse_synthetic(JsonSection& s, data::SyntheticConfig& syn) {
-  syn.samples = s.integer("samples", 256, 1, kMaxCount);
+  syn.samples = s.integer("samples", 256, 1, io::kMaxConfigCount);
   syn.features = s.integer("features", 6, 1, 1 << 24);
   syn.seed = static_cast<uint64_t>(s.integer("seed", 0, 0, std::numeric_limits<int64_t>::max()));
   if (syn.source == "synthetic_regression") {

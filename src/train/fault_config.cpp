@@ -7,10 +7,9 @@
 namespace mpiddp::train {
 
 FaultConfig parse_fault_config(io::JsonSection& root) {
-  constexpr int64_t kMaxCount = int64_t{1} << 40;
   FaultConfig f;
   f.on_nonfinite = root.choice("on_nonfinite", "abort", {"abort", "skip"});
-  f.max_skipped = root.integer("max_skipped", 10, 0, kMaxCount);
+  f.max_skipped = root.integer("max_skipped", 10, 0, io::kMaxConfigCount);
   {
     auto divergence = root.section("divergence");
     f.divergence_action = divergence.choice("action", "abort", {"abort", "resync"});
@@ -27,8 +26,8 @@ FaultConfig parse_fault_config(io::JsonSection& root) {
     auto debug = root.section("debug");
     auto& inject = f.inject;
     inject.rank = debug.integer("fail_rank", -1, -1, std::numeric_limits<int>::max());
-    inject.step = debug.integer("fail_step", 1, 0, kMaxCount);
-    inject.count = debug.integer("fail_count", 1, 1, kMaxCount);
+    inject.step = debug.integer("fail_step", 1, 0, io::kMaxConfigCount);
+    inject.count = debug.integer("fail_count", 1, 1, io::kMaxConfigCount);
     inject.kind = debug.choice("fail_kind", "throw",
                                {"throw", "nan", "huge", "stall", "exit", "kill", "signal", "perturb", "mismatch"});
     inject.stall_s = debug.number("stall_s", 0.0, 0.0, 7 * 24 * 3600.0);

@@ -5,7 +5,6 @@
 namespace mpiddp::train {
 
 void parse_interchange_keys(io::JsonSection& root, Config& c) {
-  constexpr int64_t kMaxCount = int64_t{1} << 40;
   {
     auto init = root.section("init");
     c.init_weights = init.text("weights", "");
@@ -16,9 +15,9 @@ void parse_interchange_keys(io::JsonSection& root, Config& c) {
     auto checkpoint = root.section("checkpoint");
     auto& k = c.checkpoint;
     k.dir = checkpoint.text("dir", "");
-    k.every_epochs = checkpoint.integer("every_epochs", 0, 0, kMaxCount);
-    k.every_steps = checkpoint.integer("every_steps", 0, 0, kMaxCount);
-    k.keep = checkpoint.integer("keep", 3, 0, kMaxCount);
+    k.every_epochs = checkpoint.integer("every_epochs", 0, 0, io::kMaxConfigCount);
+    k.every_steps = checkpoint.integer("every_steps", 0, 0, io::kMaxConfigCount);
+    k.keep = checkpoint.integer("keep", 3, 0, io::kMaxConfigCount);
     if (k.dir.empty() && (k.every_epochs > 0 || k.every_steps > 0))
       throw ConfigError("checkpoint.dir", "checkpoint.every_epochs/every_steps need a directory "
                                           "to write to; set checkpoint.dir");

@@ -131,13 +131,13 @@ TEST(Conv2d, FloatMatchesDouble) {
   for (size_t i = 0; i < yd.size(); ++i) EXPECT_NEAR(yf[i], yd[i], 1e-5) << i;
 }
 
-struct GradientCase {
+struct ConvGradientCase {
   const char* json;
   Shape input;
   Index batch;
 };
 
-class Conv2dGradient : public ::testing::TestWithParam<GradientCase> {};
+class Conv2dGradient : public ::testing::TestWithParam<ConvGradientCase> {};
 
 TEST_P(Conv2dGradient, MatchesFiniteDifferences) {
   auto layer = conv(GetParam().json, GetParam().input);
@@ -147,44 +147,44 @@ TEST_P(Conv2dGradient, MatchesFiniteDifferences) {
 INSTANTIATE_TEST_SUITE_P(
     Conv2d, Conv2dGradient,
     ::testing::Values(
-        GradientCase{R"({"type": "conv2d", "out": 3, "kernel": 3, "padding": 1})", {2, 5, 5}, 2},
-        GradientCase{R"({"type": "conv2d", "out": 2, "kernel": [2, 3], "stride": 2, "padding": 1})",
-                     {3, 6, 7},
-                     3},
-        GradientCase{R"({"type": "conv2d", "out": 2, "kernel": 3, "stride": [2, 1],
-                         "padding": [0, 1], "bias": false})",
-                     {2, 5, 6},
-                     2},
+        ConvGradientCase{
+            R"({"type": "conv2d", "out": 3, "kernel": 3, "padding": 1})", {2, 5, 5}, 2},
+        ConvGradientCase{
+            R"({"type": "conv2d", "out": 2, "kernel": [2, 3], "stride": 2, "padding": 1})",
+            {3, 6, 7}, 3},
+        ConvGradientCase{R"({"type": "conv2d", "out": 2, "kernel": 3, "stride": [2, 1],
+                             "padding": [0, 1], "bias": false})",
+                         {2, 5, 6}, 2},
         // 1x1, stride 1, no padding: the input is its own im2col matrix.
-        GradientCase{R"({"type": "conv2d", "out": 3, "kernel": 1})", {4, 3, 3}, 2},
-        GradientCase{R"({"type": "conv2d", "out": 2, "kernel": 1, "stride": 2, "bias": false})",
-                     {3, 5, 5},
-                     2},
+        ConvGradientCase{R"({"type": "conv2d", "out": 3, "kernel": 1})", {4, 3, 3}, 2},
+        ConvGradientCase{
+            R"({"type": "conv2d", "out": 2, "kernel": 1, "stride": 2, "bias": false})", {3, 5, 5},
+            2},
         // Stride 1 with Wo == W: each tap's column is one run of the input (Note [rows that
         // run on] in conv2d.cpp), with and without padding rows and padding columns.
-        GradientCase{
+        ConvGradientCase{
             R"({"type": "conv2d", "out": 2, "kernel": [3, 5], "padding": [0, 2]})", {2, 6, 5}, 2},
-        GradientCase{R"({"type": "conv2d", "out": 3, "kernel": [1, 3], "padding": [1, 1],
-                         "bias": false})",
-                     {1, 4, 3},
-                     2},
-        GradientCase{R"({"type": "conv2d", "out": 2, "kernel": [2, 1]})", {2, 3, 4}, 2},
+        ConvGradientCase{R"({"type": "conv2d", "out": 3, "kernel": [1, 3], "padding": [1, 1],
+                             "bias": false})",
+                         {1, 4, 3}, 2},
+        ConvGradientCase{R"({"type": "conv2d", "out": 2, "kernel": [2, 1]})", {2, 3, 4}, 2},
         // A kernel as large as the padded input: one output position.
-        GradientCase{
+        ConvGradientCase{
             R"({"type": "conv2d", "out": 2, "kernel": [5, 4], "padding": 1})", {1, 3, 2}, 2}));
 
 // Config errors: the ConfigError's key path, for one conv2d layer on an input shape.
-std::string error_key(const char* json, const Shape& input = {1, 5, 5}) {
+std::string conv_error_key(const char* json, const Shape& input = {1, 5, 5}) {
   return config_error_key([&] { conv(json, input); });
 }
 
 TEST(Conv2dConfig, KernelLargerThanThePaddedInputNamesKernel) {
-  EXPECT_EQ(error_key(R"({"type": "conv2d", "out": 2, "kernel": 4})", {1, 3, 3}),
+  EXPECT_EQ(conv_error_key(R"({"type": "conv2d", "out": 2, "kernel": 4})", {1, 3, 3}),
             "model.layers[0].kernel");
-  EXPECT_EQ(error_key(R"({"type": "conv2d", "out": 2, "kernel": [6, 1], "padding": 1})", {1, 3, 3}),
-            "model.layers[0].kernel");
+  EXPECT_EQ(
+      conv_error_key(R"({"type": "conv2d", "out": 2, "kernel": [6, 1], "padding": 1})", {1, 3, 3}),
+      "model.layers[0].kernel");
   // Padding 1 makes a 3x3 input 5x5: a kernel of 5 fits.
-  EXPECT_EQ(error_key(R"({"type": "conv2d", "out": 2, "kernel": 5, "padding": 1})", {1, 3, 3}),
+  EXPECT_EQ(conv_error_key(R"({"type": "conv2d", "out": 2, "kernel": 5, "padding": 1})", {1, 3, 3}),
             "(no error)");
   try {
     conv(R"({"type": "conv2d", "out": 2, "kernel": [4, 2]})", {1, 3, 3});
@@ -197,22 +197,22 @@ TEST(Conv2dConfig, KernelLargerThanThePaddedInputNamesKernel) {
 }
 
 TEST(Conv2dConfig, NegativePaddingNamesPadding) {
-  EXPECT_EQ(error_key(R"({"type": "conv2d", "out": 2, "kernel": 3, "padding": -1})"),
+  EXPECT_EQ(conv_error_key(R"({"type": "conv2d", "out": 2, "kernel": 3, "padding": -1})"),
             "model.layers[0].padding");
-  EXPECT_EQ(error_key(R"({"type": "conv2d", "out": 2, "kernel": 3, "padding": [0, -1]})"),
+  EXPECT_EQ(conv_error_key(R"({"type": "conv2d", "out": 2, "kernel": 3, "padding": [0, -1]})"),
             "model.layers[0].padding");
 }
 
 TEST(Conv2dConfig, StrideBelowOneNamesStride) {
-  EXPECT_EQ(error_key(R"({"type": "conv2d", "out": 2, "kernel": 3, "stride": 0})"),
+  EXPECT_EQ(conv_error_key(R"({"type": "conv2d", "out": 2, "kernel": 3, "stride": 0})"),
             "model.layers[0].stride");
-  EXPECT_EQ(error_key(R"({"type": "conv2d", "out": 2, "kernel": 3, "stride": [1, 0]})"),
+  EXPECT_EQ(conv_error_key(R"({"type": "conv2d", "out": 2, "kernel": 3, "stride": [1, 0]})"),
             "model.layers[0].stride");
 }
 
 TEST(Conv2dConfig, InputThatIsNotAnImageNamesTheLayer) {
-  EXPECT_EQ(error_key(R"({"type": "conv2d", "out": 2, "kernel": 1})", {9}), "model.layers[0]");
-  EXPECT_EQ(error_key(R"({"type": "conv2d", "out": 2, "kernel": 1})", {1, 3, 3, 1}),
+  EXPECT_EQ(conv_error_key(R"({"type": "conv2d", "out": 2, "kernel": 1})", {9}), "model.layers[0]");
+  EXPECT_EQ(conv_error_key(R"({"type": "conv2d", "out": 2, "kernel": 1})", {1, 3, 3, 1}),
             "model.layers[0]");
   try {
     conv(R"({"type": "conv2d", "out": 2, "kernel": 1})", {784});
@@ -231,7 +231,7 @@ TEST(Conv2dConfig, KernelNotAnIntOrTwoPositiveIntsNamesKernel) {
         R"({"type": "conv2d", "out": 2, "kernel": [3, "3"]})",
         R"({"type": "conv2d", "out": 2, "kernel": "3"})",
         R"({"type": "conv2d", "out": 2, "kernel": 0})", R"({"type": "conv2d", "out": 2})"})
-    EXPECT_EQ(error_key(json), "model.layers[0].kernel") << json;
+    EXPECT_EQ(conv_error_key(json), "model.layers[0].kernel") << json;
   try {
     conv(R"({"type": "conv2d", "out": 2, "kernel": [3]})", {1, 5, 5});
     FAIL() << "expected a ConfigError";
@@ -242,11 +242,11 @@ TEST(Conv2dConfig, KernelNotAnIntOrTwoPositiveIntsNamesKernel) {
 }
 
 TEST(Conv2dConfig, OutBiasAndUnknownKeys) {
-  EXPECT_EQ(error_key(R"({"type": "conv2d", "kernel": 3})"), "model.layers[0].out");
-  EXPECT_EQ(error_key(R"({"type": "conv2d", "out": 0, "kernel": 3})"), "model.layers[0].out");
-  EXPECT_EQ(error_key(R"({"type": "conv2d", "out": 2, "kernel": 3, "bias": 1})"),
+  EXPECT_EQ(conv_error_key(R"({"type": "conv2d", "kernel": 3})"), "model.layers[0].out");
+  EXPECT_EQ(conv_error_key(R"({"type": "conv2d", "out": 0, "kernel": 3})"), "model.layers[0].out");
+  EXPECT_EQ(conv_error_key(R"({"type": "conv2d", "out": 2, "kernel": 3, "bias": 1})"),
             "model.layers[0].bias");
-  EXPECT_EQ(error_key(R"({"type": "conv2d", "out": 2, "kernel": 3, "dilation": 2})"),
+  EXPECT_EQ(conv_error_key(R"({"type": "conv2d", "out": 2, "kernel": 3, "dilation": 2})"),
             "model.layers[0].dilation");
 }
 

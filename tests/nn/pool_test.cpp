@@ -182,13 +182,13 @@ TEST(Pool2d, Descriptions) {
             (Shape{4, 3, 2}));
 }
 
-struct GradientCase {
+struct PoolGradientCase {
   const char* json;
   Shape input;
   Index batch;
 };
 
-class PoolGradient : public ::testing::TestWithParam<GradientCase> {};
+class PoolGradient : public ::testing::TestWithParam<PoolGradientCase> {};
 
 // Max pooling is piecewise linear: the test values are distinct enough that no window's
 // maximum changes under the 1e-6 steps of the finite differences.
@@ -200,23 +200,23 @@ TEST_P(PoolGradient, MatchesFiniteDifferences) {
 INSTANTIATE_TEST_SUITE_P(
     Pool, PoolGradient,
     ::testing::Values(
-        GradientCase{R"({"type": "maxpool2d", "kernel": 2})", {2, 4, 4}, 2},
-        GradientCase{
+        PoolGradientCase{R"({"type": "maxpool2d", "kernel": 2})", {2, 4, 4}, 2},
+        PoolGradientCase{
             R"({"type": "maxpool2d", "kernel": 3, "stride": 2, "padding": 1})", {2, 5, 5}, 2},
-        GradientCase{R"({"type": "maxpool2d", "kernel": [2, 3], "stride": [1, 2], "padding": 1})",
-                     {1, 5, 6},
-                     3},
-        GradientCase{R"({"type": "avgpool2d", "kernel": 2})", {2, 4, 4}, 2},
-        GradientCase{
+        PoolGradientCase{
+            R"({"type": "maxpool2d", "kernel": [2, 3], "stride": [1, 2], "padding": 1})",
+            {1, 5, 6}, 3},
+        PoolGradientCase{R"({"type": "avgpool2d", "kernel": 2})", {2, 4, 4}, 2},
+        PoolGradientCase{
             R"({"type": "avgpool2d", "kernel": 3, "stride": 2, "padding": 1})", {2, 5, 5}, 2},
-        GradientCase{
+        PoolGradientCase{
             R"({"type": "avgpool2d", "kernel": [3, 2], "stride": [2, 1], "padding": [1, 0]})",
             {1, 5, 4},
             3},
-        GradientCase{R"({"type": "global_avgpool"})", {3, 4, 5}, 2},
-        GradientCase{R"({"type": "flatten"})", {2, 3, 4}, 2}));
+        PoolGradientCase{R"({"type": "global_avgpool"})", {3, 4, 5}, 2},
+        PoolGradientCase{R"({"type": "flatten"})", {2, 3, 4}, 2}));
 
-std::string error_key(const char* json, const Shape& input = {1, 5, 5}) {
+std::string pool_error_key(const char* json, const Shape& input = {1, 5, 5}) {
   return config_error_key([&] { make(json, input); });
 }
 
@@ -231,7 +231,7 @@ std::string with_type(const char* json, const std::string& type) {
 
 TEST_P(PoolConfig, KernelLargerThanThePaddedInputNamesKernel) {
   const std::string json = with_type(R"({"type": "{type}", "kernel": 4})", GetParam());
-  EXPECT_EQ(error_key(json.c_str(), {1, 3, 3}), "model.layers[0].kernel");
+  EXPECT_EQ(pool_error_key(json.c_str(), {1, 3, 3}), "model.layers[0].kernel");
   try {
     make(json.c_str(), {1, 3, 3});
   } catch (const ConfigError& e) {
@@ -241,7 +241,7 @@ TEST_P(PoolConfig, KernelLargerThanThePaddedInputNamesKernel) {
   // Padding 1 makes 3x3 5x5: a kernel of 4 fits (padding 1 <= 4 / 2).
   const std::string padded =
       with_type(R"({"type": "{type}", "kernel": 4, "padding": 1})", GetParam());
-  EXPECT_EQ(error_key(padded.c_str(), {1, 3, 3}), "(no error)");
+  EXPECT_EQ(pool_error_key(padded.c_str(), {1, 3, 3}), "(no error)");
 }
 
 TEST_P(PoolConfig, PaddingMoreThanHalfTheKernelOrNegativeNamesPadding) {
@@ -250,19 +250,19 @@ TEST_P(PoolConfig, PaddingMoreThanHalfTheKernelOrNegativeNamesPadding) {
                            R"({"type": "{type}", "kernel": 1, "padding": 1})",
                            R"({"type": "{type}", "kernel": 2, "padding": -1})"}) {
     const std::string text = with_type(json, GetParam());
-    EXPECT_EQ(error_key(text.c_str()), "model.layers[0].padding") << text;
+    EXPECT_EQ(pool_error_key(text.c_str()), "model.layers[0].padding") << text;
   }
 }
 
 TEST_P(PoolConfig, StrideBelowOneNamesStride) {
   const std::string json =
       with_type(R"({"type": "{type}", "kernel": 2, "stride": [0, 1]})", GetParam());
-  EXPECT_EQ(error_key(json.c_str()), "model.layers[0].stride");
+  EXPECT_EQ(pool_error_key(json.c_str()), "model.layers[0].stride");
 }
 
 TEST_P(PoolConfig, InputThatIsNotAnImageNamesTheLayer) {
   const std::string json = with_type(R"({"type": "{type}", "kernel": 2})", GetParam());
-  EXPECT_EQ(error_key(json.c_str(), {16}), "model.layers[0]");
+  EXPECT_EQ(pool_error_key(json.c_str(), {16}), "model.layers[0]");
 }
 
 TEST_P(PoolConfig, KernelNotAnIntOrTwoPositiveIntsNamesKernel) {
@@ -271,16 +271,16 @@ TEST_P(PoolConfig, KernelNotAnIntOrTwoPositiveIntsNamesKernel) {
         R"({"type": "{type}", "kernel": [2, 2, 2]})", R"({"type": "{type}", "kernel": true})",
         R"({"type": "{type}"})"}) {
     const std::string text = with_type(json, GetParam());
-    EXPECT_EQ(error_key(text.c_str()), "model.layers[0].kernel") << text;
+    EXPECT_EQ(pool_error_key(text.c_str()), "model.layers[0].kernel") << text;
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Pool, PoolConfig, ::testing::Values("maxpool2d", "avgpool2d"));
 
 TEST(GlobalAvgPoolConfig, NeedsAnImageAndTakesNoKeys) {
-  EXPECT_EQ(error_key(R"({"type": "global_avgpool"})", {16}), "model.layers[0]");
-  EXPECT_EQ(error_key(R"({"type": "global_avgpool", "kernel": 2})"), "model.layers[0].kernel");
-  EXPECT_EQ(error_key(R"({"type": "flatten", "start_dim": 1})"), "model.layers[0].start_dim");
+  EXPECT_EQ(pool_error_key(R"({"type": "global_avgpool"})", {16}), "model.layers[0]");
+  EXPECT_EQ(pool_error_key(R"({"type": "global_avgpool", "kernel": 2})"), "model.layers[0].kernel");
+  EXPECT_EQ(pool_error_key(R"({"type": "flatten", "start_dim": 1})"), "model.layers[0].start_dim");
 }
 
 }  // namespace

@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "mpiddp/core/error.hpp"
+#include "mpiddp/train/config.hpp"
 
 namespace mpiddp::test {
 
@@ -19,6 +21,19 @@ std::string config_error_key(Parse&& parse) {
     return e.key_path();
   }
   return "(no error)";
+}
+
+// The key path of the error that the default experiment with these --set overrides gives,
+// parsed and its per-rank batch resolved for 2 ranks, as the trainer does.
+inline std::string overrides_error_key(const std::vector<std::string>& assignments) {
+  return config_error_key([&] {
+    train::Json user = train::default_experiment();
+    for (const std::string& a : assignments) train::apply_override(user, a);
+    train::parse_config(user).per_rank_batch(2);
+  });
+}
+inline std::string override_error_key(const std::string& assignment) {
+  return overrides_error_key({assignment});
 }
 
 }  // namespace mpiddp::test

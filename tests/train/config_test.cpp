@@ -10,14 +10,7 @@
 namespace mpiddp::train {
 namespace {
 
-// Parses the default experiment with one override and returns the key path of the error.
-std::string error_key(const std::string& assignment) {
-  return test::config_error_key([&] {
-    Json user = default_experiment();
-    apply_override(user, assignment);
-    parse_config(user).per_rank_batch(2);
-  });
-}
+using test::override_error_key;
 
 TEST(Config, DefaultExperimentResolves) {
   const Config c = parse_config(default_experiment());
@@ -54,36 +47,36 @@ TEST(Config, OverridesReachNestedKeysAndListItems) {
 }
 
 TEST(Config, EachErrorNamesItsKey) {
-  EXPECT_EQ(error_key("bogus=1"), "bogus");
-  EXPECT_EQ(error_key("optimizer.lrr=0.1"), "optimizer.lrr");
-  EXPECT_EQ(error_key("optimizer.lr=\"fast\""), "optimizer.lr");
-  EXPECT_EQ(error_key("optimizer.lr=-1"), "optimizer.lr");
-  EXPECT_EQ(error_key("optimizer.type=rmsprop"), "optimizer.type");
-  EXPECT_EQ(error_key("optimizer.momentum=0.9"), "(no error)");
-  EXPECT_EQ(error_key("optimizer.dampening=2"), "optimizer.dampening");
-  EXPECT_EQ(error_key("epochs=0"), "epochs");
-  EXPECT_EQ(error_key("epochs=2.5"), "epochs");
-  EXPECT_EQ(error_key("dtype=float16"), "dtype");
-  EXPECT_EQ(error_key("loss=hinge"), "loss");
-  EXPECT_EQ(error_key("sync=1"), "sync");
-  EXPECT_EQ(error_key("model.layers.1.type=softplus"), "model.layers[1].type");
-  EXPECT_EQ(error_key("model.layers.0.out=0"), "model.layers[0].out");
-  EXPECT_EQ(error_key("model.layers=[]"), "model.layers");
-  EXPECT_EQ(error_key("data.train.source=mnist"), "data.train.source");
-  EXPECT_EQ(error_key("data.train.samples=-5"), "data.train.samples");
-  EXPECT_EQ(error_key("batch.per_rank=8"), "batch");  // both global and per_rank
-  EXPECT_EQ(error_key("batch.global=63"), "batch.global");  // not divisible by 2 ranks
-  EXPECT_EQ(error_key("schedule.type=step"), "(no error)");
-  EXPECT_EQ(error_key("schedule.step_size=0"), "schedule.step_size");
-  EXPECT_EQ(error_key("log.every_steps=0"), "log.every_steps");
-  EXPECT_EQ(error_key("model.layers.9.out=3"), "model.layers.9.out");  // past the end
+  EXPECT_EQ(override_error_key("bogus=1"), "bogus");
+  EXPECT_EQ(override_error_key("optimizer.lrr=0.1"), "optimizer.lrr");
+  EXPECT_EQ(override_error_key("optimizer.lr=\"fast\""), "optimizer.lr");
+  EXPECT_EQ(override_error_key("optimizer.lr=-1"), "optimizer.lr");
+  EXPECT_EQ(override_error_key("optimizer.type=rmsprop"), "optimizer.type");
+  EXPECT_EQ(override_error_key("optimizer.momentum=0.9"), "(no error)");
+  EXPECT_EQ(override_error_key("optimizer.dampening=2"), "optimizer.dampening");
+  EXPECT_EQ(override_error_key("epochs=0"), "epochs");
+  EXPECT_EQ(override_error_key("epochs=2.5"), "epochs");
+  EXPECT_EQ(override_error_key("dtype=float16"), "dtype");
+  EXPECT_EQ(override_error_key("loss=hinge"), "loss");
+  EXPECT_EQ(override_error_key("sync=1"), "sync");
+  EXPECT_EQ(override_error_key("model.layers.1.type=softplus"), "model.layers[1].type");
+  EXPECT_EQ(override_error_key("model.layers.0.out=0"), "model.layers[0].out");
+  EXPECT_EQ(override_error_key("model.layers=[]"), "model.layers");
+  EXPECT_EQ(override_error_key("data.train.source=mnist"), "data.train.source");
+  EXPECT_EQ(override_error_key("data.train.samples=-5"), "data.train.samples");
+  EXPECT_EQ(override_error_key("batch.per_rank=8"), "batch");  // both global and per_rank
+  EXPECT_EQ(override_error_key("batch.global=63"), "batch.global");  // not divisible by 2 ranks
+  EXPECT_EQ(override_error_key("schedule.type=step"), "(no error)");
+  EXPECT_EQ(override_error_key("schedule.step_size=0"), "schedule.step_size");
+  EXPECT_EQ(override_error_key("log.every_steps=0"), "log.every_steps");
+  EXPECT_EQ(override_error_key("model.layers.9.out=3"), "model.layers.9.out");  // past the end
 }
 
 TEST(Config, GemmLibraryIsChosenOrMeasured) {
   EXPECT_EQ(parse_config(default_experiment()).gemm, "auto");
-  EXPECT_EQ(error_key("compute.gemm=mkl"), "compute.gemm");
-  EXPECT_EQ(error_key("compute.gemm=eigen"), "(no error)");
-  EXPECT_EQ(error_key("compute.threads=2"), "compute.threads");
+  EXPECT_EQ(override_error_key("compute.gemm=mkl"), "compute.gemm");
+  EXPECT_EQ(override_error_key("compute.gemm=eigen"), "(no error)");
+  EXPECT_EQ(override_error_key("compute.threads=2"), "compute.threads");
   // Deterministic mode takes any library built in, as named (auto is Eigen there).
   Json user = default_experiment();
   apply_override(user, "deterministic={\"chunks\": 16}");
@@ -137,9 +130,9 @@ TEST(Config, InputShapeComesFromTheKeyTheInputsOrTheData) {
   };
   EXPECT_EQ(key_of({}, 780), "model.input_shape");          // another size
   EXPECT_EQ(key_of({4, 14, 14}, 784), "model.input_shape");  // the same size, another shape
-  EXPECT_EQ(error_key("model.input_shape=[1,0,28]"), "model.input_shape");
-  EXPECT_EQ(error_key("model.input_shape=[1,2,3,4]"), "model.input_shape");
-  EXPECT_EQ(error_key("model.input_shape=\"big\""), "model.input_shape");
+  EXPECT_EQ(override_error_key("model.input_shape=[1,0,28]"), "model.input_shape");
+  EXPECT_EQ(override_error_key("model.input_shape=[1,2,3,4]"), "model.input_shape");
+  EXPECT_EQ(override_error_key("model.input_shape=\"big\""), "model.input_shape");
 }
 
 }  // namespace

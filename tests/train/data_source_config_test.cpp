@@ -16,7 +16,7 @@ Config with_train_source(const std::string& source) {
   return parse_config(user);
 }
 
-std::string error_key(const std::string& source) {
+std::string source_error_key(const std::string& source) {
   return test::config_error_key([&] { with_train_source(source); });
 }
 
@@ -56,20 +56,20 @@ TEST(DataSourceConfig, IdxAndFashionMnist) {
 }
 
 TEST(DataSourceConfig, EachErrorNamesItsKey) {
-  EXPECT_EQ(error_key(R"({"source":"parquet"})"), "data.train.source");
-  EXPECT_EQ(error_key(R"({"source":"npy","targets":"y.npy"})"), "data.train.features");
-  EXPECT_EQ(error_key(R"({"source":"npy","features":"x.npy"})"), "data.train.targets");
-  EXPECT_EQ(error_key(R"({"source":"npy","features":"","targets":"y.npy"})"), "data.train.features");
-  EXPECT_EQ(error_key(R"({"source":"npy","features":"x","targets":"y","classes":1})"), "data.train.classes");
-  EXPECT_EQ(error_key(R"({"source":"npy","features":"x","targets":"y","path":"p"})"), "data.train.path");
-  EXPECT_EQ(error_key(R"({"source":"csv"})"), "data.train.path");
-  EXPECT_EQ(error_key(R"({"source":"csv","path":"p","target_columns":[]})"), "data.train.target_columns");
-  EXPECT_EQ(error_key(R"({"source":"csv","path":"p","target_columns":[1.5]})"), "data.train.target_columns");
-  EXPECT_EQ(error_key(R"({"source":"csv","path":"p","delimiter":";;"})"), "data.train.delimiter");
-  EXPECT_EQ(error_key(R"({"source":"idx","images":"i"})"), "data.train.labels");
-  EXPECT_EQ(error_key(R"({"source":"fashion_mnist"})"), "data.train.split");
-  EXPECT_EQ(error_key(R"({"source":"fashion_mnist","split":"validation"})"), "data.train.split");
-  EXPECT_EQ(error_key(R"({"source":"fashion_mnist","split":"test","samples":10})"), "data.train.samples");
+  EXPECT_EQ(source_error_key(R"({"source":"parquet"})"), "data.train.source");
+  EXPECT_EQ(source_error_key(R"({"source":"npy","targets":"y.npy"})"), "data.train.features");
+  EXPECT_EQ(source_error_key(R"({"source":"npy","features":"x.npy"})"), "data.train.targets");
+  EXPECT_EQ(source_error_key(R"({"source":"npy","features":"","targets":"y.npy"})"), "data.train.features");
+  EXPECT_EQ(source_error_key(R"({"source":"npy","features":"x","targets":"y","classes":1})"), "data.train.classes");
+  EXPECT_EQ(source_error_key(R"({"source":"npy","features":"x","targets":"y","path":"p"})"), "data.train.path");
+  EXPECT_EQ(source_error_key(R"({"source":"csv"})"), "data.train.path");
+  EXPECT_EQ(source_error_key(R"({"source":"csv","path":"p","target_columns":[]})"), "data.train.target_columns");
+  EXPECT_EQ(source_error_key(R"({"source":"csv","path":"p","target_columns":[1.5]})"), "data.train.target_columns");
+  EXPECT_EQ(source_error_key(R"({"source":"csv","path":"p","delimiter":";;"})"), "data.train.delimiter");
+  EXPECT_EQ(source_error_key(R"({"source":"idx","images":"i"})"), "data.train.labels");
+  EXPECT_EQ(source_error_key(R"({"source":"fashion_mnist"})"), "data.train.split");
+  EXPECT_EQ(source_error_key(R"({"source":"fashion_mnist","split":"validation"})"), "data.train.split");
+  EXPECT_EQ(source_error_key(R"({"source":"fashion_mnist","split":"test","samples":10})"), "data.train.samples");
 }
 
 }  // namespace

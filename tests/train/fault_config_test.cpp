@@ -15,9 +15,7 @@ Config with(const std::vector<std::string>& assignments) {
   return parse_config(user);
 }
 
-std::string error_key(const std::string& assignment) {
-  return test::config_error_key([&] { with({assignment}); });
-}
+using test::override_error_key;
 
 TEST(FaultConfig, Defaults) {
   const Config c = with({});
@@ -62,15 +60,15 @@ TEST(FaultConfig, MismatchAndTheFlightDirectory) {
 }
 
 TEST(FaultConfig, BadValuesNameTheKey) {
-  EXPECT_EQ(error_key("on_nonfinite=ignore"), "on_nonfinite");
-  EXPECT_EQ(error_key("max_skipped=-1"), "max_skipped");
-  EXPECT_EQ(error_key("divergence.action=warn"), "divergence.action");
-  EXPECT_EQ(error_key("divergence.every=3"), "divergence.every");
-  EXPECT_EQ(error_key("watchdog.timeout_s=-1"), "watchdog.timeout_s");
-  EXPECT_EQ(error_key("watchdog.action=kill"), "watchdog.action");
-  EXPECT_EQ(error_key("debug.fail_kind=segfault"), "debug.fail_kind");
-  EXPECT_EQ(error_key("debug.fail_rank=-2"), "debug.fail_rank");
-  EXPECT_EQ(error_key("debug.fail_count=0"), "debug.fail_count");
+  EXPECT_EQ(override_error_key("on_nonfinite=ignore"), "on_nonfinite");
+  EXPECT_EQ(override_error_key("max_skipped=-1"), "max_skipped");
+  EXPECT_EQ(override_error_key("divergence.action=warn"), "divergence.action");
+  EXPECT_EQ(override_error_key("divergence.every=3"), "divergence.every");
+  EXPECT_EQ(override_error_key("watchdog.timeout_s=-1"), "watchdog.timeout_s");
+  EXPECT_EQ(override_error_key("watchdog.action=kill"), "watchdog.action");
+  EXPECT_EQ(override_error_key("debug.fail_kind=segfault"), "debug.fail_kind");
+  EXPECT_EQ(override_error_key("debug.fail_rank=-2"), "debug.fail_rank");
+  EXPECT_EQ(override_error_key("debug.fail_count=0"), "debug.fail_count");
   // Setup (step 0) has no gradients to poison.
   try {
     with({"debug.fail_rank=0", "debug.fail_step=0", "debug.fail_kind=nan"});
@@ -83,8 +81,8 @@ TEST(FaultConfig, BadValuesNameTheKey) {
 // Found by fuzz_config: a --set value that is not UTF-8 made every later dump() (error
 // messages, the config hash, the log) throw nlohmann's type_error instead of a ConfigError.
 TEST(FaultConfig, OverrideThatIsNotUtf8IsAConfigError) {
-  EXPECT_EQ(error_key("optimizer.lr=\x91+1"), "optimizer.lr");
-  EXPECT_EQ(error_key("log.path=\"\xff\xfe\""), "log.path");
+  EXPECT_EQ(override_error_key("optimizer.lr=\x91+1"), "optimizer.lr");
+  EXPECT_EQ(override_error_key("log.path=\"\xff\xfe\""), "log.path");
 }
 
 }  // namespace

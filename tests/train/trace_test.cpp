@@ -12,13 +12,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::string error_key(const std::vector<std::string>& assignments) {
-  return test::config_error_key([&] {
-    Json user = default_experiment();
-    for (const auto& a : assignments) apply_override(user, a);
-    parse_config(user);
-  });
-}
+using test::overrides_error_key;
 
 TEST(TraceConfig, DefaultsToSteps2To21AndNoFile) {
   const Config c = parse_config(default_experiment());
@@ -36,16 +30,16 @@ TEST(TraceConfig, DefaultsToSteps2To21AndNoFile) {
 }
 
 TEST(TraceConfig, BadValuesNameTheKey) {
-  EXPECT_EQ(error_key({"trace.path=t.json", "trace.steps=5"}), "trace.steps");
-  EXPECT_EQ(error_key({"trace.path=t.json", "trace.steps=[1,2,3]"}), "trace.steps");
-  EXPECT_EQ(error_key({"trace.path=t.json", "trace.steps=[0,3]"}), "trace.steps");
-  EXPECT_EQ(error_key({"trace.path=t.json", "trace.steps=[4,3]"}), "trace.steps");
-  EXPECT_EQ(error_key({"trace.path=t.json", "trace.steps=[1.5,3]"}), "trace.steps");
-  EXPECT_EQ(error_key({"trace.path=t.json", "trace.steps=[1,100000]"}), "(no error)");
-  EXPECT_EQ(error_key({"trace.path=t.json", "trace.steps=[1,100001]"}), "trace.steps");
-  EXPECT_EQ(error_key({"trace.steps=[2,4]"}), "trace.steps");  // no file to go to
-  EXPECT_EQ(error_key({"trace.path=t.json", "trace.colour=1"}), "trace.colour");
-  EXPECT_EQ(error_key({"trace.path=3"}), "trace.path");
+  EXPECT_EQ(overrides_error_key({"trace.path=t.json", "trace.steps=5"}), "trace.steps");
+  EXPECT_EQ(overrides_error_key({"trace.path=t.json", "trace.steps=[1,2,3]"}), "trace.steps");
+  EXPECT_EQ(overrides_error_key({"trace.path=t.json", "trace.steps=[0,3]"}), "trace.steps");
+  EXPECT_EQ(overrides_error_key({"trace.path=t.json", "trace.steps=[4,3]"}), "trace.steps");
+  EXPECT_EQ(overrides_error_key({"trace.path=t.json", "trace.steps=[1.5,3]"}), "trace.steps");
+  EXPECT_EQ(overrides_error_key({"trace.path=t.json", "trace.steps=[1,100000]"}), "(no error)");
+  EXPECT_EQ(overrides_error_key({"trace.path=t.json", "trace.steps=[1,100001]"}), "trace.steps");
+  EXPECT_EQ(overrides_error_key({"trace.steps=[2,4]"}), "trace.steps");  // no file to go to
+  EXPECT_EQ(overrides_error_key({"trace.path=t.json", "trace.colour=1"}), "trace.colour");
+  EXPECT_EQ(overrides_error_key({"trace.path=3"}), "trace.path");
 }
 
 TEST(StepTrace, SelectsExactlyTheConfiguredSteps) {

@@ -13,6 +13,10 @@ namespace mpiddp::io {
 
 using Json = nlohmann::ordered_json;
 
+// The upper bound of a config's counts (epochs, steps, batch sizes, intervals): far above any
+// real run, and far below int64's limit.
+inline constexpr int64_t kMaxConfigCount = int64_t{1} << 40;
+
 class JsonSection {
  public:
   // node may be null (absent section: all defaults). path is "" for the root.
