@@ -3,6 +3,7 @@
 # corpora, and runs each for FUZZ_SECONDS (default 45), one target per core at a time. Any
 # finding fails: libFuzzer exits non-zero and leaves the input as
 # build-fuzz/findings/<target>/crash-*.
+# A unity build with scripts/test-sanitize.sh's flags, so every library object comes out of ccache.
 # Usage: scripts/fuzz.sh [TARGET...] ; FUZZ_SECONDS, MPIDDP_FUZZ_BUILD_DIR override.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -13,7 +14,7 @@ command -v "$clang" > /dev/null || { echo "fuzz.sh: $clang not found (apt-get in
 
 mkdir -p "$build"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$clang" \
-  -DMPIDDP_FUZZ=ON -DMPIDDP_BUILD_TESTS=OFF > "$build/cmake.log" 2>&1 \
+  -DMPIDDP_FUZZ=ON -DMPIDDP_BUILD_TESTS=OFF -DCMAKE_UNITY_BUILD=ON > "$build/cmake.log" 2>&1 \
   || { cat "$build/cmake.log" >&2; exit 1; }
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then

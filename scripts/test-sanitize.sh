@@ -8,7 +8,10 @@
 # coverage instrumentation), for two reasons measured on the 2-core CI machine: GCC 12 took
 # 930 s for this build at -O3 with ASan (72 s for one test file, against 22 s with clang), and
 # with the same flags as scripts/fuzz.sh's build every library object the fuzzers need comes
-# out of ccache there. Only the test programs are built, not the tools or benchmarks.
+# out of ccache there. Only the test programs are built, not the tools or benchmarks. A unity
+# build (CMAKE_UNITY_BUILD, as scripts/fuzz.sh's and scripts/test-valgrind.sh's): the headers
+# are compiled once per batch of sources instead of once per source, which halves the build
+# (docs/reliability.md, "Cost in CI"); the Release build stays one object per source.
 # Usage: scripts/test-sanitize.sh ; MPIDDP_SANITIZE_BUILD_DIR overrides build-sanitize/,
 # CLANGXX the compiler (default clang++-14, from scripts/install-deps.sh --with-fuzz).
 set -euo pipefail
@@ -19,7 +22,7 @@ command -v "$clang" > /dev/null ||
   { echo "test-sanitize.sh: $clang not found (scripts/install-deps.sh --with-fuzz)" >&2; exit 1; }
 mkdir -p "$build"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$clang" -DMPIDDP_FUZZ=ON \
-  > "$build/cmake.log" 2>&1 || { cat "$build/cmake.log" >&2; exit 1; }
+  -DCMAKE_UNITY_BUILD=ON > "$build/cmake.log" 2>&1 || { cat "$build/cmake.log" >&2; exit 1; }
 # Every unit test and MPI test program of tests/CMakeLists.txt.
 mapfile -t tests < <(sed -nE 's/^mpiddp_add_(mpi_)?test\(([a-z0-9_]+)[ )].*/\2/p' "$root/tests/CMakeLists.txt")
 cmake --build "$build" -j "$(nproc)" --target "${tests[@]}"
