@@ -217,9 +217,9 @@ SumsFinite SharedMemorySum::sum(void* data, size_t count, ElementType type, doub
 // checks the block there, at no cost in memory traffic, and the trainer learns the answer of
 // every rank with one allreduce of a flag. Across nodes the slice is checked after the sum
 // among the nodes, once, by the rank that stores it into the node's buffers (in the pass
-// that scales it, when there is one). The kMpi path
-// checks in the pass that scales each rank's copy after the allreduce (scale_in_place); the
-// staging window, the bf16 sums and the scattered ones do not tell, and are scanned.
+// that scales it, when there is one). The kMpi path checks in the pass that scales each
+// rank's copy after the allreduce (scale_in_place); the staging window, the bf16 sums and the
+// scattered ones do not tell, and are scanned.
 SumsFinite SharedMemorySum::sum_resident(const Window& window, void* data, size_t count,
                                          ElementType type, double scale, Compression compress) {
   // Note [gradients in the shared window]: the trainer's gradient buffer is this rank's

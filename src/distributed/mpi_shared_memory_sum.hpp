@@ -130,7 +130,7 @@ class SharedMemorySum {
   // The node's partial sum of one slice, summed among the nodes, then scaled; what the
   // scaling pass saw of the values (kUnchecked in bf16, or at scale 1).
   SumsFinite sum_across_nodes(void* slice, size_t count, ElementType type, double scale,
-                        Compression compress);
+                              Compression compress);
 
   MPI_Comm node_ = MPI_COMM_NULL;   // the ranks of this node
   MPI_Comm cross_ = MPI_COMM_NULL;  // the ranks with this node-local rank, one per node
