@@ -4,8 +4,9 @@
 # node, for each workload given. Prints one JSON line per run, prefixed by what ran:
 #   reduce auto    --reduce-only through the reducer as configured (buckets; 2 x 2: shared
 #                  memory inside a node, then MPI per slice between nodes)
-#   reduce plain   --reduce-only with reduce.algorithm=mpi and one bucket: one plain
-#                  MPI_Allreduce (MPI_Iallreduce + wait) of the whole buffer, world-wide
+#   reduce plain   --reduce-only with reduce.algorithm=mpi and one bucket: the whole buffer
+#                  in one sum, world-wide (MPI_Iallreduce + wait; at 2 x 1 the scattered sum
+#                  and a gather, Note [the allreduce as a scattered sum and a gather])
 #   train          the training bench: backward_ms, sync_exposed_ms (the part of the sync
 #                  that backward did not hide) against reduce_ms (the sync alone)
 #   train shard    the same with reduce.shard_optimizer: at 2 x 1 the optimizer sharded

@@ -28,7 +28,8 @@ struct MpiCommunicator::PendingSum {
   bool shared;       // through SharedMemorySum, run in wait_sum
   Compression compress;
   int compressed;    // the CompressedSum handle of a kMpi sum in bf16, else -1
-  int scattered;     // the ScatteredSum handle of a start_scattered_sum, else -1
+  int scattered;     // the ScatteredSum handle of a start_scattered_sum or gathered sum, else -1
+  bool gathered;     // a kMpi sum among nodes of one rank, through ScatteredSum::start_gathered
   // A start_scattered_sum through the node's shared window (shared too): its parts.
   const std::vector<size_t>* parts = nullptr;
 };
@@ -117,7 +118,7 @@ ReduceAlgorithm MpiCommunicator::resolve(ReduceAlgorithm algorithm) const {
 
 int MpiCommunicator::start_sum(void* data, size_t count, ElementType type, double scale,
                                ReduceAlgorithm algorithm, Compression compress) {
-  PendingSum sum{data, count, type, scale, MPI_REQUEST_NULL, false, compress, -1, -1, nullptr};
+  PendingSum sum{data, count, type, scale, MPI_REQUEST_NULL, false, compress, -1, -1, false, nullptr};
   if (compress == Compression::kBf16 && type != ElementType::kFloat32)
     throw Error(kExitFailure, "bf16 compression of a float64 sum", Scope::kEveryRank);
   if (resolve(algorithm) == ReduceAlgorithm::kShm) {
@@ -127,6 +128,11 @@ int MpiCommunicator::start_sum(void* data, size_t count, ElementType type, doubl
     sum.shared = true;
   } else if (compress == Compression::kBf16) {
     sum.compressed = compressed_->start(static_cast<float*>(data), count, scale);
+  } else if (shared_->usable() && shared_->ranks_on_node() == 1) {
+    // Every node holds one rank (usable(): alike on every rank), so the sum crosses the
+    // network: Note [the allreduce as a scattered sum and a gather] in mpi_scattered_sum.cpp.
+    sum.scattered = scattered_->start_gathered(data, count, type, scale);  // scaled in its own sum
+    sum.gathered = true;
   } else {
     check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data, mpi_count(count, "MPI_Iallreduce"),
                              mpi_type_of(type), MPI_SUM,
@@ -139,7 +145,7 @@ int MpiCommunicator::start_sum(void* data, size_t count, ElementType type, doubl
 
 int MpiCommunicator::start_scattered_sum(void* data, ElementType type, double scale,
                                          const std::vector<size_t>& begins) {
-  PendingSum sum{data, begins.back(), type, 1.0, MPI_REQUEST_NULL, false, Compression::kNone, -1, -1, nullptr};
+  PendingSum sum{data, begins.back(), type, 1.0, MPI_REQUEST_NULL, false, Compression::kNone, -1, -1, false, nullptr};
   if (shared_->ranks_on_node() > 1) {
     // Several ranks on each node: run in wait_sum through the node's shared window, as a
     // kShm start_sum is (Note [the scattered sum on a node]).
@@ -210,7 +216,11 @@ void MpiCommunicator::wait_sum(int handle) {
   } else if (sum.compressed >= 0) {
     compressed_->wait(sum.compressed);  // scaled before the last rounding
   } else if (sum.scattered >= 0) {
-    scattered_->wait(sum.scattered);
+    const bool part_finite = scattered_->wait(sum.scattered);
+    // A gathered sum: each rank vouches for the part it summed, and the ranks agree on the
+    // verdict (GradientReducer::agreed_finite). int64 sums are never checked (scale_in_place).
+    if (sum.gathered && sum.type != ElementType::kInt64)
+      seen = part_finite ? SumsFinite::kFinite : SumsFinite::kNotFinite;
   } else {
     check_mpi(MPI_Wait(&sum.request, MPI_STATUS_IGNORE), "MPI_Wait");
     // Every rank scales its whole copy, and checks it on the way (Note [the finite check in

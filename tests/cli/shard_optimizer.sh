@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # reduce.shard_optimizer (ZeRO-1) from the command line: at np=2, np=3 and 2 emulated nodes
 # of 2 (sharded across the world) the sharded run writes the unsharded run's step and epoch
-# records, final parameters and checkpoints (byte for byte); a checkpoint written sharded at np=2 resumes unsharded at np=3, and one written
+# records, final parameters and checkpoints (byte for byte), and so do 4 emulated nodes of
+# one, sharded or not, against one node of 4; a checkpoint written sharded at np=2 resumes unsharded at np=3, and one written
 # unsharded at np=3 resumes sharded at np=2, each as the run resumed from the other form's
 # checkpoint, bit for bit (the forms' checkpoints being one file); the configs it cannot
 # serve exit 2 naming the key.
@@ -100,6 +101,11 @@ grep -q '"reduce_shard_across":"node"' "$d.one_node.jsonl" && fail "one node uns
 same_run "$d.one_node" "$d.sharded" "4 nodes of 1 sharded against one node of 4"
 # Its checkpoints (the state gathered from the 4 leaders) are the one-node run's, byte for byte.
 same_checkpoints "$d/one_node" "$d/sharded" "4 nodes of 1 sharded against one node of 4"
+# Unsharded among the 4 nodes of 1 the allreduce is the scattered sum and a gather (Note [the
+# allreduce as a scattered sum and a gather]): rank order too, so the one-node run's bits.
+MPIDDP_TEST_RANKS_PER_NODE=1 run_np 4 train "${BASE[@]}" --log "$d.nodes.jsonl" --set checkpoint.dir="$d/nodes"
+same_run "$d.one_node" "$d.nodes" "4 nodes of 1 unsharded against one node of 4"
+same_checkpoints "$d/one_node" "$d/nodes" "4 nodes of 1 unsharded against one node of 4"
 
 # What it cannot serve: exit 2, naming the key.
 expect_config_error() {
@@ -118,4 +124,4 @@ MPIDDP_TEST_RANKS_PER_NODE=1 expect_config_error "reduce.compress" "${SHARD[@]}"
 # The node's ranks share one copy of the parameters: one replica cannot be perturbed alone.
 expect_config_error "debug.fail_kind" "${SHARD[@]}" --set debug.fail_kind=perturb --set debug.fail_rank=1
 echo "cli shard_optimizer: np=2,3 and 2 nodes x 2 (across the world) records, parameters and checkpoints equal to unsharded;" \
-     "across the leaders (2 and 4 nodes of 1) too; 2<->3 resumes across forms bitwise; refusals exit 2"
+     "across the leaders (2 and 4 nodes of 1) too, and 4 nodes of 1 unsharded as one node of 4; 2<->3 resumes across forms bitwise; refusals exit 2"

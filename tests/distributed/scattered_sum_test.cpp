@@ -5,12 +5,17 @@
 // 2 at N = 4) the node's values in node-rank order, in a buffer of the node's shared
 // window, and then the nodes' sums in node order. With buckets that cut the parts anywhere
 // (one bucket on nodes of several ranks), parts of any size (one empty), blocking and
-// overlapped alike, in float and double, step after step on reused buffers. Run at N = 1, 2,
-// 4, as 2 emulated nodes of 2 and as 4 emulated nodes of one (the MPI_Ialltoallv path).
+// overlapped alike, in float and double, step after step on reused buffers. Among nodes of
+// one rank, the plain kMpi sum built from it: the whole buffer in rank order on every rank,
+// and a NaN in one rank's part agreed by all. Run at N = 1, 2, 4, as 2 emulated nodes of 2
+// and as 4 emulated nodes of one (the MPI_Ialltoallv path).
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
+#include <optional>
 #include <vector>
 
 #include "mpiddp/distributed/gradient_reducer.hpp"
@@ -150,6 +155,83 @@ TEST(ScatteredSum, OnNodesOfSeveralRanksInDouble) {
   std::copy(values.begin(), values.end(), grads);
   reducer.reduce(grads, count);
   expect_own_part_summed_in_node_order(comm, ranks_by_node(comm), grads, begins, 7);
+}
+
+// Note [the allreduce as a scattered sum and a gather]: among nodes of one rank the plain
+// (unsharded) kMpi sum is the scattered sum followed by a gather, so every rank ends with
+// the whole buffer, each element the sum of every rank's value in rank order, times 1/N:
+// the bits of the shm path on one node, whatever MPI's own allreduce would do at N > 2.
+template <typename T>
+void expect_whole_buffer_summed_in_rank_order(Communicator& comm, const std::vector<T>& result, int step) {
+  const T scale = static_cast<T>(1.0 / comm.size());
+  for (size_t i = 0; i < result.size(); ++i) {
+    T sum = value<T>(0, i, step);
+    for (int r = 1; r < comm.size(); ++r) sum += value<T>(r, i, step);
+    ASSERT_EQ(result[i], sum * scale) << "element " << i << ", step " << step;
+  }
+  test::expect_identical_on_every_rank(comm, result);
+}
+
+template <typename T>
+GradientReducer<T> plain_mpi_reducer(MpiCommunicator& comm, const std::vector<size_t>& tensors) {
+  ReduceConfig config;
+  config.algorithm = "mpi";
+  config.first_bucket_mb = 0.001;  // small buckets: several sums in flight, gathers among them
+  config.bucket_cap_mb = 0.004;
+  GradientReducer<T> reducer(comm, config);
+  reducer.set_tensor_begins(tensors);
+  return reducer;
+}
+
+TEST(ScatteredSum, AllreduceAmongNodesOfOneAddsInRankOrder) {
+  MpiCommunicator comm;
+  if (comm.ranks_on_node() > 1) GTEST_SKIP() << "several ranks on a node: MPI_Iallreduce";
+  const std::vector<size_t> tensors{0, 1000, 1003, 4000};
+  const size_t count = 10007;  // parts of whole cache lines but the last
+  auto reducer = plain_mpi_reducer<float>(comm, tensors);
+  std::vector<float> grads(count);
+  for (int step = 0; step < 3; ++step) {  // overlapped and blocking, on reused slots
+    const auto values = rank_values<float>(comm.rank(), count, step);
+    if (step == 1) {
+      std::copy(values.begin(), values.end(), grads.begin());
+      reducer.reduce(grads.data(), count);
+    } else {
+      test::reduce_as_backward_does(reducer, grads, values, tensors);
+    }
+    expect_whole_buffer_summed_in_rank_order(comm, grads, step);
+    if (comm.size() > 1) {
+      EXPECT_EQ(reducer.agreed_finite(), std::optional<bool>(true));
+    }
+  }
+  EXPECT_GT(reducer.buckets().size(), 5u);
+}
+
+TEST(ScatteredSum, AllreduceAmongNodesOfOneInDoubleWithFewerElementsThanRanks) {
+  MpiCommunicator comm;
+  if (comm.ranks_on_node() > 1) GTEST_SKIP() << "several ranks on a node: MPI_Iallreduce";
+  for (const size_t count : {size_t{3}, size_t{6001}}) {  // 3: some ranks own nothing
+    auto reducer = plain_mpi_reducer<double>(comm, {0});
+    std::vector<double> grads = rank_values<double>(comm.rank(), count, 5);
+    reducer.reduce(grads.data(), count);
+    expect_whole_buffer_summed_in_rank_order(comm, grads, 5);
+  }
+}
+
+// A NaN that only the last rank holds, in the part rank 0 sums: rank 0's check sees it, and
+// every rank learns it from the agreed verdict, though the others checked parts without it.
+TEST(ScatteredSum, AllreduceAmongNodesOfOneAgreesOnANaNInOnePart) {
+  MpiCommunicator comm;
+  if (comm.ranks_on_node() > 1 || comm.size() == 1) GTEST_SKIP() << "needs nodes of one rank, several of them";
+  const size_t count = 4096;
+  auto reducer = plain_mpi_reducer<float>(comm, {0, 2048});
+  std::vector<float> grads = rank_values<float>(comm.rank(), count, 2);
+  if (comm.rank() == comm.size() - 1) grads[5] = std::numeric_limits<float>::quiet_NaN();
+  reducer.reduce(grads.data(), count);
+  EXPECT_TRUE(std::isnan(grads[5]));
+  EXPECT_EQ(reducer.agreed_finite(), std::optional<bool>(false));
+  grads = rank_values<float>(comm.rank(), count, 3);
+  reducer.reduce(grads.data(), count);
+  EXPECT_EQ(reducer.agreed_finite(), std::optional<bool>(true));
 }
 
 }  // namespace

@@ -27,7 +27,9 @@ constexpr ElementType element_type_of() {
 enum class SumsFinite { kUnchecked, kFinite, kNotFinite };
 
 // How start_sum combines the ranks' buffers.
-//   kMpi: MPI_Iallreduce on the world communicator.
+//   kMpi: MPI_Iallreduce on the world communicator; with one rank on every node, a sum of
+//         even parts, each by its owner in rank order, and a gather (Note [the allreduce as a
+//         scattered sum and a gather] in src/distributed/mpi_scattered_sum.cpp).
 //   kShm: through MPI-3 shared memory within each node (each rank sums one slice of all the
 //         node's buffers), then an allreduce of each slice among the nodes.
 //   kAuto: kShm when more than one rank shares a node and every node has as many ranks,
@@ -152,7 +154,7 @@ class Communicator {
   // them, and starts over (Note [the finite check in the sum] in mpi_shared_memory_sum.cpp).
   // A backend can tell where it passes over the values anyway: kShm with the buffer in the
   // node's shared window (each element computed once, on one rank), uncompressed kMpi (each
-  // rank scales its whole copy). The answer is kUnchecked alike on every rank when a sum
+  // rank scales its whole copy, or sums its part among nodes of one rank). The answer is kUnchecked alike on every rank when a sum
   // could not tell, and no sum at all is kUnchecked too.
   virtual SumsFinite take_sums_finite() { return SumsFinite::kUnchecked; }
   // Ends every rank of the job: prints "rank R: message" and never returns.
