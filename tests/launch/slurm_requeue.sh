@@ -35,10 +35,13 @@ for _ in $(seq 300); do
   sleep 0.1
 done
 [ "$(job_field "$job" Restarts)" = 1 ] || { cat "$WORK/job-$job.out"; fail "job $job was not requeued"; }
-# Started at once, the requeued step can find the first step's PMIx socket still in the spool
-# directory ("Address already in use", the same step id 0): wait until that step is gone.
+# Started at once, the requeued step can meet the first step, which has the same step id 0,
+# still in the spool directory: under Open MPI its PMIx socket ("Address already in use"), under
+# MPICH its slurmstepd socket (vm_<job>.0), which takes the new step's PMI2 key-value exchange
+# ("mpi/pmi2: failed to send temp kvs", seen on a loaded machine). Wait until both are gone.
 for _ in $(seq 300); do
-  [[ "$(ls "$state/spool")" == *"pmix.$job.0"* ]] || break
+  spool=$(ls "$state/spool")
+  [[ "$spool" == *"pmix.$job.0"* || "$spool" == *"_$job.0"* ]] || break
   sleep 0.1
 done
 sleep 1
