@@ -135,9 +135,9 @@ void run_bench(const train::Config& config, const BenchArgs& args, distributed::
   const train::RunResult result = trainer.run();
   // Peak RSS of training, and the PSS at its end (which divides the node's shared pages
   // among its ranks), before time_reduce below.
-  double memory[2] = {peak_rss_mb(), current_pss_mb()};
-  comm.allreduce_max(memory, 2);
-  const double rss = memory[0], pss = memory[1];
+  double memory[3] = {peak_rss_mb(), current_pss_mb(), shared_huge_page_mb()};
+  comm.allreduce_max(memory, 3);
+  const double rss = memory[0], pss = memory[1], shm_huge = memory[2];
   // Throughput of the timed epochs: all but the first (warm-up) when there are several.
   // Every epoch trains the same number of samples, so that is the harmonic mean of the
   // epochs' rates: total samples over total training time.
@@ -192,6 +192,7 @@ void run_bench(const train::Config& config, const BenchArgs& args, distributed::
       {"rss_ratio", rss / needed},
       {"pss_mb", pss},
       {"pss_ratio", pss / needed},
+      {"shm_huge_mb", shm_huge},
       {"final_loss", result.epochs.back().eval_loss},
   };
   std::printf("%s\n", line.dump().c_str());

@@ -3,6 +3,7 @@
 #include <malloc.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -47,9 +48,18 @@ void* allocate_buffer(size_t bytes) {
   const auto head = static_cast<size_t>(aligned - start), tail = kHugePage - head;
   if (head > 0) munmap(start, head);
   if (tail > 0) munmap(aligned + rounded, tail);
-  // Advisory only: where transparent huge pages are off, this fails and nothing changes.
-  madvise(aligned, rounded, MADV_HUGEPAGE);
+  advise_huge_pages(aligned, rounded);
   return aligned;
+}
+
+void advise_huge_pages(void* p, size_t bytes) {
+  if (bytes == 0) return;
+  // madvise takes whole pages: from the page p starts in to the page the range ends in.
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t start = reinterpret_cast<uintptr_t>(p) / page * page;
+  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + bytes;
+  // Advisory only: where transparent huge pages are off, this fails and nothing changes.
+  madvise(reinterpret_cast<void*>(start), end - start, MADV_HUGEPAGE);
 }
 
 void* allocate_zeroed_buffer(size_t bytes) {
@@ -72,12 +82,14 @@ double peak_rss_mb() {
   return static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
 }
 
-double current_pss_mb() {
+namespace {
+// One "Name: N kB" field of /proc/self/smaps_rollup in MiB; 0 where the kernel lacks it.
+double smaps_rollup_mb(const std::string& field) {
   std::ifstream rollup("/proc/self/smaps_rollup");
   std::string name;
   double kib = 0.0;
   while (rollup >> name) {
-    if (name == "Pss:") {
+    if (name == field) {
       rollup >> kib;
       return kib / 1024.0;
     }
@@ -85,5 +97,10 @@ double current_pss_mb() {
   }
   return 0.0;
 }
+}  // namespace
+
+double current_pss_mb() { return smaps_rollup_mb("Pss:"); }
+
+double shared_huge_page_mb() { return smaps_rollup_mb("ShmemPmdMapped:"); }
 
 }  // namespace mpiddp

@@ -8,6 +8,7 @@
 #include "mpi_check.hpp"
 #include "mpi_compressed_sum.hpp"
 #include "mpi_scattered_sum.hpp"
+#include "mpiddp/core/memory.hpp"
 #include "sum_kernels.hpp"
 
 namespace mpiddp::distributed {
@@ -102,6 +103,16 @@ SharedMemorySum::~SharedMemorySum() {
   if (node_ != MPI_COMM_NULL) MPI_Comm_free(&node_);
 }
 
+// Note [shared memory on 4 KiB pages]: the private buffers are on 2 MiB pages (Note
+// [allocate once, keep it mapped]), but the node's windows are files in the MPI library's
+// tmpfs (/dev/shm), which gives huge pages only where it is mounted huge=always, or
+// huge=advise for a mapping advised MADV_HUGEPAGE: asked for here, before the first touch.
+// Debian mounts /dev/shm huge=never. Measured on a Zen 5 VM (docs/benchmarks.md, "The
+// shared windows on 4 KiB pages"): under Open MPI 4.1 wide's sharded run on 4 KiB pages
+// trains at 414-1,198 samples/s, erratic from run to run (forward, backward, the sum and the
+// update all slower), and at 1,200-1,338 on a tmpfs mounted huge=advise
+// (osc_sm_backing_directory); MPICH on 4 KiB pages ran 1,207-1,297. `mpiddp bench` reports
+// shm_huge_mb, how much of them each rank maps in huge pages; bench/shm_pages.sh compares.
 SharedMemorySum::Window SharedMemorySum::allocate_window(size_t bytes, bool only_node_rank0) {
   // Open MPI starts a segment a few words into a page (264 bytes in, seen with 4.1), but the
   // gradients need the 64-byte alignment the model's own buffers have: Eigen's vectorised
@@ -131,8 +142,13 @@ SharedMemorySum::Window SharedMemorySum::allocate_window(size_t bytes, bool only
   mine = static_cast<char*>(window.segments[local_rank_]);
   // One passive epoch for the window's lifetime; MPI_Win_sync + barrier order the accesses.
   check_mpi(MPI_Win_lock_all(MPI_MODE_NOCHECK, window.handle), "MPI_Win_lock_all");
-  // Touch our segment now so its page faults happen here, not in the first step.
-  if (mine_bytes > 0) std::memset(mine, 0, mine_bytes);  // a segment of none may be null
+  // Touch our segment now so its page faults happen here, not in the first step; on huge
+  // pages where the file system under the window allows them (Note [shared memory on 4 KiB
+  // pages]), asked for before the first touch, which is when the kernel chooses.
+  if (mine_bytes > 0) {  // a segment of none may be null
+    advise_huge_pages(mine, mine_bytes);
+    std::memset(mine, 0, mine_bytes);
+  }
   window.bytes = bytes;
   return window;
 }

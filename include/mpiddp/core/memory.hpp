@@ -27,6 +27,11 @@ void* allocate_buffer(size_t bytes);
 void free_buffer(void* p, size_t bytes) noexcept;
 // allocate_buffer's memory, all zeros; from 2 MiB on, untouched (see UntouchedZeros).
 void* allocate_zeroed_buffer(size_t bytes);
+// Asks for 2 MiB transparent huge pages on the pages of [p, p + bytes) (madvise
+// MADV_HUGEPAGE), for memory mapped by someone else: MPI's shared windows. On shared memory
+// it takes effect only where the file system allows it (tmpfs mounted with huge=advise);
+// elsewhere nothing changes. See Note [shared memory on 4 KiB pages].
+void advise_huge_pages(void* p, size_t bytes);
 
 // A std::allocator for the model's and trainer's flat buffers (see allocate_buffer).
 template <typename T>
@@ -73,5 +78,9 @@ double peak_rss_mb();
 // shared page divided by the processes that map it, so the ranks of a node add up to the
 // node's memory. 0 where the kernel does not report it.
 double current_pss_mb();
+// How much of this process's shared memory is mapped in 2 MiB pages now, in MiB
+// (ShmemPmdMapped in /proc/self/smaps_rollup): the node's shared windows, when the file
+// system under them gives huge pages. 0 where the kernel does not report it.
+double shared_huge_page_mb();
 
 }  // namespace mpiddp
