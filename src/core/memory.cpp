@@ -19,6 +19,9 @@ constexpr size_t kHugePage = size_t{2} << 20;
 constexpr size_t kCacheAlign = 64;
 
 size_t round_up(size_t bytes, size_t align) { return (bytes + align - 1) / align * align; }
+
+// What allocate_buffer maps for a buffer of 2 MiB or more: whole base pages.
+size_t mapped_bytes(size_t bytes) { return round_up(bytes, static_cast<size_t>(sysconf(_SC_PAGESIZE))); }
 }  // namespace
 
 void configure_allocator() {
@@ -39,7 +42,10 @@ void* allocate_buffer(size_t bytes) {
     return p;
   }
   // Map one huge page more than needed, then unmap the ends outside the 2 MiB-aligned part.
-  const size_t rounded = round_up(bytes, kHugePage);
+  // The buffer's whole 2 MiB pages become huge pages; a last partial one stays in 4 KiB
+  // pages, so the buffer holds what it uses and not up to 2 MiB more (the kernel gives a
+  // huge page only where one fits whole inside the mapping).
+  const size_t rounded = mapped_bytes(bytes);
   void* mapped = mmap(nullptr, rounded + kHugePage, PROT_READ | PROT_WRITE,
                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mapped == MAP_FAILED) throw std::bad_alloc();
@@ -73,7 +79,7 @@ void free_buffer(void* p, size_t bytes) noexcept {
   if (bytes < kHugePage)
     std::free(p);
   else
-    munmap(p, round_up(bytes, kHugePage));
+    munmap(p, mapped_bytes(bytes));
 }
 
 double peak_rss_mb() {

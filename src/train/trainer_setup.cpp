@@ -153,9 +153,11 @@ Trainer<T>::Trainer(const Config& config, distributed::Communicator& comm, Train
   batch_x_.assign(inputs * batch_per_rank_, T(0));
   batch_y_.assign(std::max<Index>(train_.outputs, eval_ ? eval_->outputs : 0) * batch_per_rank_, T(0));
   batch_labels_.assign(batch_per_rank_, 0);
-  // Rank 0's parameters arrive for the replica check in pieces of at most 1 Mi values: a
-  // second copy of a big model would count against every rank's memory.
-  replica_scratch_.assign(std::min<Index>(model_->parameter_count(), Index{1} << 20), T(0));
+  // Rank 0's parameters arrive for the replica check in pieces of at most 256 Ki values
+  // (1 MiB of float): a second copy of a big model would count against every rank's memory,
+  // and so does a big piece, all run long (4 MiB a rank at 1 Mi values, the check rare:
+  // docs/benchmarks.md, "Where a rank's memory goes"). Smaller pieces only mean more of them.
+  replica_scratch_.assign(std::min<Index>(model_->parameter_count(), Index{1} << 18), T(0));
   inject_setup_fault(config.faults.inject, comm.rank());
 }
 

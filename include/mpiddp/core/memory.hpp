@@ -21,8 +21,9 @@ namespace mpiddp {
 void configure_allocator();
 
 // Allocates `bytes` aligned for AVX-512; buffers of 2 MiB and more are a mapping of their
-// own, aligned to 2 MiB and advised as huge pages (madvise MADV_HUGEPAGE). Throws
-// std::bad_alloc. free_buffer takes the same `bytes`.
+// own, aligned to 2 MiB and advised as huge pages (madvise MADV_HUGEPAGE): their whole 2 MiB
+// pages become huge pages, the rest stays in 4 KiB pages. Throws std::bad_alloc.
+// free_buffer takes the same `bytes`.
 void* allocate_buffer(size_t bytes);
 void free_buffer(void* p, size_t bytes) noexcept;
 // allocate_buffer's memory, all zeros; from 2 MiB on, untouched (see UntouchedZeros).

@@ -20,7 +20,7 @@ struct ReplicaReport {
 // scratch_count >= 1 elements that receives rank 0's parameters piece by piece, so the check
 // needs no second copy of a big model. Every rank gets the same report. scratch_count has
 // no default on purpose: it must be the size the scratch really has, which may be less
-// than P (the trainer's holds min(P, 2^20)).
+// than P (the trainer's holds min(P, 2^18)).
 template <typename T>
 ReplicaReport check_replicas(distributed::Communicator& comm, const T* params, Index count, T* scratch,
                              Index scratch_count);

@@ -222,7 +222,7 @@ class Trainer final : public TrainingRun {
   nn::AlignedVector<T> batch_x_;         // (features, b)
   nn::AlignedVector<T> batch_y_;         // (outputs, b), regression
   std::vector<int32_t> batch_labels_;    // (b), classification
-  nn::AlignedVector<T> replica_scratch_; // (min(P, 1 Mi)) rank 0's parameters, piece by piece
+  nn::AlignedVector<T> replica_scratch_; // (min(P, 256 Ki)) rank 0's parameters, piece by piece
   std::vector<Index> eval_chunk_;        // (b) sample indices of one evaluation chunk
   // (b) the position of this rank's j-th sample inside the step's global batch: N j + r
   // (data/sampler.hpp), the same sample at every world size.
