@@ -5,8 +5,10 @@
 # cannot overlap computation there: its CPU is taken from the ranks' cores wherever it runs
 # (docs/benchmarks.md, "The link is the CPU"). Prints JSON lines:
 #   {"stream": "one_way" | "both_ways", ...}   BYTES per direction through blocking TCP
-#       sockets (bench/tcp_stream.py): GB/s and the machine's CPU seconds by kind
-#       (/proc/stat: user, system, softirq, idle); cpu_ns_per_byte, the busy CPU per byte moved,
+#       sockets (bench/tcp_stream.py), the senders starting together once every process is
+#       up: GB/s from the first write to the last answer, and the machine's CPU seconds by
+#       kind over that span (/proc/stat, read by the senders: user, system, softirq, idle);
+#       cpu_ns_per_byte, the busy CPU per byte moved,
 #       and kernel_ns_per_byte, its system and softirq part (the copies and TCP/IP; the user
 #       part is the Python loop's)
 #   {"workload": W, ...}   mpiddp bench --reduce-only at 2 x 1: reduce_ms; link_mb, the bytes
@@ -59,25 +61,42 @@ cpu_json() {
 in_node() { local k=$1; shift; nsenter --net="/run/netns/${node_ns[k - 1]}" -- "$@"; }
 
 bytes=$((mib * 1024 * 1024)) chunk=$((4 * 1024 * 1024)) port=5990
+# wait_all PID...: waits for each, failing if any failed (a bare `wait` would not tell).
+wait_all() { local pid failed=0; for pid in "$@"; do wait "$pid" || failed=1; done; return $failed; }
 stream() {  # stream one_way|both_ways
-  local kind=$1 before after seconds
+  local kind=$1 pids=() start_at
   port=$((port + 2))
-  in_node 2 "$python" "$here/tcp_stream.py" recv "$(node_addr 2)" "$port" "$bytes" "$chunk" &
-  [ "$kind" = one_way ] || in_node 1 "$python" "$here/tcp_stream.py" recv "$(node_addr 1)" $((port + 1)) "$bytes" "$chunk" &
-  before=$(cpu_now)
-  [ "$kind" = one_way ] || in_node 2 "$python" "$here/tcp_stream.py" send "$(node_addr 1)" $((port + 1)) "$bytes" "$chunk" > "$state/stream2" &
-  seconds=$(in_node 1 "$python" "$here/tcp_stream.py" send "$(node_addr 2)" "$port" "$bytes" "$chunk")
-  wait
-  after=$(cpu_now)
-  [ "$kind" = one_way ] || seconds=$(printf '%s\n%s\n' "$seconds" "$(cat "$state/stream2")" | sort -g | tail -n 1)
-  local moved=$bytes; [ "$kind" = one_way ] || moved=$((2 * bytes))
-  local cpu; cpu=$(cpu_json "$before" "$after" 1)
-  "$python" -c "import json, sys
-cpu = json.loads(sys.argv[1]); moved = int(sys.argv[2]); s = float(sys.argv[3])
-busy = cpu['user'] + cpu['system'] + cpu['softirq']
-print(json.dumps({'stream': sys.argv[4], 'bytes': moved, 'seconds': s, 'gb_per_s': moved / s / 1e9,
-                  'cpu_s': cpu, 'cpu_ns_per_byte': busy / moved * 1e9,
-                  'kernel_ns_per_byte': (cpu['system'] + cpu['softirq']) / moved * 1e9}))" "$cpu" "$moved" "$seconds" "$kind"
+  in_node 2 "$python" "$here/tcp_stream.py" recv "$(node_addr 2)" "$port" "$bytes" "$chunk" & pids+=($!)
+  if [ "$kind" = both_ways ]; then
+    in_node 1 "$python" "$here/tcp_stream.py" recv "$(node_addr 1)" $((port + 1)) "$bytes" "$chunk" & pids+=($!)
+  fi
+  # The senders write from the same moment on, two seconds from now: every interpreter has
+  # started and connected by then, so the CPU the senders read spans the transfer alone.
+  start_at=$("$python" -c 'import time; print(time.monotonic() + 2.0)')
+  in_node 1 "$python" "$here/tcp_stream.py" send "$(node_addr 2)" "$port" "$bytes" "$chunk" "$start_at" \
+    > "$state/sender1" & pids+=($!)
+  if [ "$kind" = both_ways ]; then
+    in_node 2 "$python" "$here/tcp_stream.py" send "$(node_addr 1)" $((port + 1)) "$bytes" "$chunk" "$start_at" \
+      > "$state/sender2" & pids+=($!)
+  else
+    : > "$state/sender2"
+  fi
+  wait_all "${pids[@]}" || { echo "link_cost.sh: a stream of $kind failed" >&2; exit 1; }
+  # From the first sender's first write to the last sender's answer, and the CPU between.
+  "$python" - "$kind" "$bytes" "$ticks" "$state/sender1" "$state/sender2" <<'PY'
+import json, sys
+kind, per_direction, hz = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+senders = [json.loads(open(f).read()) for f in sys.argv[4:] if open(f).read().strip()]
+first = min(senders, key=lambda s: s["start"]); last = max(senders, key=lambda s: s["end"])
+seconds = last["end"] - first["start"]
+t0, t1 = first["ticks_start"], last["ticks_end"]
+tick = lambda i: (t1[i] - t0[i]) / hz  # /proc/stat: user nice system idle iowait irq softirq
+cpu = {"user": tick(0) + tick(1), "system": tick(2) + tick(5), "softirq": tick(6), "idle": tick(3) + tick(4)}
+moved = per_direction * len(senders)
+print(json.dumps({"stream": kind, "bytes": moved, "seconds": seconds, "gb_per_s": moved / seconds / 1e9,
+                  "cpu_s": cpu, "cpu_ns_per_byte": (cpu["user"] + cpu["system"] + cpu["softirq"]) / moved * 1e9,
+                  "kernel_ns_per_byte": (cpu["system"] + cpu["softirq"]) / moved * 1e9}))
+PY
 }
 stream one_way
 both=$(stream both_ways)

@@ -11,8 +11,9 @@
 // buffer into every buffer, and they meet again. That sum must first move the other
 // threads' freshly written lines out of their cores' caches, as the shm sum in training does
 // after backward; the time is from the first meeting to the second (the slowest slice).
-// Prints the best and the median of REPEATS timings and the bytes moved per second. If the
-// shared-memory sum takes about as long, nothing but the bytes is left to cut.
+// Prints the best and the median of REPEATS timings and the bytes one rank (in `threads`
+// mode one thread) moves per second. If the shared-memory sum takes about as long, nothing
+// but the bytes is left to cut.
 // Usage: sum_bound COUNT [RANKS [REPEATS [threads]]]   (mlp: 1863692 floats, wide: 21020683)
 #include <pthread.h>
 #include <sched.h>
@@ -44,7 +45,8 @@ std::vector<double> time_after_writes(std::vector<std::vector<float>>& buffers, 
     cpu_set_t set;
     CPU_ZERO(&set);
     CPU_SET(r % std::max(1, cores), &set);
-    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0)
+      std::fprintf(stderr, "sum_bound: cannot pin thread %d to a core of its own\n", r);
     const size_t first = std::min(count, slice * static_cast<size_t>(r));
     const size_t last = std::min(count, first + slice);
     for (int round = 0; round < repeats + 3; ++round) {

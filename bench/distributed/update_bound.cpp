@@ -52,7 +52,9 @@ void pin(int core) {
   cpu_set_t set;
   CPU_ZERO(&set);
   CPU_SET(core, &set);
-  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+  // Unpinned, the two threads may share a core and time something else: say so.
+  if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0)
+    std::fprintf(stderr, "update_bound: cannot pin a thread to core %d; its times are not two cores'\n", core);
 }
 
 // Reads every value, eight sums at a time so the compiler vectorises it: the forward pass's
@@ -119,8 +121,8 @@ int main(int argc, char** argv) {
   const size_t count = std::strtoull(argv[1], nullptr, 10);
   const int repeats = argc > 2 ? std::atoi(argv[2]) : 50;
   const int cores[2] = {argc > 4 ? std::atoi(argv[3]) : 0, argc > 4 ? std::atoi(argv[4]) : 1};
-  if (count < 2 || repeats < 1) {
-    std::fprintf(stderr, "update_bound: COUNT must be at least 2 and REPEATS positive\n");
+  if (count < 2 || repeats < 1 || argc == 4 || argc > 5) {
+    std::fprintf(stderr, "update_bound: COUNT must be at least 2, REPEATS positive, and the cores two or none\n");
     return 2;
   }
   mpiddp::configure_allocator();  // the trainer's allocator settings (core/memory.hpp)

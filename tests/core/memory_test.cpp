@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <string>
 #include <vector>
 
 namespace mpiddp {
@@ -51,16 +52,27 @@ TEST(Memory, AFreedBigBufferLeavesTheResidentSet) {
   EXPECT_LT(resident_mb(), touched - 30.0);
 }
 
+// Whether the kernel gives transparent huge pages to memory that asks (madvise or always).
+bool huge_pages_on_request() {
+  std::ifstream mode("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string line;
+  std::getline(mode, line);
+  return line.find("[never]") == std::string::npos && !line.empty();
+}
+
 TEST(Memory, ABigBufferHoldsWhatItUsesNotAWholeLastHugePage) {
+  // Without huge pages every buffer holds what it uses anyway: nothing to tell apart.
+  if (!huge_pages_on_request()) GTEST_SKIP() << "transparent huge pages are off";
   // 3 MiB + 5 bytes, all written: one 2 MiB huge page and 1 MiB + 5 bytes of 4 KiB pages.
-  // Mapped in whole huge pages, the last one would be resident whole: 4 MiB.
+  // Mapped in whole huge pages, the last one would be resident whole: 4 MiB. The margins
+  // (0.5 MiB each way) cover the kernel's per-CPU lag in counting resident pages.
   const size_t bytes = (size_t{3} << 20) + 5;
   const double before = resident_mb();
   void* p = allocate_buffer(bytes);
   std::memset(p, 1, bytes);
   const double grew = resident_mb() - before;
   free_buffer(p, bytes);
-  EXPECT_GE(grew, 3.0);
+  EXPECT_GE(grew, 2.5);
   EXPECT_LT(grew, 3.5);
 }
 
