@@ -51,12 +51,15 @@ export OMPI_MCA_mpi_yield_when_idle=1  # as bench/cluster.sh
 echo "# $(grep -m 1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(getconf _NPROCESSORS_ONLN) cores; link: $(cat "$state/tc")"
 
 ticks=$(getconf CLK_TCK)
-cpu_now() { awk '/^cpu /{print $2 + $3, $4 + $7, $8, $5 + $6}' /proc/stat; }  # user system+irq softirq idle+iowait
-# cpu_json BEFORE AFTER DIVISOR: the CPU seconds between two readings, divided by DIVISOR.
+# The machine's CPU ticks: /proc/stat's "cpu" line, user nice system idle iowait irq softirq ...
+cpu_now() { awk '/^cpu /{$1 = ""; print substr($0, 2)}' /proc/stat; }
+# cpu_json BEFORE AFTER DIVISOR: the CPU seconds between two such readings (missing fields
+# count 0), divided by DIVISOR, by kind: user (+ nice), system (+ irq), softirq, idle (+ iowait).
 cpu_json() {
   awk -v a="$1" -v b="$2" -v t="$ticks" -v d="$3" 'BEGIN { split(a, x); split(b, y);
+    for (i = 1; i <= 7; ++i) z[i] = (y[i] - x[i]) / t / d;
     printf "{\"user\":%.6f,\"system\":%.6f,\"softirq\":%.6f,\"idle\":%.6f}",
-      (y[1]-x[1])/t/d, (y[2]-x[2])/t/d, (y[3]-x[3])/t/d, (y[4]-x[4])/t/d }'
+      z[1] + z[2], z[3] + z[6], z[7], z[4] + z[5] }'
 }
 in_node() { local k=$1; shift; nsenter --net="/run/netns/${node_ns[k - 1]}" -- "$@"; }
 
@@ -82,21 +85,22 @@ stream() {  # stream one_way|both_ways
     : > "$state/sender2"
   fi
   wait_all "${pids[@]}" || { echo "link_cost.sh: a stream of $kind failed" >&2; exit 1; }
-  # From the first sender's first write to the last sender's answer, and the CPU between.
-  "$python" - "$kind" "$bytes" "$ticks" "$state/sender1" "$state/sender2" <<'PY'
+  # From the first sender's first write to the last sender's answer, and the ticks at both.
+  local seconds t0 t1 moved cpu
+  IFS='|' read -r seconds t0 t1 moved < <("$python" - "$bytes" "$state/sender1" "$state/sender2" <<'PY'
 import json, sys
-kind, per_direction, hz = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-senders = [json.loads(open(f).read()) for f in sys.argv[4:] if open(f).read().strip()]
+senders = [json.loads(text) for text in (open(f).read() for f in sys.argv[2:]) if text.strip()]
 first = min(senders, key=lambda s: s["start"]); last = max(senders, key=lambda s: s["end"])
-seconds = last["end"] - first["start"]
-t0, t1 = first["ticks_start"], last["ticks_end"]
-tick = lambda i: (t1[i] - t0[i]) / hz  # /proc/stat: user nice system idle iowait irq softirq
-cpu = {"user": tick(0) + tick(1), "system": tick(2) + tick(5), "softirq": tick(6), "idle": tick(3) + tick(4)}
-moved = per_direction * len(senders)
-print(json.dumps({"stream": kind, "bytes": moved, "seconds": seconds, "gb_per_s": moved / seconds / 1e9,
-                  "cpu_s": cpu, "cpu_ns_per_byte": (cpu["user"] + cpu["system"] + cpu["softirq"]) / moved * 1e9,
-                  "kernel_ns_per_byte": (cpu["system"] + cpu["softirq"]) / moved * 1e9}))
+print("%.6f|%s|%s|%d" % (last["end"] - first["start"], " ".join(map(str, first["ticks_start"])),
+                         " ".join(map(str, last["ticks_end"])), int(sys.argv[1]) * len(senders)))
 PY
+)
+  cpu=$(cpu_json "$t0" "$t1" 1)
+  "$python" -c "import json, sys
+cpu = json.loads(sys.argv[1]); moved = int(sys.argv[2]); s = float(sys.argv[3])
+print(json.dumps({'stream': sys.argv[4], 'bytes': moved, 'seconds': s, 'gb_per_s': moved / s / 1e9,
+                  'cpu_s': cpu, 'cpu_ns_per_byte': (cpu['user'] + cpu['system'] + cpu['softirq']) / moved * 1e9,
+                  'kernel_ns_per_byte': (cpu['system'] + cpu['softirq']) / moved * 1e9}))" "$cpu" "$moved" "$seconds" "$kind"
 }
 stream one_way
 both=$(stream both_ways)
@@ -118,8 +122,8 @@ for workload in "${workloads[@]}"; do
   IFS='|' read -r l0 l1 line <<< "$long"
   # (long run's CPU) - (short run's CPU), over the 10 R reductions between them.
   per=$(awk -v a="$s0" -v b="$s1" -v c="$l0" -v d="$l1" 'BEGIN { split(a, p); split(b, q);
-    split(c, r); split(d, s); for (i = 1; i <= 4; ++i) printf "%d ", (s[i] - r[i]) - (q[i] - p[i]) }')
-  cpu=$(cpu_json "0 0 0 0" "$per" $((10 * repeats)))
+    split(c, r); n = split(d, s); for (i = 1; i <= n; ++i) printf "%d ", (s[i] - r[i]) - (q[i] - p[i]) }')
+  cpu=$(cpu_json "" "$per" $((10 * repeats)))
   "$python" -c "import json, sys
 line = json.loads(sys.argv[1]); cpu = json.loads(sys.argv[2]); ns = float(sys.argv[3])
 link_bytes = 2 * (line['np'] - 1) * line['gradient_mb'] * 1e6

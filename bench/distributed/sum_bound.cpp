@@ -15,9 +15,6 @@
 // mode one thread) moves per second. If the shared-memory sum takes about as long, nothing
 // but the bytes is left to cut.
 // Usage: sum_bound COUNT [RANKS [REPEATS [threads]]]   (mlp: 1863692 floats, wide: 21020683)
-#include <pthread.h>
-#include <sched.h>
-
 #include <algorithm>
 #include <barrier>
 #include <chrono>
@@ -28,28 +25,41 @@
 #include <vector>
 
 #include "../../src/distributed/sum_kernels.hpp"
+#include "pin_thread.hpp"
 
 namespace {
 
-// The threaded form (see the top): the median of each round's time from the first meeting
-// to the second, as seen by thread 0 (every thread leaves the second meeting together).
-std::vector<double> time_after_writes(std::vector<std::vector<float>>& buffers, size_t slice, int repeats) {
+constexpr int kWarmUp = 3;  // untimed calls first, as bench --reduce-only
+
+// One process sums slice 0 of every buffer into every buffer: the time of each call.
+std::vector<double> time_one_process(std::vector<void*>& segments, size_t slice, int repeats) {
+  const int ranks = static_cast<int>(segments.size());
+  std::vector<double> ms;
+  for (int r = 0; r < repeats + kWarmUp; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    mpiddp::distributed::sum_slice_into_every(segments.data(), ranks, segments.data(), ranks, 0, slice,
+                                              mpiddp::distributed::ElementType::kFloat32, 1.0 / ranks);
+    const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - start;
+    if (r >= kWarmUp) ms.push_back(took.count());
+  }
+  return ms;
+}
+
+// The threaded form (see the top): each round's time from the first meeting to the second,
+// as seen by thread 0 (every thread leaves the second meeting together).
+std::vector<double> time_after_writes(std::vector<std::vector<float>>& buffers, std::vector<void*>& segments,
+                                      size_t slice, int repeats) {
   const int ranks = static_cast<int>(buffers.size());
   const size_t count = buffers[0].size();
-  std::vector<void*> segments;
-  for (auto& b : buffers) segments.push_back(b.data());
   std::barrier meet(ranks);
   std::vector<double> ms;
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   auto rank = [&](int r) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(r % std::max(1, cores), &set);
-    if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0)
+    if (!pin_this_thread(r % std::max(1, cores)))
       std::fprintf(stderr, "sum_bound: cannot pin thread %d to a core of its own\n", r);
     const size_t first = std::min(count, slice * static_cast<size_t>(r));
     const size_t last = std::min(count, first + slice);
-    for (int round = 0; round < repeats + 3; ++round) {
+    for (int round = 0; round < repeats + kWarmUp; ++round) {
       std::fill(buffers[static_cast<size_t>(r)].begin(), buffers[static_cast<size_t>(r)].end(),
                 1.0f + static_cast<float>(round % 7));
       meet.arrive_and_wait();
@@ -58,7 +68,7 @@ std::vector<double> time_after_writes(std::vector<std::vector<float>>& buffers, 
                                                 mpiddp::distributed::ElementType::kFloat32, 1.0 / ranks);
       meet.arrive_and_wait();
       const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - start;
-      if (r == 0 && round >= 3) ms.push_back(took.count());
+      if (r == 0 && round >= kWarmUp) ms.push_back(took.count());
     }
   };
   std::vector<std::thread> threads;
@@ -91,15 +101,8 @@ int main(int argc, char** argv) {
   std::vector<void*> segments;
   for (auto& b : buffers) segments.push_back(b.data());
   const size_t slice = (count + static_cast<size_t>(ranks) - 1) / static_cast<size_t>(ranks);
-  std::vector<double> ms;
-  if (threaded) ms = time_after_writes(buffers, slice, repeats);
-  for (int r = 0; !threaded && r < repeats + 3; ++r) {  // 3 warm-up calls, as bench --reduce-only
-    const auto start = std::chrono::steady_clock::now();
-    mpiddp::distributed::sum_slice_into_every(segments.data(), ranks, segments.data(), ranks, 0, slice,
-                                              mpiddp::distributed::ElementType::kFloat32, 1.0 / ranks);
-    const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - start;
-    if (r >= 3) ms.push_back(took.count());
-  }
+  std::vector<double> ms = threaded ? time_after_writes(buffers, segments, slice, repeats)
+                                    : time_one_process(segments, slice, repeats);
   std::sort(ms.begin(), ms.end());
   // Read every buffer's slice, write every buffer's slice.
   const double bytes = 2.0 * ranks * static_cast<double>(slice) * sizeof(float);

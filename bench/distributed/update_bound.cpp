@@ -15,9 +15,6 @@
 // the slower thread over `whole`'s. If mpiddp's sharded optimizer_ms is about node_copy's
 // here, nothing is left to cut but the bytes.
 // Usage: update_bound COUNT [REPEATS [CORE CORE]]   (mlp: 1863690 parameters, wide: 21020682)
-#include <pthread.h>
-#include <sched.h>
-
 #include <algorithm>
 #include <barrier>
 #include <cstdio>
@@ -33,6 +30,7 @@
 #include "mpiddp/core/memory.hpp"
 #include "mpiddp/optim/optimizer.hpp"
 #include "mpiddp/train/optimizer_shard.hpp"
+#include "pin_thread.hpp"
 
 namespace {
 
@@ -41,21 +39,8 @@ const char* name(Way way) {
   return way == Way::kWhole ? "whole" : way == Way::kNodeCopy ? "node_copy" : "gather";
 }
 
-struct Buffer {  // COUNT floats on the trainer's allocator (huge pages from 2 MiB)
-  explicit Buffer(size_t count) : bytes(count * sizeof(float)), data(static_cast<float*>(mpiddp::allocate_buffer(bytes))) {}
-  ~Buffer() { mpiddp::free_buffer(data, bytes); }
-  size_t bytes;
-  float* data;
-};
-
-void pin(int core) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(core, &set);
-  // Unpinned, the two threads may share a core and time something else: say so.
-  if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0)
-    std::fprintf(stderr, "update_bound: cannot pin a thread to core %d; its times are not two cores'\n", core);
-}
+// COUNT floats on the trainer's allocator (huge pages from 2 MiB).
+using Buffer = std::vector<float, mpiddp::HugePageAllocator<float>>;
 
 // Reads every value, eight sums at a time so the compiler vectorises it: the forward pass's
 // reading of the parameters, which pulls their lines into this core's cache.
@@ -72,27 +57,27 @@ float read_all(const float* p, size_t count) {
 std::vector<double> run(Way way, size_t count, int repeats, const int cores[2]) {
   // Where part 1 begins: the trainer cuts at whole cache lines (train/optimizer_shard.hpp).
   const auto half = static_cast<size_t>(mpiddp::train::part_begin(static_cast<mpiddp::Index>(count), 2, 1, sizeof(float)));
-  Buffer shared(count), own0(count), own1(count), grads(count);
-  for (size_t i = 0; i < count; ++i) shared.data[i] = own0.data[i] = own1.data[i] = 1e-3f * static_cast<float>(i % 97);
-  std::fill(grads.data, grads.data + count, 1e-4f);
-  float* own[2] = {own0.data, own1.data};
+  Buffer shared(count), own0(count), own1(count), grads(count, 1e-4f);
+  for (size_t i = 0; i < count; ++i) shared[i] = own0[i] = own1[i] = 1e-3f * static_cast<float>(i % 97);
+  float* own[2] = {own0.data(), own1.data()};
   std::barrier meet(2);
   std::vector<double> medians(2);
   auto thread = [&](int t) {
-    pin(cores[t]);
+    if (!pin_this_thread(cores[t]))
+      std::fprintf(stderr, "update_bound: cannot pin a thread to core %d; its times are not two cores'\n", cores[t]);
     const size_t begin = way == Way::kWhole ? 0 : half * static_cast<size_t>(t);
     const size_t end = way == Way::kWhole ? count : (t == 0 ? half : count);
     mpiddp::optim::OptimizerConfig config;
     config.momentum = 0.9;
     auto sgd = mpiddp::optim::make_optimizer<float>(config, static_cast<mpiddp::Index>(end - begin));
-    float* params = way == Way::kNodeCopy ? shared.data : own[t];
+    float* params = way == Way::kNodeCopy ? shared.data() : own[t];
     volatile float sink = 0;  // keeps read_all from being optimised away
     std::vector<double> ms;
     for (int r = 0; r < repeats + 3; ++r) {  // 3 warm-up rounds: pages, and momentum's first step
       sink = sink + read_all(params, count);
       meet.arrive_and_wait();
       const auto start = std::chrono::steady_clock::now();
-      sgd->step(params + begin, grads.data + begin, 0.01);
+      sgd->step(params + begin, grads.data() + begin, 0.01);
       if (way == Way::kGather) {
         meet.arrive_and_wait();  // the other half is final
         const size_t other_begin = t == 0 ? half : 0, other_end = t == 0 ? count : half;

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <stdexcept>
 #include <vector>
 
 namespace mpiddp::nn {
@@ -36,14 +37,22 @@ long double element(const std::vector<T>& a, Index rows, Op op, Index i, Index p
   return op == Op::kTranspose ? a[i * rows + p] : a[p * rows + i];
 }
 
+// The stored (rows, cols) of a product's operands: op(a) is (m, k), op(b) (k, n).
+struct Operands {
+  Index a_rows, a_cols, b_rows, b_cols;
+};
+Operands operands_of(const GemmShape& s) {
+  const bool ta = s.op_a == Op::kTranspose, tb = s.op_b == Op::kTranspose;
+  return {ta ? s.k : s.m, ta ? s.m : s.k, tb ? s.n : s.k, tb ? s.k : s.n};
+}
+
 template <typename T>
 void check_backend(GemmBackend backend, double tolerance) {
   const Index m = 37, n = 23, k = 51;
   for (Op op_a : {Op::kNone, Op::kTranspose})
     for (Op op_b : {Op::kNone, Op::kTranspose})
       for (Accumulate mode : {Accumulate::kOverwrite, Accumulate::kAdd}) {
-        const Index a_rows = op_a == Op::kTranspose ? k : m, a_cols = op_a == Op::kTranspose ? m : k;
-        const Index b_rows = op_b == Op::kTranspose ? n : k, b_cols = op_b == Op::kTranspose ? k : n;
+        const auto [a_rows, a_cols, b_rows, b_cols] = operands_of({m, n, k, op_a, op_b});
         const auto a = random_values<T>(a_rows * a_cols, 1), b = random_values<T>(b_rows * b_cols, 2);
         const auto c0 = random_values<T>(m * n, 3);
         std::vector<T> c = c0;
@@ -87,7 +96,11 @@ class EndOfPage {
     void* mapped = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mapped == MAP_FAILED) throw std::bad_alloc();
     base_ = static_cast<char*>(mapped);
-    mprotect(base_ + bytes_ - page, page, PROT_NONE);
+    // Without the guard the test could not fail: refuse to run without it.
+    if (mprotect(base_ + bytes_ - page, page, PROT_NONE) != 0) {
+      munmap(base_, bytes_);
+      throw std::runtime_error("EndOfPage: mprotect failed");
+    }
     data_ = reinterpret_cast<T*>(base_ + bytes_ - page) - count_;
     std::memcpy(data_, values.data(), count_ * sizeof(T));
   }
@@ -106,8 +119,7 @@ class EndOfPage {
 template <typename T>
 void check_inside_operands(GemmBackend backend, GemmShape shape) {
   const auto [m, n, k, op_a, op_b] = shape;
-  const Index a_rows = op_a == Op::kTranspose ? k : m, a_cols = op_a == Op::kTranspose ? m : k;
-  const Index b_rows = op_b == Op::kTranspose ? n : k, b_cols = op_b == Op::kTranspose ? k : n;
+  const auto [a_rows, a_cols, b_rows, b_cols] = operands_of(shape);
   const auto a_values = random_values<T>(a_rows * a_cols, 7), b_values = random_values<T>(b_rows * b_cols, 8);
   const auto c_values = random_values<T>(m * n, 9);
   EndOfPage<T> a(a_values), b(b_values), c(c_values);
