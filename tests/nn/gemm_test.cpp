@@ -38,10 +38,10 @@ long double element(const std::vector<T>& a, Index rows, Op op, Index i, Index p
 }
 
 // The stored (rows, cols) of a product's operands: op(a) is (m, k), op(b) (k, n).
-struct Operands {
+struct OperandShapes {
   Index a_rows, a_cols, b_rows, b_cols;
 };
-Operands operands_of(const GemmShape& s) {
+OperandShapes operand_shapes_of(const GemmShape& s) {
   const bool ta = s.op_a == Op::kTranspose, tb = s.op_b == Op::kTranspose;
   return {ta ? s.k : s.m, ta ? s.m : s.k, tb ? s.n : s.k, tb ? s.k : s.n};
 }
@@ -52,7 +52,7 @@ void check_backend(GemmBackend backend, double tolerance) {
   for (Op op_a : {Op::kNone, Op::kTranspose})
     for (Op op_b : {Op::kNone, Op::kTranspose})
       for (Accumulate mode : {Accumulate::kOverwrite, Accumulate::kAdd}) {
-        const auto [a_rows, a_cols, b_rows, b_cols] = operands_of({m, n, k, op_a, op_b});
+        const auto [a_rows, a_cols, b_rows, b_cols] = operand_shapes_of({m, n, k, op_a, op_b});
         const auto a = random_values<T>(a_rows * a_cols, 1), b = random_values<T>(b_rows * b_cols, 2);
         const auto c0 = random_values<T>(m * n, 3);
         std::vector<T> c = c0;
@@ -119,7 +119,7 @@ class EndOfPage {
 template <typename T>
 void check_inside_operands(GemmBackend backend, GemmShape shape) {
   const auto [m, n, k, op_a, op_b] = shape;
-  const auto [a_rows, a_cols, b_rows, b_cols] = operands_of(shape);
+  const auto [a_rows, a_cols, b_rows, b_cols] = operand_shapes_of(shape);
   const auto a_values = random_values<T>(a_rows * a_cols, 7), b_values = random_values<T>(b_rows * b_cols, 8);
   const auto c_values = random_values<T>(m * n, 9);
   EndOfPage<T> a(a_values), b(b_values), c(c_values);
