@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -25,22 +26,27 @@ ReplicaReport check_replicas(distributed::Communicator& comm, const T* params, I
   if (!report.differing_ranks.empty()) report.first_differing_rank = report.differing_ranks[0];
 
   // The checksum says whether; the difference says how far: both are worth reporting.
+  // Values with the same bits differ by 0, so replicas identical down to an infinity or a NaN
+  // are identical (inf - inf would be NaN). A differing value where either side is NaN has no
+  // distance: it is counted apart and reported as NaN, which MPI's maximum could not carry.
   const Index piece = scratch_count;
-  double max_diff = 0.0;
+  double worst[2] = {0.0, 0.0};  // the largest finite or infinite difference; 1 if any was NaN
   for (Index first = 0; first < count; first += piece) {
     const Index n = std::min(piece, count - first);
     const auto piece_bytes = static_cast<size_t>(n) * sizeof(T);
     if (comm.rank() == 0) std::memcpy(scratch, params + first, piece_bytes);
     comm.broadcast(scratch, piece_bytes, 0);
     for (Index i = 0; i < n; ++i) {
+      if (std::memcmp(&params[first + i], &scratch[i], sizeof(T)) == 0) continue;
       const double d =
           std::fabs(static_cast<double>(params[first + i]) - static_cast<double>(scratch[i]));
-      if (!(d <= max_diff)) max_diff = d;  // also catches NaN
+      if (std::isnan(d)) worst[1] = 1.0;
+      else worst[0] = std::max(worst[0], d);
     }
   }
-  comm.allreduce_max(&max_diff, 1);
-  report.max_diff = max_diff;
-  report.identical = report.first_differing_rank < 0 && max_diff == 0.0;
+  comm.allreduce_max(worst, 2);
+  report.max_diff = worst[1] != 0.0 ? std::numeric_limits<double>::quiet_NaN() : worst[0];
+  report.identical = report.first_differing_rank < 0 && worst[0] == 0.0 && worst[1] == 0.0;
   return report;
 }
 

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -184,6 +186,41 @@ TEST(ReplicaCheck, SmallScratchComparesPieceByPiece) {
   EXPECT_FALSE(differ.identical);
   EXPECT_EQ(differ.first_differing_rank, comm.size() - 1);
   EXPECT_DOUBLE_EQ(differ.max_diff, 0.125);
+}
+
+TEST(ReplicaCheck, ReplicasIdenticalDownToAnInfinityAndANaNAreIdentical) {
+  // inf - inf and NaN - NaN are NaN: a check by subtraction called these replicas different
+  // although every bit agrees.
+  MpiCommunicator comm;
+  std::vector<double> params(10, 0.5), scratch(3);
+  params[1] = std::numeric_limits<double>::infinity();
+  params[4] = -std::numeric_limits<double>::infinity();
+  params[9] = std::numeric_limits<double>::quiet_NaN();  // last: nothing after it can hide it
+  const auto report = train::check_replicas<double>(comm, params.data(), 10, scratch.data(), 3);
+  EXPECT_TRUE(report.identical);
+  EXPECT_EQ(report.max_diff, 0.0);
+  EXPECT_TRUE(report.differing_ranks.empty());
+}
+
+TEST(ReplicaCheck, ANaNOnOneSideIsReportedAsNaNWhereverItIs) {
+  // The NaN comes first, a finite difference of 0.25 later in another piece: before, the
+  // later difference replaced the NaN, and a rank without the NaN could not learn of it.
+  MpiCommunicator comm;
+  if (comm.size() == 1) GTEST_SKIP() << "needs two ranks";
+  for (const int nan_rank : {0, comm.size() - 1}) {
+    std::vector<float> params(20, 1.0f), scratch(4);
+    if (comm.rank() == nan_rank) params[2] = std::numeric_limits<float>::quiet_NaN();
+    if (comm.rank() == comm.size() - 1) params[17] += 0.25f;
+    const auto report = train::check_replicas<float>(comm, params.data(), 20, scratch.data(), 4);
+    EXPECT_FALSE(report.identical) << "NaN on rank " << nan_rank;
+    EXPECT_TRUE(std::isnan(report.max_diff)) << "NaN on rank " << nan_rank << ": " << report.max_diff;
+  }
+  // An infinity against a finite value is an infinite difference, not a NaN.
+  std::vector<float> params(20, 1.0f), scratch(4);
+  if (comm.rank() == comm.size() - 1) params[5] = std::numeric_limits<float>::infinity();
+  const auto report = train::check_replicas<float>(comm, params.data(), 20, scratch.data(), 4);
+  EXPECT_FALSE(report.identical);
+  EXPECT_EQ(report.max_diff, std::numeric_limits<double>::infinity());
 }
 
 TEST(ReplicaCheck, RejectsAScratchOfNoValues) {

@@ -10,8 +10,9 @@ namespace mpiddp::train {
 
 struct ReplicaReport {
   std::string checksum;      // rank 0's parameter checksum (FNV-1a of the bytes, hex)
-  bool identical = true;     // every rank's checksum equals rank 0's and the max difference is 0
-  double max_diff = 0.0;     // largest |p - p_rank0| over all ranks and parameters
+  bool identical = true;     // every rank's checksum equals rank 0's and no value's bits differ
+  double max_diff = 0.0;     // largest |p - p_rank0| over all ranks and parameters whose bits
+                             // differ; NaN when one of those is NaN on either side
   int first_differing_rank = -1;
   std::vector<int> differing_ranks;  // every rank whose checksum differs from rank 0's
 };
