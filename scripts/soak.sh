@@ -69,7 +69,8 @@ sample_rank() {
   echo "$1 $rss ${#fds[@]} $2" >> "$WORK/samples"
 }
 
-# soak_once EPOCHS: plants the temporary files, trains, samples; leaves the log and the samples.
+# soak_once EPOCHS: plants the temporary files, trains, samples; leaves the log, the samples and
+# the run's seconds in secs.
 soak_once() {
   rm -rf "$ckpt" "$WORK/soak.jsonl" "$WORK"/soak.jsonl.flight.*
   mkdir -p "$ckpt"
@@ -79,7 +80,7 @@ soak_once() {
   echo mine > "$ckpt/.notes.tmp"
   # The warm-up ends once a fifth of the checkpoints (at least 2) are written: the first ones
   # allocate the buffers that later ones reuse.
-  local warm_checkpoints=$(( $1 * 4 / every / 5 )) launcher pids=() pid warm
+  local warm_checkpoints=$(( $1 * 4 / every / 5 )) launcher pids=() pid warm start
   [ "$warm_checkpoints" -ge 2 ] || warm_checkpoints=2
   [ -z "$log_fd" ] || exec {log_fd}<&-
   log_fd="" log_partial="" checkpoints_logged=0
@@ -99,6 +100,7 @@ soak_once() {
     read -r -t "$sample_s" -u "$sleep_fd" _ || true
   done
   wait "$launcher" || { cat "$WORK/err"; fail "soak: the run failed"; }
+  secs=$(( $(date +%s) - start ))
 }
 
 # judge_samples: 0 when no rank grew after the warm-up, 1 when one did, 2 when a rank has too
@@ -135,7 +137,6 @@ judge_samples() {
 ckpt="$WORK/ckpt"
 for attempt in 1 2 3; do
   soak_once "$epochs"
-  secs=$(( $(date +%s) - start ))
   grep -q '"kind":"end".*"replicas_identical":true' "$WORK/soak.jsonl" || fail "soak: no clean end record"
   steps=$(sed -nE 's/.*"kind":"end","steps":([0-9]+).*/\1/p' "$WORK/soak.jsonl")
   checkpoints=$(grep -c '"kind":"checkpoint"' "$WORK/soak.jsonl")

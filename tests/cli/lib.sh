@@ -26,6 +26,15 @@ expect_close() {
     END { if (NR == 0) { print "no values"; exit 1 } exit bad }'
 }
 
+# pace_flags RANK SECONDS: the flags that make rank RANK stall SECONDS at every step, so that a
+# run of a tiny model lasts long enough on a fast machine for a signal or a kill to land
+# mid-run. A run compared with it needs them too: compare counts the debug keys as keys that
+# change numbers.
+pace_flags() {
+  echo --set debug.fail_rank="$1" --set debug.fail_kind=stall --set debug.fail_step=1 \
+    --set debug.fail_count=1000000 --set debug.stall_s="$2"
+}
+
 # is_mpiddp PID: whether process PID runs the $MPIDDP binary.
 is_mpiddp() { [ "$(readlink "/proc/$1/exe" 2> /dev/null)" = "$(readlink -f "$MPIDDP")" ]; }
 

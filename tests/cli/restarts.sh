@@ -26,13 +26,11 @@ fi
 
 if [ "$kills" -eq 1 ]; then
 # 1. Two kills at the same world size. 500 epochs of 4 steps, a checkpoint every 20 steps,
-# rank 1 paced to at least 2 ms a step (a stall of 2 ms at every step): a fast machine ran 800
-# epochs unpaced before the second kill could land. The uninterrupted run below is paced too:
-# compare counts the debug keys as keys that change numbers.
+# rank 1 paced to at least 2 ms a step: a fast machine ran 800 epochs unpaced before the second
+# kill could land. The uninterrupted run below is paced too (common holds the flags).
+# shellcheck disable=SC2207  # pace_flags prints a list of flags
 common=(--quiet --set 'optimizer={"type":"adam","lr":0.01}' --set epochs=500
-        --set checkpoint.every_steps=20
-        --set debug.fail_rank=1 --set debug.fail_kind=stall --set debug.fail_step=1
-        --set debug.fail_count=1000000 --set debug.stall_s=0.002)
+        --set checkpoint.every_steps=20 $(pace_flags 1 0.002))
 log="$WORK/run.jsonl"
 "$launch" --max-restarts 2 2 default "${common[@]}" --set checkpoint.dir="$WORK/ck" --log "$log" \
   > "$WORK/run.out" 2>&1 &

@@ -11,14 +11,13 @@ source "$(dirname "$0")/slurm_cluster.sh"
 
 job_field() { scontrol show job "$1" | grep -oE "(^| )$2=[^ ]*" | cut -d= -f2; }
 
-# 300 epochs of 4 steps, rank 0 paced to at least 5 ms a step (a stall of 5 ms at every step):
-# a fast machine runs the 1,200 steps unpaced in 0.3 s, before the signal arrives. The
-# uninterrupted run below is paced too: compare counts the debug keys as keys that change numbers.
+# 300 epochs of 4 steps, rank 0 paced to at least 5 ms a step: a fast machine runs the 1,200
+# steps unpaced in 0.3 s, before the signal arrives. The uninterrupted run below is paced too
+# (common holds the flags).
 ckpt="$WORK/checkpoints"
+# shellcheck disable=SC2207  # pace_flags prints a list of flags
 common=(--quiet --set 'optimizer={"type":"adam","lr":0.01}' --set epochs=300
-        --set checkpoint.dir="$ckpt" --set checkpoint.every_steps=50
-        --set debug.fail_rank=0 --set debug.fail_kind=stall --set debug.fail_step=1
-        --set debug.fail_count=1000000 --set debug.stall_s=0.005)
+        --set checkpoint.dir="$ckpt" --set checkpoint.every_steps=50 $(pace_flags 0 0.005))
 job=$(submit --no-wait auto "" "${common[@]}" | cut -d';' -f1)
 log="$WORK/runs/slurm-$job/train.jsonl"
 for _ in $(seq 600); do
