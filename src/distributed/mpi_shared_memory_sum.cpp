@@ -226,7 +226,7 @@ SumsFinite SharedMemorySum::sum(void* data, size_t count, ElementType type, doub
 
 // Note [the finite check in the sum]
 // A step whose averaged gradients hold a NaN or an Inf must not update (Note [non-finite
-// steps are decided together] in src/train/trainer_step.cpp). Scanning the reduced buffer
+// steps are decided together] in src/train/data_parallel_step.cpp). Scanning the reduced buffer
 // for them was one more pass over it on every rank: 8 ms a step for wide's 84 MB on a 2-vCPU
 // Xeon (docs/benchmarks.md), about as long as the sum. But here each element of a sum is
 // computed once, on one rank, in blocks that stay in L1 until they are stored: that rank

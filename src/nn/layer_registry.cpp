@@ -1,11 +1,9 @@
 #include "mpiddp/nn/layer_registry.hpp"
 
-#include <deque>
-#include <mutex>
-#include <stdexcept>
 #include <type_traits>
 
 #include "mpiddp/core/error.hpp"
+#include "mpiddp/core/registry.hpp"
 #include "mpiddp/nn/activation.hpp"
 #include "mpiddp/nn/avgpool2d.hpp"
 #include "mpiddp/nn/batchnorm.hpp"
@@ -54,54 +52,20 @@ std::vector<LayerType> builtin_layer_types() {
   return types;
 }
 
-struct Registry {
-  std::mutex mutex;
-  // A deque: find_layer_type's pointers stay valid when a type is added later.
-  std::deque<LayerType> types;
-  Registry() {
-    for (LayerType& type : builtin_layer_types()) types.push_back(std::move(type));
-  }
-};
-
-Registry& registry() {
-  static Registry instance;
+NamedRegistry<LayerType>& layer_registry() {
+  static NamedRegistry<LayerType> instance(builtin_layer_types(), "layer type");
   return instance;
 }
 
-std::string names_text() {
-  const auto names = layer_type_names();
-  std::string text;
-  for (size_t i = 0; i < names.size(); ++i)
-    text += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
-  return text;
-}
+std::string names_text() { return alternatives_text(layer_type_names()); }
 
 }  // namespace
 
-void register_layer_type(LayerType type) {
-  Registry& r = registry();
-  std::lock_guard lock(r.mutex);
-  for (const LayerType& known : r.types)
-    if (known.name == type.name)
-      throw std::logic_error("layer type '" + type.name + "' is registered twice");
-  r.types.push_back(std::move(type));
-}
+void register_layer_type(LayerType type) { layer_registry().add(std::move(type)); }
 
-const LayerType* find_layer_type(const std::string& name) {
-  Registry& r = registry();
-  std::lock_guard lock(r.mutex);
-  for (const LayerType& known : r.types)
-    if (known.name == name) return &known;
-  return nullptr;
-}
+const LayerType* find_layer_type(const std::string& name) { return layer_registry().find(name); }
 
-std::vector<std::string> layer_type_names() {
-  Registry& r = registry();
-  std::lock_guard lock(r.mutex);
-  std::vector<std::string> names;
-  for (const LayerType& known : r.types) names.push_back(known.name);
-  return names;
-}
+std::vector<std::string> layer_type_names() { return layer_registry().names(); }
 
 namespace {
 

@@ -2,7 +2,6 @@
 
 #include <cmath>
 
-#include "mpiddp/core/error.hpp"
 
 namespace mpiddp::nn {
 
@@ -76,18 +75,9 @@ void CrossEntropyLoss<T>::accumulate(ConstMatrixView<T> out, const BatchTargets<
   }
 }
 
-template <typename T>
-std::unique_ptr<Loss<T>> make_loss(const std::string& name) {
-  if (name == "mse") return std::make_unique<MseLoss<T>>();
-  if (name == "cross_entropy") return std::make_unique<CrossEntropyLoss<T>>();
-  throw ConfigError("loss", "unknown loss '" + name + "'; expected \"mse\" or \"cross_entropy\"");
-}
-
 template class MseLoss<float>;
 template class MseLoss<double>;
 template class CrossEntropyLoss<float>;
 template class CrossEntropyLoss<double>;
-template std::unique_ptr<Loss<float>> make_loss<float>(const std::string&);
-template std::unique_ptr<Loss<double>> make_loss<double>(const std::string&);
 
 }  // namespace mpiddp::nn

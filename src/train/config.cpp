@@ -155,7 +155,7 @@ Config parse_config(const Json& user) {
     c.layers = nn::parse_layer_list(model, "layers");
     model.finish();
   }
-  c.loss = root.choice("loss", "mse", {"mse", "cross_entropy"});
+  c.loss = nn::parse_loss(root);
   {
     auto data = root.section("data");
     if (!data.has("train")) throw ConfigError("data.train", "required key is missing");

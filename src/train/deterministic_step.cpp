@@ -1,6 +1,5 @@
-// Deterministic mode: the same bits at every world size (config "deterministic",
-// docs/design.md). The trainer calls these in place of compute_gradients, synchronize and
-// evaluate when it is on; the default mode never comes here.
+// Deterministic mode's step: the same bits at every world size (config "deterministic",
+// docs/design.md; include/mpiddp/train/deterministic_step.hpp).
 //
 // Note [deterministic mode]
 // The default step's result depends on the world size N in three ways: each rank's GEMMs
@@ -53,269 +52,260 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "mpiddp/core/threads.hpp"
+#include "mpiddp/core/finite.hpp"
+#include "mpiddp/nn/grid_product.hpp"
 #include "mpiddp/nn/layer.hpp"
-#include "mpiddp/train/deterministic_config.hpp"
-#include "mpiddp/train/deterministic_gemm.hpp"
+#include "mpiddp/train/deterministic_step.hpp"
 #include "mpiddp/train/rank0_io.hpp"
-#include "mpiddp/train/step_profile.hpp"
-#include "mpiddp/train/trainer.hpp"
 
 namespace mpiddp::train {
 
 template <typename T>
-void Trainer<T>::setup_deterministic() {
-  auto d = std::make_unique<DeterministicStep<T>>();
-  d->chunks = config_.deterministic.chunks;
-  d->local_chunks = d->chunks / comm_.size();
-  d->parameters = model_->parameter_count();
-  d->buffer_values = model_->buffer_value_count();
+DeterministicStep<T>::DeterministicStep(const StepParts<T>& parts)
+    : parts_(parts), replica_(parts.replica), model_(parts.replica.model()) {
+  const Config& config = parts.config;
+  chunks_ = config.deterministic.chunks;
+  local_chunks_ = chunks_ / parts.comm.size();
+  parameters_ = model_.parameter_count();
+  buffer_values_ = model_.buffer_value_count();
   // A term: the gradients, the loss, the buffers and the stop vote (Note [stopping on a
   // signal]), which rides in the sum the step already makes, as in the default mode. Zeros
   // pad it to whole cache lines, so that every term's gradients lie as the model's own
-  // buffer does: backward writes them in place (compute_chunk_gradients). A zero changes
+  // buffer does: backward writes them in place (compute_gradients). A zero changes
   // neither its group's largest magnitude nor its sum.
-  const Index used = d->parameters + 1 + d->buffer_values + 1;
-  d->width = nn::scratch_values_bytes<T>(used) / sizeof(T);  // rounded up to 64 bytes
-  d->saved_buffers.assign(static_cast<size_t>(d->buffer_values), 0.0);
-  d->saved_counters.assign(static_cast<size_t>(model_->buffer_counter_count()), 0);
-  const Index chunk = config_.batch_global / d->chunks;
-  d->samples.assign(static_cast<size_t>(d->local_chunks * chunk), 0);
-  d->positions.assign(static_cast<size_t>(d->local_chunks * chunk), 0);
-  const Index per_epoch = train_.samples;
-  const Index last = per_epoch % config_.batch_global;
-  d->chunk = chunk;
-  d->last_chunk = last > 0 ? last / d->chunks : chunk;  // the epoch's shorter last step's
-  // One thread per rank, and Eigen's GEMM blocking fixed rather than read from this CPU's
-  // caches: both decide the order of the products' additions (and so what the library
-  // check in start_deterministic measures).
-  threads_ = 1;
-  use_threads(1);
+  const Index used = parameters_ + 1 + buffer_values_ + 1;
+  width_ = nn::scratch_values_bytes<T>(used) / sizeof(T);  // rounded up to 64 bytes
+  saved_buffers_.assign(static_cast<size_t>(buffer_values_), 0.0);
+  saved_counters_.assign(static_cast<size_t>(model_.buffer_counter_count()), 0);
+  const Index chunk = config.batch_global / chunks_;
+  samples_.assign(static_cast<size_t>(local_chunks_ * chunk), 0);
+  positions_.assign(static_cast<size_t>(local_chunks_ * chunk), 0);
+  chunk_losses_.assign(static_cast<size_t>(local_chunks_), 0.0);
+  const Index per_epoch = replica_.train_set().samples;
+  const Index last = per_epoch % config.batch_global;
+  chunk_ = chunk;
+  last_chunk_ = last > 0 ? last / chunks_ : chunk;  // the epoch's shorter last step's
+  // Eigen's GEMM blocking fixed rather than read from this CPU's caches: with the one
+  // thread (threads()), it decides the order of the products' additions (and so what the
+  // library check in start() measures).
   Eigen::setCpuCacheSizes(32 * 1024, 256 * 1024, 2 * 1024 * 1024);
-  d->eval_sum = std::make_unique<distributed::ExactSum>(comm_, std::vector<size_t>{0, 1}, 2,
-                                                        reducer_.algorithm());
+  eval_sum_ = std::make_unique<distributed::ExactSum>(parts.comm, std::vector<size_t>{0, 1}, 2,
+                                                      parts.reducer.algorithm());
   // The fewest samples a chunk holds: the epoch's last, shorter step has shorter chunks.
-  model_->layers().check_training_batch(std::min(d->chunk, d->last_chunk));
-  deterministic_ = std::move(d);
+  model_.layers().check_training_batch(std::min(chunk_, last_chunk_));
   // BatchNorm takes each chunk's own statistics, and its buffers are averaged exactly, so
   // they are neither reduced during the pass nor broadcast.
-  training_pass_.statistics = nullptr;
-  broadcast_buffers_each_step_ = false;
+  replica_.training_pass().statistics = nullptr;
 }
 
 template <typename T>
-void Trainer<T>::start_deterministic() {
-  DeterministicStep<T>& d = *deterministic_;
+GemmChoice DeterministicStep<T>::start(int /*threads*/) {
+  distributed::Communicator& comm = parts_.comm;
   // The library and the pass: rank 0 decides, every rank takes its answer (Note
   // [deterministic mode's library]); rank 0's error (a library not built in) is every rank's.
+  GemmChoice gemm;
   int64_t decision[5] = {0, 0, 0, 0, 0};  // the backend, the full step's pieces, the last step's
-  on_rank0(comm_, [&] {
+  on_rank0(comm, [&] {
     DeterministicGemm chosen =
-        choose_deterministic_gemm<T>(config_.gemm, *model_, d.chunks, d.chunk, d.last_chunk);
-    gemm_ = std::move(chosen.choice);
-    decision[0] = static_cast<int64_t>(gemm_.backend);
+        choose_deterministic_gemm<T>(parts_.config.gemm, model_, chunks_, chunk_, last_chunk_);
+    gemm = std::move(chosen.choice);
+    decision[0] = static_cast<int64_t>(gemm.backend);
     decision[1] = chosen.full.forward;
     decision[2] = chosen.full.input_gradient;
     decision[3] = chosen.last.forward;
     decision[4] = chosen.last.input_gradient;
   });
-  comm_.broadcast(decision, sizeof decision, 0);
-  gemm_.backend = static_cast<nn::GemmBackend>(decision[0]);
-  d.full = {decision[1], decision[2]};
-  d.last = {decision[3], decision[4]};
-  // The layers that take it hold no buffers: synchronize_grid sums none.
-  if (d.any_chunked_pass() && model_->buffer_value_count() + model_->buffer_counter_count() > 0)
+  comm.broadcast(decision, sizeof decision, 0);
+  gemm.backend = static_cast<nn::GemmBackend>(decision[0]);
+  full_ = {decision[1], decision[2]};
+  last_ = {decision[3], decision[4]};
+  // The layers that take it hold no buffers: reduce_grid sums none.
+  if (any_chunked_pass() && model_.buffer_value_count() + model_.buffer_counter_count() > 0)
     throw std::logic_error("the chunked pass with a layer that holds buffers");
+  const distributed::ReduceAlgorithm algorithm = parts_.reducer.algorithm();
   // The terms, their mean and their sum (P int64) only for steps that go chunk by chunk:
   // L copies of the gradients.
-  if (!d.every_step_chunked()) {
-    d.terms.assign(static_cast<size_t>(d.local_chunks) * d.width, T(0));
-    d.mean.assign(d.width, 0.0);
+  if (!every_step_chunked()) {
+    terms_.assign(static_cast<size_t>(local_chunks_) * width_, T(0));
+    mean_.assign(width_, 0.0);
     // One grid per tensor, one for the loss, one for the buffers, one for the vote.
-    std::vector<size_t> groups = model_->tensor_bounds();  // the tensors, then the loss at P
-    if (d.buffer_values > 0) groups.push_back(static_cast<size_t>(d.parameters + 1));
-    groups.push_back(d.width - 1);
-    d.step_sum = std::make_unique<distributed::ExactSum>(comm_, std::move(groups), d.width,
-                                                         reducer_.algorithm());
+    std::vector<size_t> groups = model_.tensor_bounds();  // the tensors, then the loss at P
+    if (buffer_values_ > 0) groups.push_back(static_cast<size_t>(parameters_ + 1));
+    groups.push_back(width_ - 1);
+    step_sum_ = std::make_unique<distributed::ExactSum>(comm, std::move(groups), width_, algorithm);
   }
-  if (d.any_chunked_pass()) {
+  if (any_chunked_pass()) {
     // On the shm path the sums lie in the node's window, summed there without a copy.
-    void* shared = reducer_.algorithm() == distributed::ReduceAlgorithm::kShm
-                       ? comm_.allocate_shared_buffer(static_cast<size_t>(d.parameters) * sizeof(int64_t))
+    void* shared = algorithm == distributed::ReduceAlgorithm::kShm
+                       ? comm.allocate_shared_buffer(static_cast<size_t>(parameters_) * sizeof(int64_t))
                        : nullptr;
-    d.grid = std::make_unique<ChunkGradientGrid<T>>(comm_, model_->tensor_bounds(), d.chunks,
-                                                    static_cast<int64_t*>(shared));
-    d.side_terms.assign(static_cast<size_t>(2 * d.local_chunks), 0.0);
-    d.side_sum = std::make_unique<distributed::ExactSum>(comm_, std::vector<size_t>{0, 1}, 2,
-                                                         reducer_.algorithm());
+    grid_ = std::make_unique<ChunkGradientGrid<T>>(comm, model_.tensor_bounds(), chunks_,
+                                                   static_cast<int64_t*>(shared));
+    side_terms_.assign(static_cast<size_t>(2 * local_chunks_), 0.0);
+    side_sum_ = std::make_unique<distributed::ExactSum>(comm, std::vector<size_t>{0, 1}, 2, algorithm);
+  }
+  return gemm;
+}
+
+template <typename T>
+void DeterministicStep<T>::describe(io::Json& run_record) const {
+  run_record["deterministic"] = {{"chunks", chunks_},
+                                 {"pass", full_.chunked() ? "chunked" : "chunk_by_chunk"}};
+  // The most columns one product takes in the chunked pass (Note [deterministic mode's
+  // library]), how a linear layer's weight gradients reach the grid (Note [the grid
+  // product]), and the most columns one product of each kind takes: added after the
+  // earlier keys, so that the record's text keeps its earlier prefix.
+  if (full_.chunked()) {
+    run_record["deterministic"]["product_columns"] = full_.widest();
+    run_record["deterministic"]["weight_gradients"] = nn::grid_product_serves<T>() ? "grid_product" : "library";
+    run_record["deterministic"]["widths"] = {{"forward", full_.forward},
+                                             {"input_gradient", full_.input_gradient}};
   }
 }
 
 template <typename T>
-double Trainer<T>::compute_chunk_gradients(const Index* samples, Index count) {
-  DeterministicStep<T>& d = *deterministic_;
-  const Index size = count / d.local_chunks;  // B/C, or fewer in the epoch's last step
+void DeterministicStep<T>::take_chunk(Index t, Index size, const Index* step_samples, Index at) {
+  const Index world = parts_.comm.size(), rank = parts_.comm.rank();
+  for (Index i = 0; i < size; ++i) {
+    samples_[at + i] = step_samples[t + local_chunks_ * i];
+    positions_[at + i] = world * t + rank + chunks_ * i;
+  }
+}
+
+template <typename T>
+double DeterministicStep<T>::compute_gradients(const Index* samples, Index count) {
+  const Index size = count / local_chunks_;  // B/C, or fewer in the epoch's last step
   // Each chunk's backward adds its gradients straight into its term, not into the model's
   // buffer and then a copy: at mlp's 1.9 M parameters that copy was 15 MB of memory traffic
   // per chunk. The views go back to the buffer however the pass ends.
   struct ViewsBack {
     nn::Sequential<T>& model;
     ~ViewsBack() { model.bind_gradient_views(nullptr); }
-  } views_back{*model_};
-  d.step_on_grid = d.chunked_pass(size);
-  if (d.step_on_grid) {
+  } views_back{model_};
+  step_on_grid_ = chunked_pass(size);
+  if (step_on_grid_) {
     pass_chunks_together(samples, size);
-    for (Index t = 0; t < d.local_chunks; ++t) d.side_terms[2 * t + 1] = t == 0 ? stop_vote() : 0.0;
+    const double vote = stop_vote();
+    for (Index t = 0; t < local_chunks_; ++t) side_terms_[2 * t + 1] = t == 0 ? vote : 0.0;
   } else {
-    for (Index t = 0; t < d.local_chunks; ++t)
-      std::fill_n(d.terms.data() + static_cast<size_t>(t) * d.width, d.parameters, T(0));
+    for (Index t = 0; t < local_chunks_; ++t)
+      std::fill_n(terms_.data() + static_cast<size_t>(t) * width_, parameters_, T(0));
     pass_chunk_by_chunk(samples, size);
-    for (Index t = 0; t < d.local_chunks; ++t)
-      d.terms[static_cast<size_t>(t) * d.width + d.width - 1] = t == 0 ? stop_vote() : T(0);  // one vote per rank
+    const T vote = static_cast<T>(stop_vote());
+    for (Index t = 0; t < local_chunks_; ++t)
+      terms_[static_cast<size_t>(t) * width_ + width_ - 1] = t == 0 ? vote : T(0);  // one vote per rank
   }
-  return 0.0;  // the step's loss comes out of synchronize_chunks or synchronize_grid
+  return 0.0;
 }
 
 template <typename T>
-void Trainer<T>::pass_chunk_by_chunk(const Index* samples, Index size) {
-  DeterministicStep<T>& d = *deterministic_;
-  const Index local = d.local_chunks, p = d.parameters;
-  const Index world = comm_.size(), rank = comm_.rank();
-  T* buffers = model_->buffer_values();
-  int64_t* counters = model_->buffer_counters();
-  for (Index i = 0; i < d.buffer_values; ++i) d.saved_buffers[i] = static_cast<double>(buffers[i]);
-  std::copy(counters, counters + d.saved_counters.size(), d.saved_counters.begin());
-  const nn::BatchTargets<T> targets{batch_y_.data(), batch_labels_.data()};
-  for (Index t = 0; t < local; ++t) {
+void DeterministicStep<T>::pass_chunk_by_chunk(const Index* samples, Index size) {
+  const Index p = parameters_;
+  T* buffers = model_.buffer_values();
+  int64_t* counters = model_.buffer_counters();
+  for (Index i = 0; i < buffer_values_; ++i) saved_buffers_[i] = static_cast<double>(buffers[i]);
+  std::copy(counters, counters + saved_counters_.size(), saved_counters_.begin());
+  for (Index t = 0; t < local_chunks_; ++t) {
     // Every chunk starts from the step's buffers (Note [deterministic mode], 2).
-    for (Index i = 0; i < d.buffer_values; ++i) buffers[i] = static_cast<T>(d.saved_buffers[i]);
-    std::copy(d.saved_counters.begin(), d.saved_counters.end(), counters);
-    d.take_chunk(t, size, samples, world, rank, 0);
-    T* term = d.terms.data() + static_cast<size_t>(t) * d.width;  // (width)
-    model_->bind_gradient_views(term);
-    phases_.lap(&StepProfile::forward_s, SpanKind::kZeroGradients);
-    gather(train_, d.samples.data(), size);
-    phases_.lap(&StepProfile::data_s, SpanKind::kData);
-    ConstMatrixView<T> x(batch_x_.data(), train_.features, size);
-    nn::PassContext pass = training_pass_;
-    pass.positions = d.positions.data();
-    const auto out = model_->forward(pass, x);
-    const double loss = loss_->forward_backward(out, targets, model_->output_gradient());
-    phases_.lap(&StepProfile::forward_s, SpanKind::kForward);
-    model_->backward(pass, x);
-    phases_.lap(&StepProfile::backward_s, SpanKind::kBackward);
+    for (Index i = 0; i < buffer_values_; ++i) buffers[i] = static_cast<T>(saved_buffers_[i]);
+    std::copy(saved_counters_.begin(), saved_counters_.end(), counters);
+    take_chunk(t, size, samples, 0);
+    T* term = terms_.data() + static_cast<size_t>(t) * width_;  // (width)
+    model_.bind_gradient_views(term);
+    replica_.phases().lap(&StepProfile::forward_s, SpanKind::kZeroGradients);
+    nn::PassContext pass = replica_.training_pass();
+    pass.positions = positions_.data();
+    const double loss = replica_.forward_loss(samples_.data(), size, pass);
+    replica_.backward(pass);
     term[p] = static_cast<T>(loss);  // rounded to T as the default mode's loss slot is
-    std::copy(buffers, buffers + d.buffer_values, term + p + 1);
+    std::copy(buffers, buffers + buffer_values_, term + p + 1);
   }
 }
 
 template <typename T>
-void Trainer<T>::pass_chunks_together(const Index* samples, Index size) {
+void DeterministicStep<T>::pass_chunks_together(const Index* samples, Index size) {
   // Note [the chunked pass]: the L chunks side by side, one forward and one backward.
-  DeterministicStep<T>& d = *deterministic_;
-  const Index local = d.local_chunks;
-  const Index world = comm_.size(), rank = comm_.rank(), count = local * size;
-  for (Index t = 0; t < local; ++t) d.take_chunk(t, size, samples, world, rank, t * size);
-  d.grid->begin_step(model_->gradients());  // the views stay on the model's buffer
-  phases_.lap(&StepProfile::forward_s, SpanKind::kZeroGradients);
-  gather(train_, d.samples.data(), count);
-  phases_.lap(&StepProfile::data_s, SpanKind::kData);
-  ConstMatrixView<T> x(batch_x_.data(), train_.features, count);
-  nn::PassContext pass = training_pass_;
-  pass.positions = d.positions.data();
+  for (Index t = 0; t < local_chunks_; ++t) take_chunk(t, size, samples, t * size);
+  grid_->begin_step(model_.gradients());  // the views stay on the model's buffer
+  replica_.phases().lap(&StepProfile::forward_s, SpanKind::kZeroGradients);
+  nn::PassContext pass = replica_.training_pass();
+  pass.positions = positions_.data();
   pass.chunk_columns = size;
-  pass.gradient_grid = d.grid.get();
+  pass.gradient_grid = grid_.get();
   // Whole chunks, at most the columns the library was checked at (nn/gemm_columns.hpp).
-  pass.forward_columns = d.pieces(size).forward;
-  pass.input_gradient_columns = d.pieces(size).input_gradient;
-  const auto out = model_->forward(pass, x);
-  MatrixView<T> out_gradient = model_->output_gradient();
-  const Index outputs = out.rows();
-  for (Index t = 0; t < local; ++t) {
-    const Index first = t * size;
-    const nn::BatchTargets<T> targets{batch_y_.data() + first * train_.outputs,
-                                      batch_labels_.data() + first};
-    const double loss = loss_->forward_backward(
-        ConstMatrixView<T>(out.data() + first * outputs, outputs, size), targets,
-        MatrixView<T>(out_gradient.data() + first * outputs, outputs, size));
-    // Rounded to T as the default mode's loss slot is. The layers of this pass hold no buffers.
-    d.side_terms[2 * t] = static_cast<double>(static_cast<T>(loss));
-  }
-  phases_.lap(&StepProfile::forward_s, SpanKind::kForward);
-  model_->backward(pass, x);
-  phases_.lap(&StepProfile::backward_s, SpanKind::kBackward);
+  pass.forward_columns = pieces(size).forward;
+  pass.input_gradient_columns = pieces(size).input_gradient;
+  replica_.forward_loss(samples_.data(), local_chunks_ * size, pass, size, chunk_losses_.data());
+  // Rounded to T as the default mode's loss slot is. The layers of this pass hold no buffers.
+  for (Index t = 0; t < local_chunks_; ++t)
+    side_terms_[2 * t] = static_cast<double>(static_cast<T>(chunk_losses_[t]));
+  replica_.backward(pass);
 }
 
 template <typename T>
-double Trainer<T>::synchronize_chunks() {
-  DeterministicStep<T>& d = *deterministic_;
-  if (d.step_on_grid) return synchronize_grid();
-  const Index p = d.parameters;
+StepOutcome DeterministicStep<T>::reduce(double /*local_loss*/) {
+  StepOutcome outcome = step_on_grid_ ? reduce_grid() : reduce_chunks();
+  replica_.phases().lap(&StepProfile::sync_exposed_s, SpanKind::kReductionWait);
+  // The loss slot holds the mean loss: the gradients and it decide the step together.
+  outcome.finite = all_finite(model_.gradients(), parameters_ + 1);
+  return outcome;
+}
+
+template <typename T>
+StepOutcome DeterministicStep<T>::reduce_chunks() {
+  const Index p = parameters_;
   // The mean over the C chunks: divided by C here and nowhere else (Note [deterministic mode], 3).
-  d.step_sum->sum(d.terms.data(), d.local_chunks, d.chunks, static_cast<double>(d.chunks),
-                  d.mean.data());
-  locally_finite_ = d.step_sum->local_terms_finite();
-  gradients_inspected_ = true;
-  T* grads = model_->gradients();
-  for (Index i = 0; i <= p; ++i) grads[i] = static_cast<T>(d.mean[i]);  // the loss slot too
-  T* buffers = model_->buffer_values();
-  for (Index i = 0; i < d.buffer_values; ++i) buffers[i] = static_cast<T>(d.mean[p + 1 + i]);
-  stop_requested_ = d.mean[d.width - 1] > 0.0;  // some rank voted: every rank stops
-  phases_.lap(&StepProfile::sync_exposed_s, SpanKind::kReductionWait);
-  return d.mean[p];
+  step_sum_->sum(terms_.data(), local_chunks_, chunks_, static_cast<double>(chunks_), mean_.data());
+  StepOutcome outcome;
+  outcome.locally_finite = step_sum_->local_terms_finite();
+  T* grads = model_.gradients();
+  for (Index i = 0; i <= p; ++i) grads[i] = static_cast<T>(mean_[i]);  // the loss slot too
+  T* buffers = model_.buffer_values();
+  for (Index i = 0; i < buffer_values_; ++i) buffers[i] = static_cast<T>(mean_[p + 1 + i]);
+  outcome.stop_requested = mean_[width_ - 1] > 0.0;  // some rank voted: every rank stops
+  outcome.loss = mean_[p];
+  return outcome;
 }
 
 template <typename T>
-double Trainer<T>::synchronize_grid() {
-  DeterministicStep<T>& d = *deterministic_;
+StepOutcome DeterministicStep<T>::reduce_grid() {
   double side[2];  // the mean loss over the C chunks, the vote
-  d.side_sum->sum(d.side_terms.data(), d.local_chunks, d.chunks, static_cast<double>(d.chunks), side);
-  T* grads = model_->gradients();
-  d.grid->finish(static_cast<double>(d.chunks), grads, reducer_.algorithm());
-  grads[d.parameters] = static_cast<T>(side[0]);  // the loss slot, as synchronize_chunks fills it
-  locally_finite_ = d.grid->local_finite() && d.side_sum->local_terms_finite();
-  gradients_inspected_ = true;
-  stop_requested_ = side[1] > 0.0;
-  phases_.lap(&StepProfile::sync_exposed_s, SpanKind::kReductionWait);
-  return side[0];
+  side_sum_->sum(side_terms_.data(), local_chunks_, chunks_, static_cast<double>(chunks_), side);
+  T* grads = model_.gradients();
+  grid_->finish(static_cast<double>(chunks_), grads, parts_.reducer.algorithm());
+  grads[parameters_] = static_cast<T>(side[0]);  // the loss slot, as reduce_chunks fills it
+  StepOutcome outcome;
+  outcome.locally_finite = grid_->local_finite() && side_sum_->local_terms_finite();
+  outcome.stop_requested = side[1] > 0.0;
+  outcome.loss = side[0];
+  return outcome;
 }
 
 template <typename T>
-nn::EvalSums Trainer<T>::evaluate_in_blocks(const data::Dataset<T>& set) {
+nn::EvalSums DeterministicStep<T>::evaluate(const data::Dataset<T>& set) {
   // Block g is samples [g E, (g + 1) E), E = B/C, on rank g mod N: fixed blocks, so each
   // block's forward pass and sums are the same at every N; the blocks' sums add exactly.
-  DeterministicStep<T>& d = *deterministic_;
-  const Index n = set.samples, world = comm_.size();
-  const Index block = config_.batch_global / d.chunks;
+  distributed::Communicator& comm = parts_.comm;
+  const Index n = set.samples, world = comm.size();
+  const Index block = parts_.config.batch_global / chunks_;
   const Index blocks = (n + block - 1) / block;
-  const Index mine = blocks / world + (comm_.rank() < blocks % world ? 1 : 0);
-  d.eval_terms.resize(static_cast<size_t>(2 * mine));
-  const nn::BatchTargets<T> targets{batch_y_.data(), batch_labels_.data()};
+  const Index mine = blocks / world + (comm.rank() < blocks % world ? 1 : 0);
+  eval_terms_.resize(static_cast<size_t>(2 * mine));
   Index k = 0;
-  for (Index g = comm_.rank(); g < blocks; g += world, ++k) {
+  for (Index g = comm.rank(); g < blocks; g += world, ++k) {
     const Index first = g * block, count = std::min(block, n - first);
-    for (Index i = 0; i < count; ++i) d.samples[i] = first + i;
-    gather(set, d.samples.data(), count);
-    ConstMatrixView<T> x(batch_x_.data(), set.features, count);
+    for (Index i = 0; i < count; ++i) samples_[i] = first + i;
     nn::EvalSums sums;
-    loss_->accumulate(model_->forward(nn::evaluation_context(), x), targets, sums);
-    d.eval_terms[2 * k] = sums.loss_sum;
-    d.eval_terms[2 * k + 1] = sums.correct;
+    replica_.add_evaluation(set, samples_.data(), count, sums);
+    eval_terms_[2 * k] = sums.loss_sum;
+    eval_terms_[2 * k + 1] = sums.correct;
   }
   double totals[2];
-  d.eval_sum->sum(d.eval_terms.data(), mine, blocks, static_cast<double>(n), totals);
+  eval_sum_->sum(eval_terms_.data(), mine, blocks, static_cast<double>(n), totals);
   return {totals[0], totals[1]};
 }
 
-#define MPIDDP_INSTANTIATE(T)                                                    \
-  template void Trainer<T>::setup_deterministic();                               \
-  template void Trainer<T>::start_deterministic();                               \
-  template double Trainer<T>::compute_chunk_gradients(const Index*, Index);      \
-  template double Trainer<T>::synchronize_chunks();                              \
-  template double Trainer<T>::synchronize_grid();                                \
-  template nn::EvalSums Trainer<T>::evaluate_in_blocks(const data::Dataset<T>&);
-MPIDDP_INSTANTIATE(float)
-MPIDDP_INSTANTIATE(double)
-#undef MPIDDP_INSTANTIATE
+template class DeterministicStep<float>;
+template class DeterministicStep<double>;
 
 }  // namespace mpiddp::train

@@ -1,8 +1,6 @@
-// The trainer's run() loop: epochs, steps, and the calls that make one step, one epoch's
-// end and the run's end. The pieces live beside it (see trainer.hpp's header): the setup
-// in trainer_setup.cpp, the step in trainer_step.cpp, the fault policies in
-// trainer_faults.cpp, rank 0's reporting in trainer_report.cpp and the persistence in
-// trainer_checkpointing.cpp. The class is instantiated here, its members there.
+// The training loop: epochs and steps, and the calls that make one step, one epoch's end
+// and the run's end. What a step does in this run's mode is the step strategy's
+// (step_strategy.hpp); the pieces around it live beside this file (trainer.hpp's header).
 #include "mpiddp/train/trainer.hpp"
 
 #include <algorithm>
@@ -10,21 +8,17 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "mpiddp/optim/schedule.hpp"
-#include "mpiddp/train/fault_injection.hpp"
 #include "mpiddp/train/progress.hpp"
-#include "mpiddp/train/step_profile.hpp"
 
 namespace mpiddp::train {
 
 template <typename T>
 RunResult Trainer<T>::run() {
   const auto run_start = std::chrono::steady_clock::now();
-  eval_chunk_.assign(batch_per_rank_, 0);
   start();
   RunResult result;
   const Index per_rank = sampler_.per_rank();
-  const Index steps_per_epoch = (per_rank + batch_per_rank_ - 1) / batch_per_rank_;
+  const Index steps_per_epoch = sampler_.steps_per_epoch(batch_per_rank_);
   const int64_t total_steps = steps_per_epoch * config_.epochs;
   if (options_.keep_history) result.step_losses.reserve(static_cast<size_t>(total_steps));
   start_trace(total_steps);
@@ -44,53 +38,14 @@ RunResult Trainer<T>::run() {
       // one. A signal in the run's last step changes nothing: the run is finishing anyway.
       if (stop_requested_) stop_for_interrupt({epoch, k, step});
       ++step;
-      // The one test that decides whether this step is traced (step_trace.hpp).
-      traced_ = trace_.selects(step) ? &trace_ : nullptr;
-      reducer_.set_listener(traced_);
-      trace_.begin_step(step);
-      const auto step_start = std::chrono::steady_clock::now();
-      phases_.start(options_.profile, traced_, step_start);
-      comm_.publish_step(step);
-      set_pass(epoch - 1, step);
       const Index first = k * batch_per_rank_;
-      const Index count = std::min(batch_per_rank_, per_rank - first);
-      const double cpu_start = options_.profile ? process_cpu_seconds() : 0.0;
-      // Fault injection writes into the gradient buffer after backward, which an overlapped
-      // reduction may already be sending: a run with injection reduces after backward.
-      const bool overlap =
-          config_.sync && config_.reduce.overlap && !config_.faults.inject.enabled();
-      const double local_loss =
-          compute_gradients(sampler_.indices().data() + first, count, overlap);
-      inject_step_fault(config_.faults.inject, comm_.rank(), step, model_->gradients());
-      inject_collective_fault(config_.faults.inject, comm_, step);
-      const double loss = config_.sync ? synchronize(local_loss) : unsynchronized_loss(local_loss);
-      if (options_.keep_history) result.step_losses.push_back(loss);
-      if (!step_is_finite(loss)) {
-        handle_nonfinite_step(step, epoch);  // throws unless the step is skipped: no update
-        continue;
-      }
-      skipped_in_a_row_ = 0;
-      const double lr = optim::scheduled_lr(config_.schedule, config_.optimizer.lr, step, epoch,
-                                            total_steps, config_.epochs);
-      phases_.lap(SpanKind::kCheck);  // not in the profile, which times the optimizer alone
-      const double optimizer_cpu_start = options_.profile ? thread_cpu_seconds() : 0.0;
-      optimizer_->step(model_->parameters(), model_->gradients(), lr);  // collective when sharded
-      phases_.lap(&StepProfile::optimizer_s, SpanKind::kOptimizer);
-      if (options_.profile) options_.profile->optimizer_cpu_s += thread_cpu_seconds() - optimizer_cpu_start;
-      // The step record's time_s and the trace's step span are the same two readings.
-      const auto step_end = phases_.last_or_now();
-      if (traced_) traced_->add(SpanKind::kStep, step_start, step_end);
-      if (options_.profile) {
-        options_.profile->cpu_s += process_cpu_seconds() - cpu_start;
-        ++options_.profile->steps;
-      }
-      inject_update_fault(config_.faults.inject, comm_.rank(), step, model_->parameters());
-      if (comm_.rank() == 0 && step % config_.log_every_steps == 0)
-        log_->write({{"kind", "step"}, {"epoch", epoch}, {"step", step}, {"loss", loss}, {"lr", lr},
-                     {"time_s", std::chrono::duration<double>(step_end - step_start).count()}});
+      const StepDone done = train_step(epoch, step, sampler_.indices().data() + first,
+                                       std::min(batch_per_rank_, per_rank - first), total_steps);
+      if (options_.keep_history) result.step_losses.push_back(done.loss);
+      if (!done.applied) continue;
       if (config_.check_every_steps > 0 && step % config_.check_every_steps == 0)
         verify_replicas(step, false, nullptr);
-      progress.update(epoch, step, loss, seconds_since(run_start));
+      progress.update(epoch, step, done.loss, seconds_since(run_start));
       if (k + 1 < steps_per_epoch && checkpoint_due_mid_epoch(config_.checkpoint, step))
         save_checkpoint({epoch, k + 1, step});
     }

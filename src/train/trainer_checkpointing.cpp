@@ -20,7 +20,7 @@ RunIdentity Trainer<T>::identity() const {
   id.config = resume_config(config_);
   id.global_batch = batch_per_rank_ * comm_.size();
   id.train_samples = train_.samples;
-  id.steps_per_epoch = (sampler_.per_rank() + batch_per_rank_ - 1) / batch_per_rank_;
+  id.steps_per_epoch = sampler_.steps_per_epoch(batch_per_rank_);
   id.world_size = comm_.size();
   return id;
 }

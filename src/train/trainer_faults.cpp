@@ -11,8 +11,8 @@
 namespace mpiddp::train {
 
 template <typename T>
-void Trainer<T>::handle_nonfinite_step(int64_t step, int64_t epoch) {
-  const auto saw = comm_.allgather(locally_finite_ ? 0 : 1);
+void Trainer<T>::handle_nonfinite_step(int64_t step, int64_t epoch, const StepOutcome& outcome) {
+  const auto saw = comm_.allgather(outcome.locally_finite ? 0 : 1);
   Json ranks = Json::array();
   std::string listed;
   for (size_t r = 0; r < saw.size(); ++r)
@@ -29,7 +29,7 @@ void Trainer<T>::handle_nonfinite_step(int64_t step, int64_t epoch) {
   const std::string origin =
       !listed.empty() ? std::string("first seen on rank") +
                             (listed.find(',') == std::string::npos ? " " : "s ") + listed
-      : gradients_inspected_
+      : outcome.gradients_inspected
           ? "although every rank's own values were finite: their sum overflowed"
           : "on a rank not identified: the reduction overlapped backward (rerun with "
             "--set reduce.overlap=false to name it)";
@@ -58,7 +58,7 @@ void Trainer<T>::verify_replicas(int64_t step, bool at_end, RunResult* result) {
   };
   const ReplicaReport report = check();
   if (result) result->replicas = report;
-  if (config_.sync && !report.identical) {
+  if (step_->keeps_replicas_identical() && !report.identical) {
     // The report is the same on every rank, so every rank takes the same branch here.
     std::string ranks;
     for (int r : report.differing_ranks) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
@@ -79,7 +79,7 @@ void Trainer<T>::verify_replicas(int64_t step, bool at_end, RunResult* result) {
     }
     if (result) result->replicas = check();
   }
-  if (at_end && !config_.sync && comm_.rank() == 0 && !options_.quiet) {
+  if (at_end && !step_->keeps_replicas_identical() && comm_.rank() == 0 && !options_.quiet) {
     std::printf("sync is off: replicas %s (max_replica_diff %.9g): each rank learned only "
                 "from its own shard\n",
                 report.identical ? "are still identical" : "drifted apart", report.max_diff);
@@ -91,23 +91,12 @@ void Trainer<T>::resynchronize() {
   // Rank 0's replica becomes everyone's: parameters, buffers and every optimizer state buffer.
   comm_.broadcast(model_->parameters(),
                   static_cast<size_t>(model_->parameter_count()) * sizeof(T), 0);
-  broadcast_buffers();
+  broadcast_buffers(comm_, *model_);
   optimizer_->broadcast_from_rank0();
 }
 
-template <typename T>
-void Trainer<T>::broadcast_buffers() {
-  if (model_->buffer_value_count() > 0)
-    comm_.broadcast(model_->buffer_values(),
-                    static_cast<size_t>(model_->buffer_value_count()) * sizeof(T), 0);
-  if (model_->buffer_counter_count() > 0)
-    comm_.broadcast(model_->buffer_counters(),
-                    static_cast<size_t>(model_->buffer_counter_count()) * sizeof(int64_t), 0);
-}
-
 #define MPIDDP_INSTANTIATE(T)                                            \
-  template void Trainer<T>::handle_nonfinite_step(int64_t, int64_t);     \
-  template void Trainer<T>::broadcast_buffers();                         \
+  template void Trainer<T>::handle_nonfinite_step(int64_t, int64_t, const StepOutcome&); \
   template void Trainer<T>::verify_replicas(int64_t, bool, RunResult*);  \
   template void Trainer<T>::resynchronize();
 MPIDDP_INSTANTIATE(float)

@@ -23,10 +23,7 @@
 
 namespace mpiddp::train {
 
-template <typename T>
-T Trainer<T>::stop_vote() const {
-  return interrupt_requested() ? T(1) : T(0);
-}
+double stop_vote() { return interrupt_requested() ? 1.0 : 0.0; }
 
 template <typename T>
 void Trainer<T>::stop_for_interrupt(const TrainingPosition& resume_at) {
@@ -95,7 +92,6 @@ void Trainer<T>::open_log(const Json& run_record, const std::vector<std::string>
 }
 
 #define MPIDDP_INSTANTIATE(T)                                                      \
-  template T Trainer<T>::stop_vote() const;                                        \
   template void Trainer<T>::stop_for_interrupt(const TrainingPosition&);           \
   template void Trainer<T>::open_log(const Json&, const std::vector<std::string>&);
 MPIDDP_INSTANTIATE(float)

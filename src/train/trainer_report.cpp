@@ -1,7 +1,7 @@
 // What rank 0 reports, and the collectives that feed it. start(): the collective start-up
 // (watchdog, shared gradient buffer, sampler.order, initial state, the config handshake)
-// that ends in the run record and the table's header. finish_epoch(): evaluate() on the
-// training and evaluation sets, then the epoch record and the table's row. The end record
+// that ends in the run record and the table's header. finish_epoch(): the step strategy's
+// evaluation of the training and evaluation sets, then the epoch record and the table's row. The end record
 // is written by run() in trainer.cpp.
 #include "mpiddp/train/trainer.hpp"
 
@@ -14,7 +14,6 @@
 #include "mpiddp/core/hash.hpp"
 #include "mpiddp/core/rng.hpp"
 #include "mpiddp/distributed/reduction_levels.hpp"
-#include "mpiddp/nn/grid_product.hpp"
 #include "mpiddp/train/step_profile.hpp"
 
 namespace mpiddp::train {
@@ -35,7 +34,7 @@ void Trainer<T>::start() {
   // initialisation differed (another build, another libm), and init.weights is read there.
   comm_.broadcast(model_->parameters(),
                   static_cast<size_t>(model_->parameter_count()) * sizeof(T), 0);
-  broadcast_buffers();
+  broadcast_buffers(comm_, *model_);
   const uint64_t mine = mix_seed(config_hash(config_), fnv1a(model_->describe()));
   const auto all = comm_.allgather(mine);
   for (size_t r = 1; r < all.size(); ++r)
@@ -45,13 +44,10 @@ void Trainer<T>::start() {
                       hex64(all[r]) + " vs " + hex64(all[0]) +
                       "): every rank must run the same config and build",
                   Scope::kEveryRank);
-  // reduce.shard_optimizer on the shm path: from here on, identical replicas, the node's
-  // ranks share one copy of the parameters (Note [parameters once per node]).
-  if (config_.reduce.shard_optimizer)
-    if (T* copy = reducer_.share_on_node(model_->parameters(),
-                                         static_cast<size_t>(model_->parameter_count())))
-      model_->adopt_parameters(copy);
-  select_gemm();
+  // The library for the matrix products, the same on every rank, and the rest of the
+  // step's collective start-up.
+  gemm_ = step_->start(threads_);
+  nn::use_gemm_backend(gemm_.backend, threads_);
   // Every rank's host, in rank order (a collective: every rank takes part).
   const std::vector<std::string> hosts = comm_.allgather_string(comm_.host_name());
   // What the reduction does inside a node and between nodes (distributed/reduction_levels.hpp).
@@ -85,21 +81,9 @@ void Trainer<T>::start() {
       std::fprintf(stderr, "note: reduce.compress \"%s\" changes nothing here: %s\n",
                    config_.reduce.compress.c_str(), reducer_.compression_note().c_str());
     }
-    // Tells `mpiddp compare` to demand bitwise equality (docs/log-format.md).
-    if (deterministic_) {
-      run_record["deterministic"] = {{"chunks", deterministic_->chunks},
-                                     {"pass", deterministic_->full.chunked() ? "chunked" : "chunk_by_chunk"}};
-      // The most columns one product takes in the chunked pass (Note [deterministic mode's
-      // library]), how a linear layer's weight gradients reach the grid (Note [the grid
-      // product]), and the most columns one product of each kind takes: added after the
-      // earlier keys, so that the record's text keeps its earlier prefix.
-      if (deterministic_->full.chunked()) {
-        run_record["deterministic"]["product_columns"] = deterministic_->full.widest();
-        run_record["deterministic"]["weight_gradients"] = nn::grid_product_serves<T>() ? "grid_product" : "library";
-        run_record["deterministic"]["widths"] = {{"forward", deterministic_->full.forward},
-                                                 {"input_gradient", deterministic_->full.input_gradient}};
-      }
-    }
+    // Deterministic mode's record tells `mpiddp compare` to demand bitwise equality
+    // (docs/log-format.md).
+    step_->describe(run_record);
     if (!resumed_from_.empty()) run_record["resumed_from"] = resume_point();
     open_log(run_record, hosts);
     if (!options_.quiet) {
@@ -121,38 +105,14 @@ Json Trainer<T>::resume_point() const {
 }
 
 template <typename T>
-nn::EvalSums Trainer<T>::evaluate(const data::Dataset<T>& set) {
-  // Rank r evaluates samples r, r+N, r+2N, ... with no padding, so each sample counts once;
-  // the sums are reduced in double, which makes the result independent of N to ~1e-16.
-  if (deterministic_) return evaluate_in_blocks(set);
-  nn::EvalSums sums;
-  const Index n = set.samples, world = comm_.size();
-  std::vector<Index>& chunk = eval_chunk_;
-  for (Index first = comm_.rank(); first < n; first += world * batch_per_rank_) {
-    Index count = 0;
-    for (Index i = first; i < n && count < batch_per_rank_; i += world) chunk[count++] = i;
-    gather(set, chunk.data(), count);
-    ConstMatrixView<T> x(batch_x_.data(), set.features, count);
-    const nn::BatchTargets<T> targets{batch_y_.data(), batch_labels_.data()};
-    // Evaluation mode: BatchNorm uses its running statistics, dropout passes values through.
-    loss_->accumulate(model_->forward(nn::evaluation_context(), x), targets, sums);
-  }
-  double totals[2] = {sums.loss_sum, sums.correct};
-  comm_.allreduce_sum(totals, 2);
-  return {totals[0] / static_cast<double>(n), totals[1] / static_cast<double>(n)};
-}
-
-template <typename T>
 EpochResult Trainer<T>::finish_epoch(int64_t epoch, double train_seconds, Index samples_seen) {
   const auto start = std::chrono::steady_clock::now();
   EpochResult e;
   e.epoch = epoch;
-  // With shard statistics each rank's running statistics are its own: evaluate, like
-  // PyTorch DDP's next forward, with rank 0's.
-  if (broadcast_buffers_each_step_) broadcast_buffers();
-  const nn::EvalSums on_train = evaluate(train_);
+  step_->before_evaluation();
+  const nn::EvalSums on_train = step_->evaluate(train_);
   e.train_loss = on_train.loss_sum;
-  const nn::EvalSums on_eval = eval_ ? evaluate(*eval_) : on_train;
+  const nn::EvalSums on_eval = eval_ ? step_->evaluate(*eval_) : on_train;
   e.eval_loss = on_eval.loss_sum;
   if (loss_->is_classification()) e.eval_accuracy = on_eval.correct;
   if (traced_) traced_->add(SpanKind::kEvaluation, start, std::chrono::steady_clock::now());
@@ -180,7 +140,6 @@ EpochResult Trainer<T>::finish_epoch(int64_t epoch, double train_seconds, Index 
 #define MPIDDP_INSTANTIATE(T)                                           \
   template void Trainer<T>::start();                                    \
   template Json Trainer<T>::resume_point() const;                       \
-  template nn::EvalSums Trainer<T>::evaluate(const data::Dataset<T>&);  \
   template EpochResult Trainer<T>::finish_epoch(int64_t, double, Index);
 MPIDDP_INSTANTIATE(float)
 MPIDDP_INSTANTIATE(double)

@@ -1,6 +1,6 @@
 // The trainer's step trace (`--trace`, trace.path): its memory and time origin before the
 // first step, and the merged file after the last. The spans themselves are taken where the
-// trainer times its phases (PhaseClock in trainer_step.cpp and run()) and in the reducer.
+// trainer times its phases (PhaseClock in the step strategies, train_step and run()) and in the reducer.
 #include <algorithm>
 #include <chrono>
 

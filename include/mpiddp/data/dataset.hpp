@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "mpiddp/core/target_kind.hpp"
 #include "mpiddp/core/types.hpp"
 
 namespace mpiddp::data {
@@ -27,6 +28,11 @@ struct Dataset {
   std::shared_ptr<const void> storage;  // keeps x, y and labels alive (vectors or a mapping)
 
   bool is_classification() const { return classes > 0; }
+  TargetKind target_kind() const {
+    return classes > 0 ? TargetKind::kClassPerSample : outputs > 0 ? TargetKind::kValues : TargetKind::kNone;
+  }
+  // The model output width these targets need: the classes, or the regression outputs.
+  Index target_width() const { return classes > 0 ? classes : outputs; }
 };
 
 }  // namespace mpiddp::data

@@ -33,6 +33,11 @@ class DistributedSampler {
   const std::vector<Index>& indices() const { return indices_; }
   // Samples per rank per epoch: ceil(n / N) with padding, floor(n / N) with drop_last.
   Index per_rank() const;
+  // Steps per epoch with b samples per rank and step: ceil(per_rank / b), the last step
+  // holding the rest.
+  Index steps_per_epoch(Index batch_per_rank) const {
+    return (per_rank() + batch_per_rank - 1) / batch_per_rank;
+  }
 
  private:
   Index samples_;

@@ -60,7 +60,7 @@ struct PassContext {
   // Null: this pass's own samples only (one process, evaluation, or batchnorm.sync off).
   StatisticsReducer* statistics = nullptr;
   // The deterministic mode's chunked pass (Note [the chunked pass] in
-  // src/train/trainer_deterministic.cpp): the batch is chunks of chunk_columns samples, one
+  // src/train/deterministic_step.cpp): the batch is chunks of chunk_columns samples, one
   // after the other, and backward adds each chunk's parameter gradients onto gradient_grid
   // (not into the gradient views). 0: one batch, its gradients added into the views. Only
   // layers that supports_chunked_pass() see it.

@@ -1,7 +1,7 @@
 #pragma once
 // Whether the matrix-product library in use gives each column of a product the same bits at
 // every width: what the deterministic mode's chunked pass needs of the library that computes
-// it (Note [the chunked pass] in src/train/trainer_deterministic.cpp).
+// it (Note [the chunked pass] in src/train/deterministic_step.cpp).
 //
 // Note [column bits by measurement]
 // A GEMM computes column j of op(a) b from column j of b alone, but the order of its

@@ -60,7 +60,8 @@ class CrossEntropyLoss final : public Loss<T> {
                   EvalSums& sums) const override;
 };
 
-// "mse" or "cross_entropy"; anything else throws ConfigError on key "loss".
+// A registered loss type by name, with its defaults (nn/loss_registry.hpp); an unknown name
+// throws ConfigError on key "loss".
 template <typename T>
 std::unique_ptr<Loss<T>> make_loss(const std::string& name);
 

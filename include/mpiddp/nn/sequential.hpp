@@ -37,7 +37,7 @@ template <typename T>
 class Sequential {
  public:
   // reserved_gradient_slots: extra elements after the P gradients, reduced together with
-  // them by the trainer (see Note [the loss rides with the gradients] in train/trainer_step.cpp).
+  // them by the trainer (see Note [the loss rides with the gradients] in train/data_parallel_step.cpp).
   Sequential(const Shape& input, const std::vector<LayerSpec>& specs, Index max_batch,
              Index reserved_gradient_slots = 0);
 

@@ -9,6 +9,7 @@
 #include "mpiddp/data/source.hpp"
 #include "mpiddp/distributed/gradient_reducer.hpp"
 #include "mpiddp/io/json_reader.hpp"
+#include "mpiddp/nn/loss_registry.hpp"
 #include "mpiddp/nn/sequential.hpp"
 #include "mpiddp/optim/optimizer.hpp"
 #include "mpiddp/optim/schedule.hpp"
@@ -37,7 +38,7 @@ struct Config {
   nn::Shape model_input_shape;    // model.input_shape; empty: not set
   std::vector<nn::LayerSpec> layers;
   bool batchnorm_sync = true;     // batchnorm.sync: statistics of the global batch
-  std::string loss = "mse";
+  nn::LossSpec loss;              // "loss": a registered loss type (nn/loss_registry.hpp)
   DataSourceConfig train_data;
   std::optional<DataSourceConfig> eval_data;
   bool shuffle = true;

@@ -1,6 +1,6 @@
 #pragma once
 // Which library computes deterministic mode's products, and whether its steps take the
-// chunked pass (Note [the chunked pass] in src/train/trainer_deterministic.cpp).
+// chunked pass (Note [the chunked pass] in src/train/deterministic_step.cpp).
 //
 // Note [deterministic mode's library]
 // The bits of a deterministic run follow the library, so the choice must not depend on the

@@ -5,6 +5,7 @@
 
 #include "mpiddp/core/types.hpp"
 #include "mpiddp/distributed/communicator.hpp"
+#include "mpiddp/nn/sequential.hpp"
 
 namespace mpiddp::train {
 
@@ -25,5 +26,9 @@ struct ReplicaReport {
 template <typename T>
 ReplicaReport check_replicas(distributed::Communicator& comm, const T* params, Index count, T* scratch,
                              Index scratch_count);
+
+// Rank 0's buffers (BatchNorm's running statistics) become every rank's. Collective.
+template <typename T>
+void broadcast_buffers(distributed::Communicator& comm, nn::Sequential<T>& model);
 
 }  // namespace mpiddp::train

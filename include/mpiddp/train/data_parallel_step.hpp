@@ -1,0 +1,51 @@
+#pragma once
+// The default step (sync on): every rank's gradients summed and divided by N by the
+// gradient reducer, the loss and the stop votes riding in the same reduction, and the
+// reduction of each bucket starting during backward (reduce.overlap) on every path.
+#include <optional>
+
+#include "mpiddp/train/micro_batch_step.hpp"
+
+namespace mpiddp::train {
+
+template <typename T>
+class DataParallelStep final : public MicroBatchStep<T> {
+ public:
+  explicit DataParallelStep(const StepParts<T>& parts);
+
+  // With the optimizer sharded on the shm path, the node's ranks share one copy of the
+  // parameters from here on; then the library, as the local step chooses it.
+  GemmChoice start(int threads) override;
+  StepOutcome reduce(double local_loss) override;
+  // With shard statistics each rank's running statistics are its own: evaluate, like
+  // PyTorch DDP's next forward, with rank 0's.
+  void before_evaluation() override;
+
+ private:
+  void before_pass() override;
+  nn::GradientListener* before_last_backward(double loss) override;
+  // Across the world, each rank holds the sums of its part only: one small allreduce gives
+  // every rank the loss, the stop vote and the parts' verdict (Note [the step's verdict
+  // from scattered gradients]). Returns whether every rank's part is finite.
+  bool share_scattered_verdict();
+  // Whether the step may apply: the same answer on every rank, without communication.
+  bool reduced_values_finite(double loss, std::optional<bool> sums_finite) const;
+
+  // Hands backward's "gradients ready" calls to the reducer.
+  struct ReadyForwarder final : nn::GradientListener {
+    distributed::GradientReducer<T>* reducer = nullptr;
+    void gradients_ready(Index offset) override { reducer->ready_from(static_cast<size_t>(offset)); }
+  };
+
+  distributed::GradientReducer<T>& reducer_;
+  ReadyForwarder ready_forwarder_;
+  // Fault injection writes into the gradient buffer after backward, which an overlapped
+  // reduction may already be sending: a run with injection reduces after backward.
+  bool overlap_;
+  // batchnorm.sync off: rank 0's buffers go to every rank before each step (PyTorch DDP's
+  // broadcast_buffers), as the ranks' shard statistics would otherwise drift apart.
+  bool broadcast_buffers_each_step_;
+  bool sync_started_ = false;  // compute_gradients began the reduction, reduce finishes it
+};
+
+}  // namespace mpiddp::train

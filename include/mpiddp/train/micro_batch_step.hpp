@@ -1,0 +1,45 @@
+#pragma once
+// What the data-parallel step and the local step (sync off) share: this rank's b samples go
+// through forward and backward in accumulate_steps micro-batches whose gradients add up to
+// that of the rank's mean loss, and evaluation gives rank r the samples r, r + N, r + 2N, ...
+// Each subclass says how the ranks' results are combined.
+#include <vector>
+
+#include "mpiddp/train/step_strategy.hpp"
+
+namespace mpiddp::train {
+
+template <typename T>
+class MicroBatchStep : public StepStrategy<T> {
+ public:
+  // statistics_ranks: how many ranks' samples BatchNorm normalises over (its statistics
+  // shared: N; else 1). Throws ConfigError when a micro-batch is too small for a layer.
+  MicroBatchStep(const StepParts<T>& parts, Index statistics_ranks);
+
+  // An explicit compute.gemm is every rank's already; `auto` is measured once, on rank 0
+  // (Note [the choice is remembered]), and sent.
+  GemmChoice start(int threads) override;
+  double compute_gradients(const Index* samples, Index count) override;
+  // Rank r evaluates samples r, r+N, r+2N, ... with no padding, so each sample counts once;
+  // the sums are reduced in double, which makes the result independent of N to ~1e-16.
+  nn::EvalSums evaluate(const data::Dataset<T>& set) override;
+
+ protected:
+  // Before the step's pass: nothing, or what the mode needs (rank 0's buffers).
+  virtual void before_pass() {}
+  // Before the last micro-batch's backward, whose mean loss over the rank's samples is
+  // `loss`: the listener that hears backward's "gradients ready", or null.
+  virtual nn::GradientListener* before_last_backward(double /*loss*/) { return nullptr; }
+
+  StepParts<T> parts_;
+  Replica<T>& replica_;
+  nn::Sequential<T>& model_;
+
+ private:
+  // (b) the position of this rank's j-th sample inside the step's global batch: N j + r
+  // (data/sampler.hpp), the same sample at every world size.
+  std::vector<Index> positions_;
+  std::vector<Index> eval_samples_;  // (b) sample indices of one evaluation block
+};
+
+}  // namespace mpiddp::train

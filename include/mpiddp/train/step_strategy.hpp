@@ -1,0 +1,100 @@
+#pragma once
+// What differs between the training modes, behind one small interface: how this rank's
+// gradients of its part of the global batch are computed, how the ranks' gradients are
+// combined, whether the step may apply, and how a set is evaluated. The loop (trainer.cpp)
+// calls these in order and never asks which mode runs:
+//   DataParallelStep  (data_parallel_step.cpp)  sync on: the averaged gradient, its reduction
+//                                               overlapping backward on every path
+//   LocalStep         (local_step.cpp)          sync off: each rank keeps its own gradient
+//   DeterministicStep (deterministic_step.cpp)  the same bits at every world size: chunks and
+//                                               exact sums (Note [deterministic mode])
+// make_step_strategy (step_strategies.cpp) picks one for a config, and decides there, in one
+// place, which modes combine.
+#include <memory>
+
+#include "mpiddp/data/dataset.hpp"
+#include "mpiddp/data/sampler.hpp"
+#include "mpiddp/distributed/communicator.hpp"
+#include "mpiddp/distributed/gradient_reducer.hpp"
+#include "mpiddp/io/json_reader.hpp"
+#include "mpiddp/nn/loss.hpp"
+#include "mpiddp/train/config.hpp"
+#include "mpiddp/train/gemm_choice.hpp"
+#include "mpiddp/train/optimizer_shard.hpp"
+#include "mpiddp/train/replica.hpp"
+
+namespace mpiddp::train {
+
+// The slots after the P gradients of the gradient buffer, reduced with them in the same
+// allreduce: the step's loss (Note [the loss rides with the gradients] in
+// data_parallel_step.cpp) and each rank's stop vote (Note [stopping on a signal] in
+// trainer_interrupt.cpp).
+inline constexpr Index kLossSlot = 0, kStopSlot = 1, kReservedSlots = 2;
+
+// What a step's reduction found: the same on every rank, but for the two fields that say
+// what this rank saw of its own values.
+struct StepOutcome {
+  double loss = 0.0;            // the mean loss over the whole global batch
+  bool finite = true;           // the reduced loss and gradients are finite: the step may apply
+  bool stop_requested = false;  // some rank voted to stop (Note [stopping on a signal])
+  bool locally_finite = true;   // this rank's own loss and gradients, before the reduction
+  bool gradients_inspected = true;  // false when an overlapped reduction hid them
+};
+
+template <typename T>
+class StepStrategy {
+ public:
+  virtual ~StepStrategy() = default;
+
+  // Collective, once before the first step: the library for the matrix products, the same
+  // on every rank (replicas must not mix libraries, which round apart), and whatever else
+  // the step needs from the other ranks.
+  virtual GemmChoice start(int threads) = 0;
+  // The compute threads of this rank: `chosen` (threads, OMP_NUM_THREADS, the cores), or
+  // what the mode requires.
+  virtual int threads(int chosen) const { return chosen; }
+  // This rank's gradients of its `count` samples of the step into the model's gradient
+  // buffer. Returns this rank's mean loss, or 0 when the loss comes out of reduce().
+  virtual double compute_gradients(const Index* samples, Index count) = 0;
+  // Combines the ranks' gradients into the averaged one in the model's gradient buffer (or
+  // leaves each rank's own, sync off), with the global loss and the stop votes.
+  virtual StepOutcome reduce(double local_loss) = 0;
+  // Mean loss and accuracy over a whole set, every rank alike. Collective.
+  virtual nn::EvalSums evaluate(const data::Dataset<T>& set) = 0;
+  // Before an epoch's evaluations.
+  virtual void before_evaluation() {}
+  // Whether the step keeps the replicas bit-identical, so that a replica that differs is a
+  // fault (sync off: each rank learns from its own shard, and they drift apart).
+  virtual bool keeps_replicas_identical() const { return true; }
+  // What the run record says of the mode (deterministic: its chunks and pass).
+  virtual void describe(io::Json& /*run_record*/) const {}
+};
+
+// What every step strategy works on: the trainer's parts, which outlive it.
+template <typename T>
+struct StepParts {
+  const Config& config;
+  distributed::Communicator& comm;
+  Replica<T>& replica;
+  distributed::GradientReducer<T>& reducer;
+  OptimizerShard<T>& optimizer;
+  nn::StatisticsReducer& statistics;  // BatchNorm's sums over the ranks
+  Index batch_per_rank;                        // b = B / N
+  const data::DistributedSampler& sampler;     // this rank's samples of an epoch
+};
+
+// Whether the config's modes go together on this layout (shares_node_memory: the gradients
+// lie in the node's shared memory, GradientReducer::shares_node_memory). Local; throws
+// ConfigError naming the key that cannot combine. Before the optimizer is built.
+void check_modes_combine(const Config& config, const distributed::Communicator& comm,
+                         bool shares_node_memory);
+// The step a config runs. Local; throws ConfigError when the batch does not fit the mode
+// (a layer that needs more samples than a pass gives it).
+template <typename T>
+std::unique_ptr<StepStrategy<T>> make_step_strategy(const StepParts<T>& parts);
+
+// A rank's stop vote: 1 when it has received a terminating signal, else 0, for the step's
+// reduction to carry (Note [stopping on a signal]).
+double stop_vote();
+
+}  // namespace mpiddp::train

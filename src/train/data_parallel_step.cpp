@@ -1,0 +1,148 @@
+// The default data-parallel step (include/mpiddp/train/data_parallel_step.hpp).
+#include "mpiddp/train/data_parallel_step.hpp"
+
+#include <cmath>
+#include <optional>
+
+#include "mpiddp/core/finite.hpp"
+#include "mpiddp/train/replica_check.hpp"
+
+namespace mpiddp::train {
+
+namespace {
+
+// BatchNorm normalises over the global micro-batch when its statistics are shared
+// (batchnorm.sync, on several ranks), else over the rank's own.
+bool shares_statistics(const Config& config, int world) { return config.batchnorm_sync && world > 1; }
+
+}  // namespace
+
+template <typename T>
+DataParallelStep<T>::DataParallelStep(const StepParts<T>& parts)
+    : MicroBatchStep<T>(parts, shares_statistics(parts.config, parts.comm.size()) ? parts.comm.size() : 1),
+      reducer_(parts.reducer),
+      overlap_(parts.config.reduce.overlap && !parts.config.faults.inject.enabled()) {
+  ready_forwarder_.reducer = &reducer_;
+  const Config& config = parts.config;
+  const int world = parts.comm.size();
+  const bool shared_statistics = shares_statistics(config, world);
+  this->replica_.training_pass().statistics = shared_statistics ? &parts.statistics : nullptr;
+  broadcast_buffers_each_step_ =
+      !config.batchnorm_sync && world > 1 &&
+      this->model_.buffer_value_count() + this->model_.buffer_counter_count() > 0;
+}
+
+template <typename T>
+GemmChoice DataParallelStep<T>::start(int threads) {
+  // reduce.shard_optimizer on the shm path: from here on, identical replicas, the node's
+  // ranks share one copy of the parameters (Note [parameters once per node]).
+  if (this->parts_.optimizer.sharded())
+    if (T* copy = reducer_.share_on_node(this->model_.parameters(),
+                                         static_cast<size_t>(this->model_.parameter_count())))
+      this->model_.adopt_parameters(copy);
+  return MicroBatchStep<T>::start(threads);
+}
+
+template <typename T>
+void DataParallelStep<T>::before_pass() {
+  if (broadcast_buffers_each_step_) broadcast_buffers(this->parts_.comm, this->model_);
+}
+
+template <typename T>
+void DataParallelStep<T>::before_evaluation() {
+  if (broadcast_buffers_each_step_) broadcast_buffers(this->parts_.comm, this->model_);
+}
+
+template <typename T>
+nn::GradientListener* DataParallelStep<T>::before_last_backward(double loss) {
+  if (!overlap_) return nullptr;
+  // Note [the loss rides with the gradients]: the loss slot is final before backward, and
+  // so is the stop vote (a signal during backward is seen by the next step).
+  T* tail = this->model_.gradients() + this->model_.parameter_count();
+  tail[kLossSlot] = static_cast<T>(loss);
+  tail[kStopSlot] = static_cast<T>(stop_vote());
+  reducer_.begin(this->model_.gradients(), static_cast<size_t>(this->model_.gradient_count()));
+  sync_started_ = true;
+  return &ready_forwarder_;
+}
+
+template <typename T>
+StepOutcome DataParallelStep<T>::reduce(double local_loss) {
+  // Note [the loss rides with the gradients]: the step's reported loss is the mean over the
+  // whole global batch, not rank 0's shard. Every rank's shard has the same size, so that
+  // is the mean of the per-rank losses: exactly what the reducer computes for a gradient.
+  // Putting the loss in one slot after the gradients gets it for free in the same
+  // allreduce, without a second round trip. A NaN or Inf on any rank also lands there.
+  StepOutcome outcome;
+  nn::Sequential<T>& model = this->model_;
+  const Index p = model.parameter_count();
+  T* grads = model.gradients();
+  if (sync_started_) {
+    // The overlapped reduction has been sending buckets since backward began, so this
+    // rank's own gradients can no longer be inspected: only its loss names it if a step
+    // turns out non-finite (handle_nonfinite_step says so).
+    outcome.locally_finite = std::isfinite(local_loss);
+    outcome.gradients_inspected = false;
+    reducer_.finish();
+    sync_started_ = false;
+  } else {
+    grads[p + kLossSlot] = static_cast<T>(local_loss);
+    outcome.locally_finite = all_finite(grads, p + 1);  // the reduction overwrites them: look first
+    outcome.gradients_inspected = true;
+    grads[p + kStopSlot] = static_cast<T>(stop_vote());
+    reducer_.reduce(grads, static_cast<size_t>(model.gradient_count()));
+  }
+  // What the reduction saw of the summed values, alike on every rank: across the world, the
+  // parts' verdict (with the loss and stop slots); else what the sums checked as they were
+  // made, or nullopt when they could not tell, and the buffer is scanned. Both collective.
+  const std::optional<bool> sums_finite =
+      reducer_.scatters() ? std::optional<bool>(share_scattered_verdict()) : reducer_.agreed_finite();
+  this->replica_.phases().lap(&StepProfile::sync_exposed_s, SpanKind::kReductionWait);
+  // The mean of 0/1 votes is positive exactly when some rank voted (1/N never underflows).
+  outcome.stop_requested = grads[p + kStopSlot] > T(0);
+  outcome.loss = static_cast<double>(grads[p + kLossSlot]);
+  outcome.finite = reduced_values_finite(outcome.loss, sums_finite);
+  return outcome;
+}
+
+// Note [the step's verdict from scattered gradients]: with the optimizer sharded across the
+// world each rank holds the summed gradients of its own part only (Note [the scattered
+// sum] in src/distributed/mpi_scattered_sum.cpp), and the loss and stop slots, which end the
+// buffer, only the owner of the last part. One allreduce of three numbers brings every rank
+// the loss, the stop vote and whether any part is non-finite, so that every rank decides
+// alike. Adding zeros to the one rank's loss leaves its bits as they are.
+template <typename T>
+bool DataParallelStep<T>::share_scattered_verdict() {
+  nn::Sequential<T>& model = this->model_;
+  const OptimizerShard<T>& optimizer = this->parts_.optimizer;
+  const Index p = model.parameter_count();
+  T* grads = model.gradients();
+  const bool holds_slots = optimizer.holds_last_part();
+  const Index begin = optimizer.begin(), end = optimizer.end();
+  double verdict[3] = {holds_slots ? static_cast<double>(grads[p + kLossSlot]) : 0.0,
+                       holds_slots ? static_cast<double>(grads[p + kStopSlot]) : 0.0,
+                       all_finite(grads + begin, end - begin) ? 0.0 : 1.0};
+  this->parts_.comm.allreduce_sum(verdict, 3);
+  grads[p + kLossSlot] = static_cast<T>(verdict[0]);
+  grads[p + kStopSlot] = static_cast<T>(verdict[1]);
+  return verdict[2] == 0.0;
+}
+
+template <typename T>
+bool DataParallelStep<T>::reduced_values_finite(double loss, std::optional<bool> sums_finite) const {
+  // Note [non-finite steps are decided together]: a NaN or Inf in any rank's loss or
+  // gradient makes the reduced sum non-finite in the same slot on every rank (NaN + x is NaN,
+  // Inf - Inf is NaN), and every rank holds the same reduced buffer. So each rank scans its
+  // own copy and all reach the same decision in the same step, with no extra message when
+  // all is well. Only when a step is non-finite does handle_nonfinite_step spend one small
+  // collective to learn which ranks saw it first.
+  if (reducer_.scatters()) return *sums_finite && std::isfinite(loss);
+  // The shm path checked its sums as it computed them (Note [the finite check in the sum]).
+  if (sums_finite) return *sums_finite;
+  return all_finite(this->model_.gradients(), this->model_.parameter_count() + 1);  // with the loss slot
+}
+
+template class DataParallelStep<float>;
+template class DataParallelStep<double>;
+
+}  // namespace mpiddp::train

@@ -1,0 +1,54 @@
+// Which step a config runs, and which modes combine: decided here and nowhere else
+// (include/mpiddp/train/step_strategy.hpp).
+#include <memory>
+
+#include "mpiddp/core/error.hpp"
+#include "mpiddp/distributed/compression.hpp"
+#include "mpiddp/train/data_parallel_step.hpp"
+#include "mpiddp/train/deterministic_step.hpp"
+#include "mpiddp/train/local_step.hpp"
+
+namespace mpiddp::train {
+
+void check_modes_combine(const Config& c, const distributed::Communicator& comm, bool shares_node_memory) {
+  // reduce.shard_optimizer needs every rank to hold the same averaged gradients before the
+  // update (Note [the optimizer sharded across a node]) and the parts to pair up among nodes.
+  // Deterministic mode's own refusals (sync off, injected faults, compression) are the
+  // config's (deterministic_config.cpp): they do not depend on the world.
+  if (!c.reduce.shard_optimizer) return;
+  if (!c.sync)
+    throw ConfigError("reduce.shard_optimizer", "needs sync true: with sync off each rank "
+                                                "updates its own replica with all its state");
+  if (c.deterministic.enabled)
+    throw ConfigError("reduce.shard_optimizer", "is not supported with deterministic.enabled; "
+                                                "set one of them to false");
+  if (!comm.node_parts_usable())
+    throw ConfigError("reduce.shard_optimizer", "needs the same number of ranks on every node");
+  // One rank per node: the optimizer is sharded across the leaders, whose float32
+  // reduce-scatter has no bf16 form (Note [the optimizer sharded across the leaders]).
+  if (shards_across_leaders(comm) &&
+      distributed::parse_compression(c.reduce.compress) != distributed::Compression::kNone)
+    throw ConfigError("reduce.compress", "\"bf16\" is not supported with reduce.shard_optimizer "
+                                         "when each node runs one rank (the optimizer is then "
+                                         "sharded across the nodes); set one of them off");
+  // On the shm path the node's ranks share one copy of the parameters (Note [parameters
+  // once per node]): one rank's perturbation would be its node's, written while the others
+  // read, and no replica of the node could differ from another.
+  if (c.faults.inject.enabled() && c.faults.inject.kind == "perturb" && shares_node_memory)
+    throw ConfigError("debug.fail_kind", "\"perturb\" perturbs one replica, but with "
+                                         "reduce.shard_optimizer on the shm path the ranks of a "
+                                         "node share one copy of the parameters; set "
+                                         "reduce.algorithm to \"mpi\"");
+}
+
+template <typename T>
+std::unique_ptr<StepStrategy<T>> make_step_strategy(const StepParts<T>& parts) {
+  if (parts.config.deterministic.enabled) return std::make_unique<DeterministicStep<T>>(parts);
+  if (!parts.config.sync) return std::make_unique<LocalStep<T>>(parts);
+  return std::make_unique<DataParallelStep<T>>(parts);
+}
+
+template std::unique_ptr<StepStrategy<float>> make_step_strategy(const StepParts<float>&);
+template std::unique_ptr<StepStrategy<double>> make_step_strategy(const StepParts<double>&);
+
+}  // namespace mpiddp::train
