@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "expect.hpp"
 #include "swish.hpp"
 
 namespace {
@@ -21,14 +22,8 @@ using mpiddp::Index;
 using mpiddp::Matrix;
 using mpiddp::MatrixView;
 
-int failures = 0;
-
-void expect(bool ok, const std::string& what) {
-  if (!ok) {
-    std::printf("FAIL: %s\n", what.c_str());
-    ++failures;
-  }
-}
+using swish_example::expect;
+using swish_example::failures;
 
 std::unique_ptr<mpiddp::nn::Layer<double>> build(const std::string& layers, const mpiddp::nn::Shape& input) {
   const auto specs = mpiddp::nn::parse_layer_list(mpiddp::io::Json::parse(layers));
