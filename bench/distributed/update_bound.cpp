@@ -29,7 +29,7 @@
 
 #include "mpiddp/core/memory.hpp"
 #include "mpiddp/optim/optimizer.hpp"
-#include "mpiddp/train/optimizer_shard.hpp"
+#include "mpiddp/optim/optimizer_shard.hpp"
 #include "pin_thread.hpp"
 
 namespace {
@@ -55,8 +55,8 @@ float read_all(const float* p, size_t count) {
 
 // The median update time of each of the two threads, in ms.
 std::vector<double> run(Way way, size_t count, int repeats, const int cores[2]) {
-  // Where part 1 begins: the trainer cuts at whole cache lines (train/optimizer_shard.hpp).
-  const auto half = static_cast<size_t>(mpiddp::train::part_begin(static_cast<mpiddp::Index>(count), 2, 1, sizeof(float)));
+  // Where part 1 begins: the trainer cuts at whole cache lines (optim/optimizer_shard.hpp).
+  const auto half = static_cast<size_t>(mpiddp::optim::part_begin(static_cast<mpiddp::Index>(count), 2, 1, sizeof(float)));
   Buffer shared(count), own0(count), own1(count), grads(count, 1e-4f);
   for (size_t i = 0; i < count; ++i) shared[i] = own0[i] = own1[i] = 1e-3f * static_cast<float>(i % 97);
   float* own[2] = {own0.data(), own1.data()};

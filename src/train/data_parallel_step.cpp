@@ -114,7 +114,7 @@ StepOutcome DataParallelStep<T>::reduce(double local_loss) {
 template <typename T>
 bool DataParallelStep<T>::share_scattered_verdict() {
   nn::Sequential<T>& model = this->model_;
-  const OptimizerShard<T>& optimizer = this->parts_.optimizer;
+  const optim::OptimizerShard<T>& optimizer = this->parts_.optimizer;
   const Index p = model.parameter_count();
   T* grads = model.gradients();
   const bool holds_slots = optimizer.holds_last_part();

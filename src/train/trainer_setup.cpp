@@ -76,10 +76,10 @@ Trainer<T>::Trainer(const Config& config, distributed::Communicator& comm, Train
     throw ConfigError("data.train.samples", "fewer samples than ranks with drop_last: every "
                                             "rank would get an empty epoch");
   check_modes_combine(config, comm, reducer_.shares_node_memory());
-  const ShardScope scope =
-      shard_scope(comm, config.reduce.shard_optimizer, reducer_.shares_node_memory(),
+  const optim::ShardScope scope =
+      optim::shard_scope(comm, config.reduce.shard_optimizer, reducer_.shares_node_memory(),
                   reducer_.compression() != distributed::Compression::kNone);
-  optimizer_ = std::make_unique<OptimizerShard<T>>(config.optimizer, model_->parameter_count(), comm, scope);
+  optimizer_ = std::make_unique<optim::OptimizerShard<T>>(config.optimizer, model_->parameter_count(), comm, scope);
   if (optimizer_->across_world()) {
     // Each rank's part of the sum, the last one with the loss and stop slots after the parameters.
     std::vector<size_t> parts = optimizer_->part_begins();

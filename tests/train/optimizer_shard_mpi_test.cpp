@@ -15,7 +15,7 @@
 
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/distributed/mpi_communicator.hpp"
-#include "mpiddp/train/optimizer_shard.hpp"
+#include "mpiddp/optim/optimizer_shard.hpp"
 #include "mpiddp/train/trainer.hpp"
 #include "../support/scratch_dir.hpp"
 
@@ -155,15 +155,15 @@ TEST(OptimizerShardState, EachRankHoldsItsPartOnly) {
   optim::OptimizerConfig adam;
   adam.type = "adam";
   const Index p = 100003;  // not a multiple of the parts or of a cache line
-  for (const ShardScope scope : {ShardScope::kNode, ShardScope::kWorld}) {
-    OptimizerShard<float> shard(adam, p, comm, scope);
+  for (const optim::ShardScope scope : {optim::ShardScope::kNode, optim::ShardScope::kWorld}) {
+    optim::OptimizerShard<float> shard(adam, p, comm, scope);
     const auto buffers = shard.local().state_buffers();
     ASSERT_EQ(buffers.size(), 2u);
     const Index held = shard.end() - shard.begin();
     for (const auto& buffer : buffers) EXPECT_EQ(static_cast<Index>(buffer.values->size()), held);
     // ceil(P / n) rounded up to 16 floats, and the node's parts (across the world: the
     // world's) add up to P exactly.
-    const bool world = scope == ShardScope::kWorld;
+    const bool world = scope == optim::ShardScope::kWorld;
     EXPECT_EQ(shard.across_world(), world);
     const int n = world ? comm.size() : comm.ranks_on_node();
     EXPECT_EQ(shard.parts(), n);
@@ -172,7 +172,7 @@ TEST(OptimizerShardState, EachRankHoldsItsPartOnly) {
     comm.allreduce_sum(&sum, 1);
     EXPECT_EQ(sum, static_cast<double>(p) * (comm.size() / n));
     const int mine = world ? comm.world_part() : comm.node_rank();
-    EXPECT_EQ(shard.begin(), part_begin(p, n, mine, sizeof(float)));
+    EXPECT_EQ(shard.begin(), optim::part_begin(p, n, mine, sizeof(float)));
     EXPECT_EQ(shard.holds_last_part(), mine == n - 1);
   }
   // Across the world every rank owns another part, and node rank s's parts on the nodes lie
@@ -189,13 +189,13 @@ TEST(OptimizerShardState, ShardsAcrossTheWorldWhereTheNodesCanScatter) {
   distributed::MpiCommunicator comm;
   const bool leaders = across_leaders(comm);
   const bool several_nodes = comm.ranks_on_node() < comm.size();
-  EXPECT_EQ(shard_scope(comm, false, true, false), ShardScope::kNone);
+  EXPECT_EQ(optim::shard_scope(comm, false, true, false), optim::ShardScope::kNone);
   // The shm path, uncompressed: among the world wherever there are several nodes.
-  EXPECT_EQ(shard_scope(comm, true, !leaders, false), several_nodes ? ShardScope::kWorld : ShardScope::kNode);
+  EXPECT_EQ(optim::shard_scope(comm, true, !leaders, false), several_nodes ? optim::ShardScope::kWorld : optim::ShardScope::kNode);
   // Nodes of several ranks that share no memory (the mpi path), or bf16 between them: the node's.
   if (!leaders) {
-    EXPECT_EQ(shard_scope(comm, true, false, false), ShardScope::kNode);
-    EXPECT_EQ(shard_scope(comm, true, true, true), ShardScope::kNode);
+    EXPECT_EQ(optim::shard_scope(comm, true, false, false), optim::ShardScope::kNode);
+    EXPECT_EQ(optim::shard_scope(comm, true, true, true), optim::ShardScope::kNode);
   }
 }
 

@@ -23,7 +23,7 @@ struct OneProcess {
       : config(c), train(data::load_source<double>(c.train_data, c.seed, "train")),
         model({train.features}, c.layers, c.per_rank_batch(1), kReservedSlots),
         loss(nn::build_loss<double>(c.loss)), reducer(comm, c.reduce),
-        optimizer(c.optimizer, model.parameter_count(), comm, ShardScope::kNone), statistics(comm),
+        optimizer(c.optimizer, model.parameter_count(), comm, optim::ShardScope::kNone), statistics(comm),
         sampler(train.samples, 0, 1, c.shuffle, c.drop_last, c.seed),
         replica(model, *loss, train, c.per_rank_batch(1), train.outputs, phases) {
     plan_reduction(reducer, model);
@@ -46,7 +46,7 @@ struct OneProcess {
   nn::Sequential<double> model;
   std::unique_ptr<nn::Loss<double>> loss;
   distributed::GradientReducer<double> reducer;
-  OptimizerShard<double> optimizer;
+  optim::OptimizerShard<double> optimizer;
   distributed::CommunicatorStatistics statistics;
   data::DistributedSampler sampler;
   PhaseClock phases;

@@ -20,7 +20,7 @@
 #include "mpiddp/nn/loss.hpp"
 #include "mpiddp/train/config.hpp"
 #include "mpiddp/train/gemm_choice.hpp"
-#include "mpiddp/train/optimizer_shard.hpp"
+#include "mpiddp/optim/optimizer_shard.hpp"
 #include "mpiddp/train/replica.hpp"
 
 namespace mpiddp::train {
@@ -77,7 +77,7 @@ struct StepParts {
   distributed::Communicator& comm;
   Replica<T>& replica;
   distributed::GradientReducer<T>& reducer;
-  OptimizerShard<T>& optimizer;
+  optim::OptimizerShard<T>& optimizer;
   nn::StatisticsReducer& statistics;  // BatchNorm's sums over the ranks
   Index batch_per_rank;                        // b = B / N
   const data::DistributedSampler& sampler;     // this rank's samples of an epoch

@@ -32,7 +32,7 @@
 #include "mpiddp/nn/loss.hpp"
 #include "mpiddp/nn/sequential.hpp"
 #include "mpiddp/train/gemm_choice.hpp"
-#include "mpiddp/train/optimizer_shard.hpp"
+#include "mpiddp/optim/optimizer_shard.hpp"
 #include "mpiddp/train/config.hpp"
 #include "mpiddp/train/checkpoint.hpp"
 #include "mpiddp/train/replica_check.hpp"
@@ -111,7 +111,7 @@ class Trainer final : public TrainingRun {
   nn::Sequential<T>& model() { return *model_; }
   const data::Dataset<T>& train_set() const { return train_; }
   // The optimizer, whole or this rank's part of it (reduce.shard_optimizer).
-  const OptimizerShard<T>& optimizer() const { return *optimizer_; }
+  const optim::OptimizerShard<T>& optimizer() const { return *optimizer_; }
   // The epoch (0-based) and step that compute_gradients' training pass belongs to: dropout's
   // masks depend on them. run() sets them before each step.
   void set_pass(int64_t epoch, int64_t step) {
@@ -164,7 +164,7 @@ class Trainer final : public TrainingRun {
   std::optional<data::Dataset<T>> eval_;
   std::unique_ptr<nn::Sequential<T>> model_;
   std::unique_ptr<nn::Loss<T>> loss_;
-  std::unique_ptr<OptimizerShard<T>> optimizer_;  // whole, or this rank's part (reduce.shard_optimizer)
+  std::unique_ptr<optim::OptimizerShard<T>> optimizer_;  // whole, or this rank's part (reduce.shard_optimizer)
   distributed::GradientReducer<T> reducer_;
   StepTrace trace_;              // trace.path: the selected steps' spans
   StepTrace* traced_ = nullptr;  // &trace_ during a selected step, else null (the one test)

@@ -1,7 +1,7 @@
 // The optimizer shard without a launcher: the parts cover the buffer exactly, on cache-line
 // boundaries, and an update applied part by part, each part with its own state, gives the
 // bits of the whole-buffer update (Note [the optimizer sharded across a node]).
-#include "mpiddp/train/optimizer_shard.hpp"
+#include "mpiddp/optim/optimizer_shard.hpp"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 
 #include "mpiddp/distributed/local_communicator.hpp"
 
-namespace mpiddp::train {
+namespace mpiddp::optim {
 namespace {
 
 TEST(PartBegin, CoversTheBufferOnceInWholeCacheLines) {
@@ -106,4 +106,4 @@ TEST(OptimizerShard, OneProcessHoldsTheWholeState) {
 }
 
 }  // namespace
-}  // namespace mpiddp::train
+}  // namespace mpiddp::optim

@@ -1,9 +1,9 @@
-#include "mpiddp/train/optimizer_shard.hpp"
+#include "mpiddp/optim/optimizer_shard.hpp"
 
 #include <algorithm>
 #include <cstring>
 
-namespace mpiddp::train {
+namespace mpiddp::optim {
 
 // Note [the optimizer sharded across a node]: after the reduction every rank holds the same
 // averaged gradients, and every optimizer here is elementwise: parameter i's update reads
@@ -139,4 +139,4 @@ void OptimizerShard<T>::broadcast_from_rank0() {
 template class OptimizerShard<float>;
 template class OptimizerShard<double>;
 
-}  // namespace mpiddp::train
+}  // namespace mpiddp::optim

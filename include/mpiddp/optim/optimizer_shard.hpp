@@ -1,16 +1,19 @@
 #pragma once
 // The optimizer, whole on every rank or sharded across the ranks of a node (ZeRO-1,
 // reduce.shard_optimizer; Note [the optimizer sharded across a node] in
-// src/train/optimizer_shard.cpp), or across every rank of several nodes (Note [the
+// src/optim/optimizer_shard.cpp), or across every rank of several nodes (Note [the
 // optimizer sharded across the world]). The trainer steps it, checkpoints it and
-// resynchronises it through this class alone, so that every form shares one path.
+// resynchronises it through this class alone, so that every form shares one path. The
+// sharding is the optimizer's own (ZeRO-1 is an optimizer concern): of the other ranks it
+// needs only the communicator's parts (world_part, node_rank) and their exchange (allgather
+// and gather of the parts, broadcast), never the trainer.
 #include <memory>
 #include <vector>
 
 #include "mpiddp/distributed/communicator.hpp"
 #include "mpiddp/optim/optimizer.hpp"
 
-namespace mpiddp::train {
+namespace mpiddp::optim {
 
 // Where part r of n parts of `count` elements begins: count cut into n runs of whole
 // 64-byte lines (the last run shorter, trailing runs possibly empty), so that two ranks never
@@ -93,4 +96,4 @@ class OptimizerShard {
   std::unique_ptr<optim::Optimizer<T>> optimizer_;  // over [begin_, end_)
 };
 
-}  // namespace mpiddp::train
+}  // namespace mpiddp::optim
