@@ -9,13 +9,13 @@
 #include <vector>
 
 #include "commands.hpp"
-#include "config_args.hpp"
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/core/memory.hpp"
 #include "mpiddp/core/threads.hpp"
 #include "mpiddp/distributed/gradient_reducer.hpp"
 #include "mpiddp/distributed/mpi_communicator.hpp"
 #include "mpiddp/train/config.hpp"
+#include "mpiddp/tools/config_args.hpp"
 #include "mpiddp/train/trainer.hpp"
 
 namespace mpiddp::tools {
@@ -52,7 +52,7 @@ BenchArgs parse_bench_args(int argc, char** argv) {
 // running; the slowest rank's figure. Overwrites the gradients.
 template <typename T>
 double time_reduce(const train::Config& config, distributed::Communicator& comm,
-                   nn::Sequential<T>& model, int repeats) {
+                   nn::Model<T>& model, int repeats) {
   distributed::GradientReducer<T> reducer(comm, config.reduce);
   train::plan_reduction(reducer, model);
   const auto count = static_cast<size_t>(model.gradient_count());  // P + reserved slots
@@ -74,7 +74,7 @@ void run_reduce_only(const train::Config& config, const BenchArgs& args, distrib
     throw ConfigError("model.input_shape", "--reduce-only needs model.input_shape or model.inputs");
   const nn::Shape input = config.model_input_shape.empty() ? nn::Shape{config.model_inputs}
                                                            : config.model_input_shape;
-  nn::Sequential<T> model(input, config.layers, 1, train::kReservedSlots);  // as the trainer's buffer
+  nn::Model<T> model(input, config.layers, 1, train::kReservedSlots);  // as the trainer's buffer
   distributed::GradientReducer<T> reducer(comm, config.reduce);
   train::place_for_reduction(reducer, model);
   const double reduce_s = time_reduce<T>(config, comm, model, args.reduce_repeats);
@@ -101,7 +101,7 @@ void run_reduce_only(const train::Config& config, const BenchArgs& args, distrib
 // memory targets (peak RSS, and the PSS, which shares the node copy out) are stated against
 // this.
 template <typename T>
-double needed_memory_mb(const train::Config& config, const nn::Sequential<T>& model,
+double needed_memory_mb(const train::Config& config, const nn::Model<T>& model,
                         const data::Dataset<T>& train_set, Index batch_per_rank,
                         int ranks_on_node, int optimizer_parts, bool node_copy) {
   const double p = static_cast<double>(model.parameter_count());

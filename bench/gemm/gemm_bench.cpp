@@ -21,7 +21,7 @@
 #include "mpiddp/core/threads.hpp"
 #include "mpiddp/data/source.hpp"
 #include "mpiddp/nn/gemm_calibration.hpp"
-#include "mpiddp/nn/sequential.hpp"
+#include "mpiddp/nn/model.hpp"
 #include "mpiddp/train/config.hpp"
 
 namespace {
@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
     const train::Config config = train::parse_config(train::read_config_file(argv[1]));
     const auto data = data::load_source<float>(config.train_data, config.seed, "train");
     const Index batch = config.per_rank_batch(np);
-    const nn::Sequential<float> model(train::model_input_shape(config, data.shape, data.features, "data.train"),
+    const nn::Model<float> model(train::model_input_shape(config, data.shape, data.features, "data.train"),
                                       config.layers, batch, 1);
     const std::vector<nn::GemmCall> calls = model.gemm_calls(batch);
     nn::GemmOperands<float> ops(calls);

@@ -12,7 +12,7 @@ ResidualOptions ResidualOptions::parse(io::JsonSection& section) {
 namespace {
 
 template <typename T>
-const Shape& kept_shape(const LayerStack<T>& body, const Shape& input, const std::string& key) {
+const Shape& kept_shape(const Sequential<T>& body, const Shape& input, const std::string& key) {
   if (body.output_shape() != input)
     throw ConfigError(key, "the residual's body maps " + shape_text(input) + " to " +
                                shape_text(body.output_shape()) +

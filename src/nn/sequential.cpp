@@ -1,140 +1,223 @@
 #include "mpiddp/nn/sequential.hpp"
 
 #include <algorithm>
+#include <cassert>
+
+#include "mpiddp/core/error.hpp"
 
 namespace mpiddp::nn {
 
-Index ParameterTensor::size() const { return shape_size(shape); }
+template <typename T>
+Index Layer<T>::parameter_count() const {
+  Index count = 0;
+  for (const TensorSpec& tensor : parameters()) count += shape_size(tensor.shape);
+  return count;
+}
 
 template <typename T>
-Sequential<T>::Sequential(const Shape& input, const std::vector<LayerSpec>& specs, Index max_batch,
-                          Index reserved_gradient_slots)
-    : input_shape_(input), stack_(specs, input), max_batch_(max_batch) {
-  for (const TensorSpec& t : stack_.parameters()) {
-    tensors_.push_back({t.name, parameter_count_, t.shape});
-    parameter_count_ += shape_size(t.shape);
+typename Sequential<T>::Chain Sequential<T>::build_chain(const std::vector<LayerSpec>& specs,
+                                                         const Shape& input) {
+  if (specs.empty()) throw ConfigError("model.layers", "the model needs at least one layer");
+  Chain layers;
+  Shape shape = input;
+  for (const LayerSpec& spec : specs) {
+    layers.push_back(build_layer<T>(spec, shape));
+    shape = layers.back()->output_shape();
   }
-  Index values = 0, counters = 0;
-  for (const BufferSpec& b : stack_.buffers()) {
-    BufferTensor tensor;
-    tensor.name = b.name;
-    tensor.shape = b.shape;
-    tensor.type = b.type;
-    Index& offset = b.type == BufferType::kReal ? values : counters;
-    tensor.offset = offset;
-    offset += shape_size(b.shape);
-    buffer_tensors_.push_back(std::move(tensor));
+  return layers;
+}
+
+template <typename T>
+Sequential<T>::Sequential(const std::vector<LayerSpec>& specs, const Shape& input)
+    : Sequential(build_chain(specs, input), input) {}
+
+template <typename T>
+Sequential<T>::Sequential(Chain layers, const Shape& input)
+    : Layer<T>(input, layers.back()->output_shape()), layers_(std::move(layers)) {
+  Index offset = 0;
+  for (const auto& layer : layers_) {
+    parameter_offsets_.push_back(offset);
+    offset += layer->parameter_count();
   }
-  own_parameters_.assign(parameter_count_, T(0));
-  parameters_ = own_parameters_.data();
-  gradient_count_ = parameter_count_ + reserved_gradient_slots;
-  own_gradients_ = UntouchedZeros<T>(static_cast<size_t>(gradient_count_));
-  gradients_ = own_gradients_.data();
-  added_to_ = stack_.gradients_added_to();
-  if (gradient_count_ > parameter_count_) added_to_.emplace_back(parameter_count_, gradient_count_);
-  buffer_values_.assign(values, T(0));
-  buffer_counters_.assign(counters, 0);
-  scratch_.assign(stack_.scratch_bytes(max_batch_), std::byte{0});
-  output_.assign(outputs() * max_batch_, T(0));
-  output_gradient_.assign(outputs() * max_batch_, T(0));
-  stack_.bind(memory());
-}
-
-template <typename T>
-LayerMemory<T> Sequential<T>::memory() {
-  LayerMemory<T> m;
-  m.parameters = parameters_;
-  m.gradients = gradients_;
-  m.buffers = buffer_values_.data();
-  m.counters = buffer_counters_.data();
-  m.scratch = scratch_.data();
-  m.max_batch = max_batch_;
-  return m;
-}
-
-template <typename T>
-void Sequential<T>::place_gradients(T* memory_at) {
-  std::copy_n(gradients_, gradient_count_, memory_at);
-  gradients_ = memory_at;
-  stack_.bind(memory());
-  own_gradients_ = UntouchedZeros<T>();
-}
-
-template <typename T>
-void Sequential<T>::adopt_parameters(T* memory_at) {
-  parameters_ = memory_at;
-  stack_.bind(memory());
-  AlignedVector<T>().swap(own_parameters_);  // "= {}" would keep the capacity
-}
-
-template <typename T>
-void Sequential<T>::bind_gradient_views(T* memory_at) {
-  LayerMemory<T> m = memory();
-  if (memory_at) m.gradients = memory_at;
-  stack_.bind(m);
+  parameter_offsets_.push_back(offset);  // the end, so layer l has offsets_[l+1] - offsets_[l]
 }
 
 template <typename T>
 std::string Sequential<T>::describe() const {
-  return shape_tag(input_shape_) + "-" + stack_.describe();
+  std::string text;
+  for (const auto& layer : layers_) text += (text.empty() ? "" : "-") + layer->describe();
+  return text;
 }
 
 template <typename T>
-void Sequential<T>::initialize(uint64_t seed) {
-  Rng rng(mix_seed(seed, 0x1417));  // the "init" stream of the run seed
-  stack_.initialize(rng);
+std::vector<TensorSpec> Sequential<T>::parameters() const {
+  std::vector<TensorSpec> all;
+  for (size_t l = 0; l < layers_.size(); ++l)
+    for (TensorSpec t : layers_[l]->parameters()) {
+      t.name = std::to_string(l) + "." + t.name;
+      all.push_back(std::move(t));
+    }
+  return all;
 }
 
 template <typename T>
-void Sequential<T>::zero_gradients() {
-  std::fill_n(gradients_, gradient_count_, T(0));
+std::vector<BufferSpec> Sequential<T>::buffers() const {
+  std::vector<BufferSpec> all;
+  for (size_t l = 0; l < layers_.size(); ++l)
+    for (BufferSpec b : layers_[l]->buffers()) {
+      b.name = std::to_string(l) + "." + b.name;
+      all.push_back(std::move(b));
+    }
+  return all;
 }
 
-// Note [gradients written, not cleared]: a step's backward used to add every parameter
-// gradient onto a buffer cleared just before it: one more pass over the whole buffer at
-// memory speed, 9-11 ms a step for wide's 84 MB on a 2-vCPU Xeon (docs/benchmarks.md).
-// The first micro-batch's backward now writes them instead (PassContext::
-// overwrite_gradients): a linear layer's weight gradient is its product with beta 0. Where
-// the library sums into a cleared C either way (OpenBLAS, Eigen's blocked products) that is
-// the sum it added onto zeros (0 + s = s, but for the sign of a zero); a product small
-// enough for Eigen to evaluate coefficient by coefficient may round otherwise. Either way
-// every rank and every run takes the same path, so replicas stay equal and runs repeat. Only
-// the gradients of layers that cannot overwrite (small ones: convolutions, BatchNorm, a
-// user's layer) and the reserved slots are cleared first.
+namespace {
+
+// The widest input of any layer but the first: the size of one ping-pong buffer per sample.
 template <typename T>
-void Sequential<T>::prepare_gradient_overwrite() {
-  for (const auto& [first, end] : added_to_) std::fill(gradients_ + first, gradients_ + end, T(0));
+Index widest_inner_input(const std::vector<std::unique_ptr<Layer<T>>>& layers) {
+  Index widest = 0;
+  for (size_t l = 1; l < layers.size(); ++l) widest = std::max(widest, layers[l]->inputs());
+  return widest;
 }
 
-template <typename T>
-std::vector<size_t> Sequential<T>::tensor_bounds() const {
-  std::vector<size_t> bounds;
-  for (const auto& tensor : tensors_) bounds.push_back(static_cast<size_t>(tensor.offset));
-  bounds.push_back(static_cast<size_t>(parameter_count_));
-  return bounds;
-}
+}  // namespace
 
+// Scratch layout: each inner activation, the two ping-pong buffers, then each layer's own.
 template <typename T>
-ConstMatrixView<T> Sequential<T>::forward(const PassContext& context, ConstMatrixView<T> x) {
-  batch_ = x.cols();
-  MatrixView<T> y(output_.data(), outputs(), batch_);
-  stack_.forward(context, x, y);
-  return ConstMatrixView<T>(output_.data(), outputs(), batch_);
+size_t Sequential<T>::scratch_bytes(Index max_batch) const {
+  size_t bytes = 0;
+  for (size_t l = 0; l + 1 < layers_.size(); ++l)
+    bytes += scratch_values_bytes<T>(layers_[l]->outputs() * max_batch);
+  bytes += 2 * scratch_values_bytes<T>(widest_inner_input(layers_) * max_batch);
+  for (const auto& layer : layers_) bytes += align_scratch(layer->scratch_bytes(max_batch));
+  return bytes;
 }
 
 template <typename T>
-MatrixView<T> Sequential<T>::output_gradient() {
-  return MatrixView<T>(output_gradient_.data(), outputs(), batch_);
+double Sequential<T>::multiply_adds_per_sample() const {
+  double total = 0.0;
+  for (const auto& layer : layers_) total += layer->multiply_adds_per_sample();
+  return total;
+}
+
+template <typename T>
+void Sequential<T>::bind(const LayerMemory<T>& memory) {
+  max_batch_ = memory.max_batch;
+  std::byte* scratch = memory.scratch;
+  auto take_values = [&](Index count) {
+    T* values = reinterpret_cast<T*>(scratch);
+    scratch += scratch_values_bytes<T>(count);
+    return values;
+  };
+  activations_.clear();
+  for (size_t l = 0; l + 1 < layers_.size(); ++l)
+    activations_.push_back(take_values(layers_[l]->outputs() * max_batch_));
+  const Index widest = widest_inner_input(layers_);
+  delta_a_ = take_values(widest * max_batch_);
+  delta_b_ = take_values(widest * max_batch_);
+
+  T* buffers = memory.buffers;
+  int64_t* counters = memory.counters;
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    LayerMemory<T> own = memory;
+    own.parameters = memory.parameters + parameter_offsets_[l];
+    own.gradients = memory.gradients + parameter_offsets_[l];
+    own.buffers = buffers;
+    own.counters = counters;
+    own.scratch = scratch;
+    for (const BufferSpec& b : layers_[l]->buffers()) {
+      if (b.type == BufferType::kReal) buffers += shape_size(b.shape);
+      else counters += shape_size(b.shape);
+    }
+    scratch += align_scratch(layers_[l]->scratch_bytes(max_batch_));
+    layers_[l]->bind(own);
+  }
+}
+
+template <typename T>
+void Sequential<T>::initialize(Rng& rng) {
+  for (auto& layer : layers_) layer->initialize(rng);
+}
+
+template <typename T>
+bool Sequential<T>::supports_chunked_pass(Index chunk) const {
+  return std::all_of(layers_.begin(), layers_.end(),
+                     [chunk](const auto& layer) { return layer->supports_chunked_pass(chunk); });
+}
+
+template <typename T>
+bool Sequential<T>::adds_to_gradients(size_t l) const {
+  return parameter_offsets_[l + 1] > parameter_offsets_[l] && !layers_[l]->can_overwrite_gradients();
+}
+
+template <typename T>
+bool Sequential<T>::can_overwrite_gradients() const {
+  for (size_t l = 0; l < layers_.size(); ++l)
+    if (adds_to_gradients(l)) return false;
+  return true;
+}
+
+template <typename T>
+std::vector<std::pair<Index, Index>> Sequential<T>::gradients_added_to() const {
+  std::vector<std::pair<Index, Index>> ranges;
+  for (size_t l = 0; l < layers_.size(); ++l)
+    if (adds_to_gradients(l)) ranges.emplace_back(parameter_offsets_[l], parameter_offsets_[l + 1]);
+  return ranges;
+}
+
+template <typename T>
+void Sequential<T>::forward(const PassContext& context, ConstMatrixView<T> x, MatrixView<T> y) {
+  const Index batch = x.cols();
+  assert(x.rows() == this->inputs() && batch <= max_batch_);
+  const T* in = x.data();
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    Layer<T>& layer = *layers_[l];
+    T* out = l + 1 < layers_.size() ? activations_[l] : y.data();
+    layer.forward(context, ConstMatrixView<T>(in, layer.inputs(), batch),
+                  MatrixView<T>(out, layer.outputs(), batch));
+    in = out;
+  }
 }
 
 template <typename T>
 void Sequential<T>::backward(const PassContext& context, ConstMatrixView<T> x,
-                             GradientListener* listener) {
-  stack_.backward(context, x, ConstMatrixView<T>(output_.data(), outputs(), batch_),
-                  ConstMatrixView<T>(output_gradient_.data(), outputs(), batch_), nullptr,
-                  listener);
+                             ConstMatrixView<T> y, ConstMatrixView<T> dy, MatrixView<T>* dx) {
+  backward(context, x, y, dy, dx, nullptr);
 }
 
+template <typename T>
+void Sequential<T>::backward(const PassContext& context, ConstMatrixView<T> x,
+                             ConstMatrixView<T> y, ConstMatrixView<T> dy, MatrixView<T>* dx,
+                             GradientListener* listener) {
+  const Index batch = x.cols();
+  const T* layer_dy = dy.data();
+  T* next_dx = delta_a_;
+  // A layer that cannot overwrite its gradients adds onto the zeros they were cleared to.
+  PassContext adding = context;
+  adding.overwrite_gradients = false;
+  for (size_t l = layers_.size(); l-- > 0;) {
+    Layer<T>& layer = *layers_[l];
+    const PassContext& layer_context = layer.can_overwrite_gradients() ? context : adding;
+    const T* in = l == 0 ? x.data() : activations_[l - 1];
+    const T* out = l + 1 < layers_.size() ? activations_[l] : y.data();
+    ConstMatrixView<T> layer_x(in, layer.inputs(), batch);
+    ConstMatrixView<T> layer_y(out, layer.outputs(), batch);
+    ConstMatrixView<T> layer_dy_view(layer_dy, layer.outputs(), batch);
+    if (l == 0) {
+      layer.backward(layer_context, layer_x, layer_y, layer_dy_view, dx);
+    } else {
+      MatrixView<T> layer_dx(next_dx, layer.inputs(), batch);
+      layer.backward(layer_context, layer_x, layer_y, layer_dy_view, &layer_dx);
+      layer_dy = next_dx;
+      next_dx = next_dx == delta_a_ ? delta_b_ : delta_a_;
+    }
+    if (listener && parameter_offsets_[l + 1] > parameter_offsets_[l]) listener->gradients_ready(parameter_offsets_[l]);
+  }
+}
+
+template class Layer<float>;
+template class Layer<double>;
 template class Sequential<float>;
 template class Sequential<double>;
 

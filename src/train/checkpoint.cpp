@@ -171,7 +171,7 @@ std::string resolve_resume_path(const std::string& spec, const std::string& chec
 
 template <typename T>
 std::string write_checkpoint(const CheckpointConfig& settings, const TrainingPosition& position,
-                             const RunIdentity& identity, const nn::Sequential<T>& model,
+                             const RunIdentity& identity, const nn::Model<T>& model,
                              optim::Optimizer<T>& optimizer) {
   std::error_code error;
   fs::create_directories(settings.dir, error);
@@ -223,7 +223,7 @@ std::string write_checkpoint(const CheckpointConfig& settings, const TrainingPos
 
 template <typename T>
 TrainingPosition restore_checkpoint(const io::SafetensorsFile& file, const RunIdentity& identity,
-                                    nn::Sequential<T>& model, optim::Optimizer<T>& optimizer) {
+                                    nn::Model<T>& model, optim::Optimizer<T>& optimizer) {
   const std::string& path = file.name();
   const auto meta = file.metadata().find(kMetadataKey);
   if (meta == file.metadata().end())
@@ -325,10 +325,10 @@ bool checkpoint_due_after_epoch(const CheckpointConfig& settings, int64_t epoch,
 
 #define MPIDDP_INSTANTIATE(T)                                                                  \
   template std::string write_checkpoint<T>(const CheckpointConfig&, const TrainingPosition&,   \
-                                           const RunIdentity&, const nn::Sequential<T>&,       \
+                                           const RunIdentity&, const nn::Model<T>&,       \
                                            optim::Optimizer<T>&);                              \
   template TrainingPosition restore_checkpoint<T>(const io::SafetensorsFile&,                  \
-                                                  const RunIdentity&, nn::Sequential<T>&,      \
+                                                  const RunIdentity&, nn::Model<T>&,      \
                                                   optim::Optimizer<T>&);
 MPIDDP_INSTANTIATE(float)
 MPIDDP_INSTANTIATE(double)

@@ -74,7 +74,7 @@ StepOutcome DataParallelStep<T>::reduce(double local_loss) {
   // Putting the loss in one slot after the gradients gets it for free in the same
   // allreduce, without a second round trip. A NaN or Inf on any rank also lands there.
   StepOutcome outcome;
-  nn::Sequential<T>& model = this->model_;
+  nn::Model<T>& model = this->model_;
   const Index p = model.parameter_count();
   T* grads = model.gradients();
   if (sync_started_) {
@@ -113,7 +113,7 @@ StepOutcome DataParallelStep<T>::reduce(double local_loss) {
 // alike. Adding zeros to the one rank's loss leaves its bits as they are.
 template <typename T>
 bool DataParallelStep<T>::share_scattered_verdict() {
-  nn::Sequential<T>& model = this->model_;
+  nn::Model<T>& model = this->model_;
   const optim::OptimizerShard<T>& optimizer = this->parts_.optimizer;
   const Index p = model.parameter_count();
   T* grads = model.gradients();

@@ -12,7 +12,7 @@ namespace {
 // [column bits by measurement]); for each kind of product the widest candidate piece at
 // which every product of that kind does.
 template <typename T>
-PassPieces chunked_pass_pieces(nn::GemmBackend backend, const nn::Sequential<T>& model, Index chunks, Index chunk) {
+PassPieces chunked_pass_pieces(nn::GemmBackend backend, const nn::Model<T>& model, Index chunks, Index chunk) {
   if (!model.layers().supports_chunked_pass(chunk)) return {};
   const std::vector<Index> pieces = nn::chunked_product_pieces(chunk);
   // Eigen: Linear::supports_chunked_pass's rule.
@@ -44,7 +44,7 @@ constexpr bool kNativeBuild = false;
 }  // namespace
 
 template <typename T>
-DeterministicGemm choose_deterministic_gemm(const std::string& configured, const nn::Sequential<T>& model,
+DeterministicGemm choose_deterministic_gemm(const std::string& configured, const nn::Model<T>& model,
                                             Index chunks, Index chunk, Index last_chunk) {
   DeterministicGemm result;
   result.choice = choose_gemm<T>(configured == "auto" ? "eigen" : configured, {}, 1);
@@ -69,9 +69,9 @@ DeterministicGemm choose_deterministic_gemm(const std::string& configured, const
   return result;
 }
 
-template DeterministicGemm choose_deterministic_gemm<float>(const std::string&, const nn::Sequential<float>&, Index,
+template DeterministicGemm choose_deterministic_gemm<float>(const std::string&, const nn::Model<float>&, Index,
                                                             Index, Index);
-template DeterministicGemm choose_deterministic_gemm<double>(const std::string&, const nn::Sequential<double>&, Index,
+template DeterministicGemm choose_deterministic_gemm<double>(const std::string&, const nn::Model<double>&, Index,
                                                              Index, Index);
 
 }  // namespace mpiddp::train

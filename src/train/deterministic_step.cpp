@@ -179,7 +179,7 @@ double DeterministicStep<T>::compute_gradients(const Index* samples, Index count
   // buffer and then a copy: at mlp's 1.9 M parameters that copy was 15 MB of memory traffic
   // per chunk. The views go back to the buffer however the pass ends.
   struct ViewsBack {
-    nn::Sequential<T>& model;
+    nn::Model<T>& model;
     ~ViewsBack() { model.bind_gradient_views(nullptr); }
   } views_back{model_};
   step_on_grid_ = chunked_pass(size);

@@ -49,7 +49,7 @@ template <typename T>
 double MicroBatchStep<T>::compute_gradients(const Index* samples, Index count) {
   before_pass();
   // The first micro-batch's backward writes the gradients (Note [gradients written, not
-  // cleared] in src/nn/sequential.cpp): only what it adds to is cleared. That counts as
+  // cleared] in src/nn/model.cpp): only what it adds to is cleared. That counts as
   // forward work in the profile; the trace shows it apart.
   model_.prepare_gradient_overwrite();
   replica_.phases().lap(&StepProfile::forward_s, SpanKind::kZeroGradients);

@@ -8,7 +8,7 @@
 namespace mpiddp::train {
 
 template <typename T>
-Replica<T>::Replica(nn::Sequential<T>& model, const nn::Loss<T>& loss, const data::Dataset<T>& train,
+Replica<T>::Replica(nn::Model<T>& model, const nn::Loss<T>& loss, const data::Dataset<T>& train,
                     Index batch, Index target_outputs, PhaseClock& phases)
     : model_(model), loss_(loss), train_(train), phases_(phases) {
   x_.assign(nn::shape_size(model.input_shape()) * batch, T(0));

@@ -51,7 +51,7 @@ ReplicaReport check_replicas(distributed::Communicator& comm, const T* params, I
 }
 
 template <typename T>
-void broadcast_buffers(distributed::Communicator& comm, nn::Sequential<T>& model) {
+void broadcast_buffers(distributed::Communicator& comm, nn::Model<T>& model) {
   if (model.buffer_value_count() > 0)
     comm.broadcast(model.buffer_values(), static_cast<size_t>(model.buffer_value_count()) * sizeof(T), 0);
   if (model.buffer_counter_count() > 0)
@@ -59,8 +59,8 @@ void broadcast_buffers(distributed::Communicator& comm, nn::Sequential<T>& model
                    static_cast<size_t>(model.buffer_counter_count()) * sizeof(int64_t), 0);
 }
 
-template void broadcast_buffers(distributed::Communicator&, nn::Sequential<float>&);
-template void broadcast_buffers(distributed::Communicator&, nn::Sequential<double>&);
+template void broadcast_buffers(distributed::Communicator&, nn::Model<float>&);
+template void broadcast_buffers(distributed::Communicator&, nn::Model<double>&);
 template ReplicaReport check_replicas<float>(distributed::Communicator&, const float*, Index, float*, Index);
 template ReplicaReport check_replicas<double>(distributed::Communicator&, const double*, Index, double*,
                                               Index);

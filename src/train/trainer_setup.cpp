@@ -66,7 +66,7 @@ Trainer<T>::Trainer(const Config& config, distributed::Communicator& comm, Train
   const nn::Shape input_shape = model_input_shape(config, train_.shape, train_.features, "data.train");
   const Index inputs = nn::shape_size(input_shape);
   // Extra gradient slots carry the loss and the stop vote (kReservedSlots, step_strategy.hpp).
-  model_ = std::make_unique<nn::Sequential<T>>(input_shape, config.layers, batch_per_rank_,
+  model_ = std::make_unique<nn::Model<T>>(input_shape, config.layers, batch_per_rank_,
                                                kReservedSlots);
   plan_reduction(reducer_, *model_);
   loss_ = nn::build_loss<T>(config.loss);
@@ -113,22 +113,22 @@ Trainer<T>::Trainer(const Config& config, distributed::Communicator& comm, Train
 }
 
 template <typename T>
-void plan_reduction(distributed::GradientReducer<T>& reducer, const nn::Sequential<T>& model) {
+void plan_reduction(distributed::GradientReducer<T>& reducer, const nn::Model<T>& model) {
   reducer.set_tensor_begins(model.tensor_bounds());  // P: where the reserved slots begin
   reducer.keep_exact_from(static_cast<size_t>(model.parameter_count()));
 }
 
 template <typename T>
-void place_for_reduction(distributed::GradientReducer<T>& reducer, nn::Sequential<T>& model) {
+void place_for_reduction(distributed::GradientReducer<T>& reducer, nn::Model<T>& model) {
   if (T* shared = reducer.allocate_shared_buffer(static_cast<size_t>(model.gradient_count())))
     model.place_gradients(shared);
 }
 
 template Trainer<float>::Trainer(const Config&, distributed::Communicator&, TrainOptions);
 template Trainer<double>::Trainer(const Config&, distributed::Communicator&, TrainOptions);
-template void plan_reduction(distributed::GradientReducer<float>&, const nn::Sequential<float>&);
-template void plan_reduction(distributed::GradientReducer<double>&, const nn::Sequential<double>&);
-template void place_for_reduction(distributed::GradientReducer<float>&, nn::Sequential<float>&);
-template void place_for_reduction(distributed::GradientReducer<double>&, nn::Sequential<double>&);
+template void plan_reduction(distributed::GradientReducer<float>&, const nn::Model<float>&);
+template void plan_reduction(distributed::GradientReducer<double>&, const nn::Model<double>&);
+template void place_for_reduction(distributed::GradientReducer<float>&, nn::Model<float>&);
+template void place_for_reduction(distributed::GradientReducer<double>&, nn::Model<double>&);
 
 }  // namespace mpiddp::train

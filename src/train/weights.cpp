@@ -64,7 +64,7 @@ std::vector<nn::ParameterTensor> buffer_layout(const std::vector<nn::BufferTenso
 }  // namespace
 
 template <typename T>
-std::vector<io::TensorToWrite> buffer_tensors(const nn::Sequential<T>& model) {
+std::vector<io::TensorToWrite> buffer_tensors(const nn::Model<T>& model) {
   std::vector<io::TensorToWrite> tensors;
   for (const auto& b : model.buffer_tensors()) {
     const bool real = b.type == nn::BufferType::kReal;
@@ -76,7 +76,7 @@ std::vector<io::TensorToWrite> buffer_tensors(const nn::Sequential<T>& model) {
 }
 
 template <typename T>
-void load_buffer_tensors(const io::SafetensorsFile& file, nn::Sequential<T>& model, int error_code) {
+void load_buffer_tensors(const io::SafetensorsFile& file, nn::Model<T>& model, int error_code) {
   load_named_tensors(file, buffer_layout(model.buffer_tensors(), nn::BufferType::kReal),
                      model.buffer_values(), error_code);
   load_named_tensors(file, buffer_layout(model.buffer_tensors(), nn::BufferType::kInt64),
@@ -84,7 +84,7 @@ void load_buffer_tensors(const io::SafetensorsFile& file, nn::Sequential<T>& mod
 }
 
 template <typename T>
-std::set<std::string> state_tensor_names(const nn::Sequential<T>& model) {
+std::set<std::string> state_tensor_names(const nn::Model<T>& model) {
   std::set<std::string> names = tensor_names(model.tensors());
   for (const auto& b : model.buffer_tensors()) names.insert(b.name);
   return names;
@@ -110,7 +110,7 @@ std::set<std::string> tensor_names(const std::vector<nn::ParameterTensor>& layou
 }
 
 template <typename T>
-void save_weights(const std::string& path, const nn::Sequential<T>& model) {
+void save_weights(const std::string& path, const nn::Model<T>& model) {
   auto tensors = named_tensors(model.tensors(), model.parameters());
   const auto buffers = buffer_tensors(model);
   tensors.insert(tensors.end(), buffers.begin(), buffers.end());
@@ -120,7 +120,7 @@ void save_weights(const std::string& path, const nn::Sequential<T>& model) {
 }
 
 template <typename T>
-void load_weights(const std::string& path, nn::Sequential<T>& model) {
+void load_weights(const std::string& path, nn::Model<T>& model) {
   try {
     const io::SafetensorsFile file = io::read_safetensors(path, kExitData);
     load_named_tensors(file, model.tensors(), model.parameters(), kExitData);
@@ -137,11 +137,11 @@ void load_weights(const std::string& path, nn::Sequential<T>& model) {
   template void load_named_tensors<T>(const io::SafetensorsFile&,                               \
                                       const std::vector<nn::ParameterTensor>&, T*, int,         \
                                       const std::string&);                                      \
-  template std::vector<io::TensorToWrite> buffer_tensors<T>(const nn::Sequential<T>&);         \
-  template void load_buffer_tensors<T>(const io::SafetensorsFile&, nn::Sequential<T>&, int);    \
-  template std::set<std::string> state_tensor_names<T>(const nn::Sequential<T>&);               \
-  template void save_weights<T>(const std::string&, const nn::Sequential<T>&);                  \
-  template void load_weights<T>(const std::string&, nn::Sequential<T>&);
+  template std::vector<io::TensorToWrite> buffer_tensors<T>(const nn::Model<T>&);         \
+  template void load_buffer_tensors<T>(const io::SafetensorsFile&, nn::Model<T>&, int);    \
+  template std::set<std::string> state_tensor_names<T>(const nn::Model<T>&);               \
+  template void save_weights<T>(const std::string&, const nn::Model<T>&);                  \
+  template void load_weights<T>(const std::string&, nn::Model<T>&);
 MPIDDP_INSTANTIATE(float)
 MPIDDP_INSTANTIATE(double)
 #undef MPIDDP_INSTANTIATE

@@ -21,7 +21,7 @@
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/io/json_reader.hpp"
 #include "mpiddp/io/safetensors.hpp"
-#include "mpiddp/nn/sequential.hpp"
+#include "mpiddp/nn/model.hpp"
 #include "mpiddp/optim/optimizer.hpp"
 #include "mpiddp/train/checkpoint.hpp"
 #include "temp_input.hpp"
@@ -37,7 +37,7 @@ constexpr const char* kMetadataKey = "mpiddp_checkpoint";
 // Adam (two state buffers), float32, 4 steps of 2 per epoch. make_seeds.sh writes metadata
 // that matches it.
 struct Run {
-  nn::Sequential<float> model{{2}, nn::parse_layer_list(io::Json::parse(
+  nn::Model<float> model{{2}, nn::parse_layer_list(io::Json::parse(
       R"([{"type": "linear", "out": 2}, {"type": "tanh"}, {"type": "linear", "out": 1}])")), 2};
   std::unique_ptr<optim::Optimizer<float>> optimizer =
       optim::make_optimizer<float>(optim::OptimizerConfig{"adam"}, model.parameter_count());

@@ -13,7 +13,7 @@
 #include "../support/layer_harness.hpp"
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/nn/loss.hpp"
-#include "mpiddp/nn/sequential.hpp"
+#include "mpiddp/nn/model.hpp"
 
 namespace mpiddp::nn {
 namespace {
@@ -440,7 +440,7 @@ TEST(BatchNorm, InAModelWithDropout) {
       {"type": "dropout", "p": 0.25}, {"type": "linear", "out": 2},
       {"type": "batchnorm1d", "affine": false}])");
   const Index batch = 5;
-  Sequential<double> model({3}, specs, batch);
+  Model<double> model({3}, specs, batch);
   EXPECT_EQ(model.describe(), "3-linear4-batchnorm1d-tanh-dropout-linear2-batchnorm1d_noaffine");
   // (3*4+4) + (4+4) + (4*2+2)
   EXPECT_EQ(model.parameter_count(), 34);

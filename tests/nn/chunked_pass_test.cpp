@@ -18,7 +18,7 @@
 #include "mpiddp/distributed/fixed_point.hpp"
 #include "mpiddp/distributed/local_communicator.hpp"
 #include "mpiddp/nn/gemm.hpp"
-#include "mpiddp/nn/sequential.hpp"
+#include "mpiddp/nn/model.hpp"
 #include "mpiddp/train/gradient_grid.hpp"
 
 namespace mpiddp::nn {
@@ -44,7 +44,7 @@ struct Chunks {
 };
 
 template <typename T>
-Chunks<T> make_chunks(const Sequential<T>& model) {
+Chunks<T> make_chunks(const Model<T>& model) {
   Chunks<T> c;
   for (Index q = 0; q < kChunks; ++q) {
     const auto x = test_values(model.inputs() * kChunk, static_cast<unsigned>(10 + q));
@@ -67,7 +67,7 @@ PassContext training_context() {
 
 // Chunk q's outputs from a pass over it alone.
 template <typename T>
-std::vector<T> alone(Sequential<T>& model, const Chunks<T>& c, Index q) {
+std::vector<T> alone(Model<T>& model, const Chunks<T>& c, Index q) {
   PassContext pass = training_context();
   pass.positions = c.positions[q].data();
   const auto out = model.forward(pass, ConstMatrixView<T>(c.x[q].data(), model.inputs(), kChunk));
@@ -96,7 +96,7 @@ Batch<T> side_by_side(const Chunks<T>& c, const std::vector<Index>& order) {
 
 // One chunked pass of the batch, forward and backward, its gradients onto `grid`; the outputs.
 template <typename T>
-std::vector<T> chunked_pass(Sequential<T>& model, const Batch<T>& b, GradientGrid& grid) {
+std::vector<T> chunked_pass(Model<T>& model, const Batch<T>& b, GradientGrid& grid) {
   PassContext pass = training_context();
   pass.positions = b.positions.data();
   pass.chunk_columns = kChunk;
@@ -116,7 +116,7 @@ struct Together {
 
 // The chunks `order` side by side in one chunked pass, their gradients onto a grid.
 template <typename T>
-Together together(Sequential<T>& model, const Chunks<T>& c, const std::vector<Index>& order) {
+Together together(Model<T>& model, const Chunks<T>& c, const std::vector<Index>& order) {
   distributed::LocalCommunicator comm;
   train::ChunkGradientGrid<T> grid(comm, model.tensor_bounds(), kChunks, nullptr);
   grid.begin_step(model.gradients());
@@ -134,7 +134,7 @@ Together together(Sequential<T>& model, const Chunks<T>& c, const std::vector<In
 template <typename T>
 void expect_chunks_keep_their_bits() {
   use_gemm_backend(GemmBackend::kEigen, 1);
-  Sequential<T> model(kInput, specs(kLayers), kChunks * kChunk);
+  Model<T> model(kInput, specs(kLayers), kChunks * kChunk);
   ASSERT_TRUE(model.layers().supports_chunked_pass(kChunk));
   model.initialize(9);
   const Chunks<T> c = make_chunks(model);
@@ -210,7 +210,7 @@ struct Recorded {
 };
 
 template <typename T>
-Recorded recorded(Sequential<T>& model, const Chunks<T>& c, const std::vector<Index>& order) {
+Recorded recorded(Model<T>& model, const Chunks<T>& c, const std::vector<Index>& order) {
   RecordingGrid grid(model.parameter_count());
   chunked_pass(model, side_by_side(c, order), grid);
   return {grid.added, grid.sums};
@@ -224,7 +224,7 @@ Recorded recorded(Sequential<T>& model, const Chunks<T>& c, const std::vector<In
 template <typename T>
 void expect_chunk_gradients_keep_their_bits() {
   use_gemm_backend(GemmBackend::kEigen, 1);
-  Sequential<T> model(kInput, specs(kLayers), kChunks * kChunk);
+  Model<T> model(kInput, specs(kLayers), kChunks * kChunk);
   model.initialize(9);
   const Chunks<T> c = make_chunks(model);
   for (const std::vector<Index>& order : {std::vector<Index>{0, 1, 2, 3, 4}, std::vector<Index>{4, 2, 1}}) {
@@ -260,7 +260,7 @@ TEST(ChunkedPass, EveryChunksGradientsKeepTheirBitsAtAnyWidthInDouble) { expect_
 // (Eigen's row sums split rows between vector and scalar code by that address).
 TEST(ChunkedPass, BiasGradientDoesNotFollowTheBuffersAddress) {
   use_gemm_backend(GemmBackend::kEigen, 1);
-  Sequential<float> model(kInput, specs(kLayers), kChunk);
+  Model<float> model(kInput, specs(kLayers), kChunk);
   model.initialize(9);
   const Chunks<float> c = make_chunks(model);
   const Index p = model.parameter_count();
@@ -288,22 +288,22 @@ TEST(ChunkedPass, EveryChunkKeepsItsBitsAtAnyPlaceInDouble) { expect_chunks_keep
 
 TEST(ChunkedPass, LinearNeedsWholePanelsAndAGemmSizedProduct) {
   const char* linear = R"([{"type": "linear", "out": 7}])";
-  EXPECT_TRUE(Sequential<float>(kInput, specs(linear), 8).layers().supports_chunked_pass(8));
-  EXPECT_FALSE(Sequential<float>(kInput, specs(linear), 8).layers().supports_chunked_pass(6));  // not whole panels
+  EXPECT_TRUE(Model<float>(kInput, specs(linear), 8).layers().supports_chunked_pass(8));
+  EXPECT_FALSE(Model<float>(kInput, specs(linear), 8).layers().supports_chunked_pass(6));  // not whole panels
   // 3 inputs + 2 outputs + 4 columns is below Eigen's size for a GEMM at one chunk a pass.
-  EXPECT_FALSE(Sequential<float>({3}, specs(R"([{"type": "linear", "out": 2}])"), 8).layers().supports_chunked_pass(4));
-  EXPECT_TRUE(Sequential<float>({3}, specs(R"([{"type": "linear", "out": 2}])"), 16).layers().supports_chunked_pass(16));
+  EXPECT_FALSE(Model<float>({3}, specs(R"([{"type": "linear", "out": 2}])"), 8).layers().supports_chunked_pass(4));
+  EXPECT_TRUE(Model<float>({3}, specs(R"([{"type": "linear", "out": 2}])"), 16).layers().supports_chunked_pass(16));
 }
 
 TEST(ChunkedPass, OnlyLayersThatKeepColumnsApartSupportIt) {
-  EXPECT_TRUE(Sequential<float>(kInput, specs(kLayers), 4).layers().supports_chunked_pass(kChunk));
+  EXPECT_TRUE(Model<float>(kInput, specs(kLayers), 4).layers().supports_chunked_pass(kChunk));
   // Transcendental functions round differently in vector and scalar code; BatchNorm
   // normalises over the batch; a convolution and a residual have not been made to.
   for (const char* layers : {R"([{"type": "linear", "out": 3}, {"type": "tanh"}])",
                              R"([{"type": "linear", "out": 3}, {"type": "sigmoid"}])",
                              R"([{"type": "linear", "out": 3}, {"type": "gelu"}])",
                              R"([{"type": "linear", "out": 3}, {"type": "batchnorm1d"}])"})
-    EXPECT_FALSE(Sequential<float>(kInput, specs(layers), 4).layers().supports_chunked_pass(kChunk)) << layers;
+    EXPECT_FALSE(Model<float>(kInput, specs(layers), 4).layers().supports_chunked_pass(kChunk)) << layers;
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 #include "../support/layer_harness.hpp"
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/nn/loss.hpp"
-#include "mpiddp/nn/sequential.hpp"
+#include "mpiddp/nn/model.hpp"
 
 namespace mpiddp::nn {
 namespace {
@@ -268,7 +268,7 @@ const char* kCnn = R"([
     {"type": "maxpool2d", "kernel": 2}, {"type": "flatten"}, {"type": "linear", "out": 4}])";
 
 TEST(ConvNet, TensorsAreNamedAsPyTorch) {
-  Sequential<float> model({2, 6, 6}, mpiddp::testing::specs(kCnn), 4);
+  Model<float> model({2, 6, 6}, mpiddp::testing::specs(kCnn), 4);
   EXPECT_EQ(model.describe(), "2x6x6-conv2d3k3s1p1-relu-maxpool2d2-flatten-linear4");
   EXPECT_EQ(model.output_shape(), (Shape{4}));
   // 3*2*3*3 + 3 + 4*27 + 4 = 54 + 3 + 108 + 4
@@ -292,7 +292,7 @@ TEST(ConvNet, TensorsAreNamedAsPyTorch) {
 
 TEST(ConvNet, NetworkGradientMatchesFiniteDifferences) {
   const Index batch = 3;
-  Sequential<double> model({2, 6, 6}, mpiddp::testing::specs(kCnn), batch);
+  Model<double> model({2, 6, 6}, mpiddp::testing::specs(kCnn), batch);
   model.initialize(3);
   EXPECT_GT(mpiddp::testing::check_model_gradients(model, batch), 1e-3);  // not vacuous
 }

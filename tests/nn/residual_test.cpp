@@ -5,7 +5,7 @@
 #include "../support/layer_harness.hpp"
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/nn/loss.hpp"
-#include "mpiddp/nn/sequential.hpp"
+#include "mpiddp/nn/model.hpp"
 
 namespace mpiddp::nn {
 namespace {
@@ -50,7 +50,7 @@ TEST(Residual, NestedResidualsGradientAndNames) {
           {"type": "residual", "layers": [{"type": "linear", "out": 4}, {"type": "sigmoid"}]},
           {"type": "linear", "out": 4}]},
       {"type": "linear", "out": 2}])");
-  Sequential<double> model({3}, list, 4);
+  Model<double> model({3}, list, 4);
   EXPECT_EQ(model.describe(),
             "3-linear4-residual(gelu-residual(linear4-sigmoid)-linear4)-linear2");
   std::vector<std::string> names;
@@ -64,7 +64,7 @@ TEST(Residual, NestedResidualsGradientAndNames) {
 
 TEST(Residual, BodyThatChangesTheShapeNamesTheLayer) {
   try {
-    Sequential<float> model({3}, specs(R"([{"type": "linear", "out": 4},
+    Model<float> model({3}, specs(R"([{"type": "linear", "out": 4},
         {"type": "residual", "layers": [{"type": "linear", "out": 5}]}])"), 2);
     FAIL() << "expected a ConfigError";
   } catch (const ConfigError& e) {

@@ -11,7 +11,7 @@
 #include "mpiddp/nn/layer.hpp"
 #include "mpiddp/nn/layer_registry.hpp"
 #include "mpiddp/nn/loss.hpp"
-#include "mpiddp/nn/sequential.hpp"
+#include "mpiddp/nn/model.hpp"
 
 namespace mpiddp::testing {
 
@@ -118,7 +118,7 @@ inline void check_layer_gradients(nn::Layer<double>& layer, Index batch,
 // fixed), in float64. `after_backward` sees the model right after the analytic backward
 // (e.g. to check the buffers a training pass moved). Returns the largest |gradient|, so a
 // caller can check the comparison was not vacuous.
-inline double check_model_gradients(nn::Sequential<double>& model, Index batch,
+inline double check_model_gradients(nn::Model<double>& model, Index batch,
                                     const nn::PassContext& context = {},
                                     const std::function<void()>& after_backward = {}) {
   const Index inputs = model.inputs(), outputs = model.outputs();

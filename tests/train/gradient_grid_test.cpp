@@ -12,7 +12,7 @@
 #include "../support/layer_harness.hpp"
 #include "mpiddp/distributed/local_communicator.hpp"
 #include "mpiddp/nn/gemm.hpp"
-#include "mpiddp/nn/sequential.hpp"
+#include "mpiddp/nn/model.hpp"
 
 namespace mpiddp::train {
 namespace {
@@ -27,12 +27,12 @@ struct Pass {
   std::vector<double> x, dy;
 };
 
-Pass make_pass(const nn::Sequential<double>& model) {
+Pass make_pass(const nn::Model<double>& model) {
   return {test_values(model.inputs() * kChunk * kChunks, 1), test_values(model.outputs() * kChunk * kChunks, 2)};
 }
 
 // The grid's gradients of one chunked pass over all chunks.
-std::vector<double> on_grid(nn::Sequential<double>& model, const Pass& p, bool* finite) {
+std::vector<double> on_grid(nn::Model<double>& model, const Pass& p, bool* finite) {
   distributed::LocalCommunicator comm;
   ChunkGradientGrid<double> grid(comm, model.tensor_bounds(), kChunks, nullptr);
   grid.begin_step(model.gradients());
@@ -49,7 +49,7 @@ std::vector<double> on_grid(nn::Sequential<double>& model, const Pass& p, bool* 
 }
 
 // The mean of the chunks' gradients, each chunk's from a pass of its own, summed in double.
-std::vector<double> mean_of_chunks(nn::Sequential<double>& model, const Pass& p) {
+std::vector<double> mean_of_chunks(nn::Model<double>& model, const Pass& p) {
   std::vector<double> mean(static_cast<size_t>(model.parameter_count()), 0.0);
   for (Index t = 0; t < kChunks; ++t) {
     model.zero_gradients();
@@ -65,7 +65,7 @@ std::vector<double> mean_of_chunks(nn::Sequential<double>& model, const Pass& p)
 
 TEST(GradientGrid, GivesTheMeanOfTheChunksGradientsToTheGridsPrecision) {
   nn::use_gemm_backend(nn::GemmBackend::kEigen, 1);
-  nn::Sequential<double> model({9}, specs(kLayers), kChunk * kChunks);
+  nn::Model<double> model({9}, specs(kLayers), kChunk * kChunks);
   model.initialize(4);
   const Pass p = make_pass(model);
   bool finite = false;
@@ -86,7 +86,7 @@ TEST(GradientGrid, GivesTheMeanOfTheChunksGradientsToTheGridsPrecision) {
 
 TEST(GradientGrid, ANonFiniteInputMakesItsLayersTensorsNaN) {
   nn::use_gemm_backend(nn::GemmBackend::kEigen, 1);
-  nn::Sequential<double> model({9}, specs(kLayers), kChunk * kChunks);
+  nn::Model<double> model({9}, specs(kLayers), kChunk * kChunks);
   model.initialize(4);
   Pass p = make_pass(model);
   p.x[5] = std::numeric_limits<double>::infinity();
@@ -101,7 +101,7 @@ TEST(GradientGrid, AProductThatMayOverflowTheDtypeComesOutNaN) {
   // float32 inputs and output gradients near 1e20: finite, but their products (1e40) are
   // not, and the grid cannot hold them.
   nn::use_gemm_backend(nn::GemmBackend::kEigen, 1);
-  nn::Sequential<float> model({9}, specs(R"([{"type": "linear", "out": 12}])"), kChunk * kChunks);
+  nn::Model<float> model({9}, specs(R"([{"type": "linear", "out": 12}])"), kChunk * kChunks);
   model.initialize(4);
   distributed::LocalCommunicator comm;
   ChunkGradientGrid<float> grid(comm, model.tensor_bounds(), kChunks, nullptr);

@@ -43,7 +43,7 @@ struct OneProcess {
   Config config;
   distributed::LocalCommunicator comm;
   data::Dataset<double> train;
-  nn::Sequential<double> model;
+  nn::Model<double> model;
   std::unique_ptr<nn::Loss<double>> loss;
   distributed::GradientReducer<double> reducer;
   optim::OptimizerShard<double> optimizer;

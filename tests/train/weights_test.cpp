@@ -36,14 +36,14 @@ void write_torch_fixture(const std::string& path) {
 }
 
 template <typename T>
-double forward_one(nn::Sequential<T>& model, const T (&x)[3]) {
+double forward_one(nn::Model<T>& model, const T (&x)[3]) {
   return static_cast<double>(model.forward(ConstMatrixView<T>(x, 3, 1))(0, 0));
 }
 
 TEST(Weights, PyTorchStateDictLoadsWithItsLayout) {
   const std::string dir = test::scratch_dir("weights_torch");
   write_torch_fixture(dir + "/torch.safetensors");
-  nn::Sequential<double> model({3}, kSpecs, 1);
+  nn::Model<double> model({3}, kSpecs, 1);
   load_weights(dir + "/torch.safetensors", model);
   // x = (1, 2, 3): W0 x + b0 = (1 - 3 + 0.5, 0.5 + 1 - 1) = (-1.5, 0.5);
   // y = 2 tanh(-1.5) - tanh(0.5) + 0.25.
@@ -51,7 +51,7 @@ TEST(Weights, PyTorchStateDictLoadsWithItsLayout) {
   EXPECT_DOUBLE_EQ(forward_one(model, x), 2 * std::tanh(-1.5) - std::tanh(0.5) + 0.25);
 
   // The same F64 file into a float32 model converts each value.
-  nn::Sequential<float> single({3}, kSpecs, 1);
+  nn::Model<float> single({3}, kSpecs, 1);
   load_weights(dir + "/torch.safetensors", single);
   const float xf[3] = {1, 2, 3};
   EXPECT_NEAR(forward_one(single, xf), 2 * std::tanh(-1.5) - std::tanh(0.5) + 0.25, 1e-6);
@@ -59,7 +59,7 @@ TEST(Weights, PyTorchStateDictLoadsWithItsLayout) {
 
 TEST(Weights, SavedWeightsCarryPyTorchNamesAndReloadExactly) {
   const std::string dir = test::scratch_dir("weights_save");
-  nn::Sequential<float> model({3}, kSpecs, 1);
+  nn::Model<float> model({3}, kSpecs, 1);
   model.initialize(7);
   save_weights(dir + "/w.safetensors", model);
   const io::SafetensorsFile file = io::read_safetensors(dir + "/w.safetensors", kExitData);
@@ -67,7 +67,7 @@ TEST(Weights, SavedWeightsCarryPyTorchNamesAndReloadExactly) {
   EXPECT_EQ(file.find("0.weight")->shape, (std::vector<int64_t>{2, 3}));
   EXPECT_EQ(file.find("2.weight")->shape, (std::vector<int64_t>{1, 2}));
   EXPECT_EQ(file.find("2.bias")->dtype, io::TensorDtype::kF32);
-  nn::Sequential<float> copy({3}, kSpecs, 1);
+  nn::Model<float> copy({3}, kSpecs, 1);
   load_weights(dir + "/w.safetensors", copy);
   EXPECT_EQ(std::memcmp(copy.parameters(), model.parameters(), model.parameter_count() * sizeof(float)), 0);
 }
@@ -76,7 +76,7 @@ TEST(Weights, BatchNormBuffersTravelAsAStateDictWithAnI64Counter) {
   const std::string dir = test::scratch_dir("weights_buffers");
   const auto specs = mpiddp::testing::specs(R"([{"type": "conv2d", "out": 2, "kernel": 1},
       {"type": "batchnorm2d"}, {"type": "flatten"}, {"type": "linear", "out": 1}])");
-  nn::Sequential<double> model({1, 2, 2}, specs, 4);
+  nn::Model<double> model({1, 2, 2}, specs, 4);
   model.initialize(3);
   // One training pass moves the running statistics off their start and counts a batch.
   const double x[16] = {1, 2, 3, 4, -1, 0, 2, 5, 0.5, 0.25, 3, -2, 1, 1, 1, 2};
@@ -88,7 +88,7 @@ TEST(Weights, BatchNormBuffersTravelAsAStateDictWithAnI64Counter) {
   EXPECT_EQ(file.find("1.running_mean")->dtype, io::TensorDtype::kF64);
   EXPECT_EQ(file.find("1.num_batches_tracked")->dtype, io::TensorDtype::kI64);
   EXPECT_TRUE(file.find("1.num_batches_tracked")->shape.empty());
-  nn::Sequential<double> copy({1, 2, 2}, specs, 4);
+  nn::Model<double> copy({1, 2, 2}, specs, 4);
   load_weights(dir + "/w.safetensors", copy);
   EXPECT_EQ(std::memcmp(copy.buffer_values(), model.buffer_values(),
                         static_cast<size_t>(model.buffer_value_count()) * sizeof(double)), 0);
@@ -175,7 +175,7 @@ TEST(Weights, TrainingStartsFromInitWeights) {
   EXPECT_EQ(from_file.step_losses, seeded.step_losses);
   EXPECT_EQ(from_file.replicas.checksum, seeded.replicas.checksum);
   // save_weights wrote the final parameters: their checksum is the run's.
-  nn::Sequential<float> final_model({6}, plain.layers, 1);
+  nn::Model<float> final_model({6}, plain.layers, 1);
   load_weights(dir + "/final.safetensors", final_model);
   EXPECT_EQ(hex64(fnv1a(final_model.parameters(), final_model.parameter_count() * sizeof(float))),
             seeded.replicas.checksum);

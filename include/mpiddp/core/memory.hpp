@@ -50,7 +50,7 @@ struct HugePageAllocator {
 // `count` zeros of T that occupy no memory until written: from 2 MiB on they are a fresh
 // mapping, which the kernel fills with zeros page by page when first touched. For a buffer
 // that may be given up before it is ever used (the model's own gradients, once they move to
-// shared memory: Sequential::place_gradients), so that it never adds to the peak RSS.
+// shared memory: Model::place_gradients), so that it never adds to the peak RSS.
 template <typename T>
 class UntouchedZeros {
  public:

@@ -71,7 +71,7 @@ struct PassContext {
   Index forward_columns = 0;
   Index input_gradient_columns = 0;
   // Backward writes the parameter gradients instead of adding to them (Note [gradients
-  // written, not cleared] in src/nn/sequential.cpp): the first micro-batch of a step, whose
+  // written, not cleared] in src/nn/model.cpp): the first micro-batch of a step, whose
   // gradient buffer still holds the last step's sums. A layer sees it set only when its
   // can_overwrite_gradients() says it honours it.
   bool overwrite_gradients = false;

@@ -6,7 +6,7 @@
 //       def forward(self, x): return x + self.body(x)
 // names them in its state_dict (docs/interchange.md).
 #include "mpiddp/io/json_reader.hpp"
-#include "mpiddp/nn/layer_stack.hpp"
+#include "mpiddp/nn/sequential.hpp"
 
 namespace mpiddp::nn {
 
@@ -37,7 +37,7 @@ class Residual final : public Layer<T> {
                 ConstMatrixView<T> dy, MatrixView<T>* dx) override;
 
  private:
-  LayerStack<T> body_;
+  Sequential<T> body_;
   T* body_out_ = nullptr;  // body(x): (outputs, max_batch), kept for backward
 };
 

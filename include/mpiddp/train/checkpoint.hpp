@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "mpiddp/io/safetensors.hpp"
-#include "mpiddp/nn/sequential.hpp"
+#include "mpiddp/nn/model.hpp"
 #include "mpiddp/optim/optimizer.hpp"
 #include "mpiddp/train/config.hpp"
 
@@ -29,7 +29,7 @@ struct TrainingPosition {
 
 // What a checkpoint must agree with to be resumed by this run.
 struct RunIdentity {
-  std::string model;  // nn::Sequential::describe()
+  std::string model;  // nn::Model::describe()
   std::string dtype;
   Json config;        // resume_config()
   Index global_batch = 0;
@@ -62,7 +62,7 @@ std::string resolve_resume_path(const std::string& spec, const std::string& chec
 // Returns its path.
 template <typename T>
 std::string write_checkpoint(const CheckpointConfig& settings, const TrainingPosition& position,
-                             const RunIdentity& identity, const nn::Sequential<T>& model,
+                             const RunIdentity& identity, const nn::Model<T>& model,
                              optim::Optimizer<T>& optimizer);
 
 // Validates a checkpoint against this run (integrity, model, dtype, config, batch geometry)
@@ -70,7 +70,7 @@ std::string write_checkpoint(const CheckpointConfig& settings, const TrainingPos
 // failed and why.
 template <typename T>
 TrainingPosition restore_checkpoint(const io::SafetensorsFile& file, const RunIdentity& identity,
-                                    nn::Sequential<T>& model, optim::Optimizer<T>& optimizer);
+                                    nn::Model<T>& model, optim::Optimizer<T>& optimizer);
 
 // mpiddp export: writes a checkpoint's parameters alone (no optimizer tensors), with their
 // names, shapes and dtype, as a weights file for init.weights or PyTorch's load_state_dict.

@@ -10,7 +10,7 @@
 #include "mpiddp/distributed/gradient_reducer.hpp"
 #include "mpiddp/io/json_reader.hpp"
 #include "mpiddp/nn/loss_registry.hpp"
-#include "mpiddp/nn/sequential.hpp"
+#include "mpiddp/nn/model.hpp"
 #include "mpiddp/optim/optimizer.hpp"
 #include "mpiddp/optim/schedule.hpp"
 #include "mpiddp/train/deterministic_config.hpp"

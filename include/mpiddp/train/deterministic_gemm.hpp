@@ -19,7 +19,7 @@
 // only where its column bits hold.
 #include <string>
 
-#include "mpiddp/nn/sequential.hpp"
+#include "mpiddp/nn/model.hpp"
 #include "mpiddp/train/gemm_choice.hpp"
 
 namespace mpiddp::train {
@@ -47,7 +47,7 @@ struct DeterministicGemm {
 // chunks: C; chunk and last_chunk: the samples a chunk holds in a full step and in the
 // epoch's last one. Leaves the chosen backend in use, at one thread.
 template <typename T>
-DeterministicGemm choose_deterministic_gemm(const std::string& configured, const nn::Sequential<T>& model,
+DeterministicGemm choose_deterministic_gemm(const std::string& configured, const nn::Model<T>& model,
                                             Index chunks, Index chunk, Index last_chunk);
 
 }  // namespace mpiddp::train

@@ -50,7 +50,7 @@ class DeterministicStep final : public StepStrategy<T> {
 
   StepParts<T> parts_;
   Replica<T>& replica_;
-  nn::Sequential<T>& model_;
+  nn::Model<T>& model_;
   Index chunks_ = 0;         // C, over the whole global batch
   Index local_chunks_ = 0;   // L = C / N, this rank's
   Index parameters_ = 0;     // P

@@ -17,7 +17,7 @@ template <typename T>
 class ChunkGradientGrid final : public nn::GradientGrid {
  public:
   // tensor_bounds: the parameter tensors' offsets, ascending, then P
-  // (Sequential::tensor_bounds); chunks: C, the most
+  // (Model::tensor_bounds); chunks: C, the most
   // terms any value's sum has; shared_sums: P int64 in the node's shared window, which the
   // shm path sums where they lie (Communicator::allocate_shared_buffer), or null.
   ChunkGradientGrid(distributed::Communicator& comm, std::vector<size_t> tensor_bounds, int64_t chunks,

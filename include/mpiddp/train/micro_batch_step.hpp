@@ -33,7 +33,7 @@ class MicroBatchStep : public StepStrategy<T> {
 
   StepParts<T> parts_;
   Replica<T>& replica_;
-  nn::Sequential<T>& model_;
+  nn::Model<T>& model_;
 
  private:
   // (b) the position of this rank's j-th sample inside the step's global batch: N j + r

@@ -10,7 +10,7 @@
 #include "mpiddp/data/dataset.hpp"
 #include "mpiddp/nn/context.hpp"
 #include "mpiddp/nn/loss.hpp"
-#include "mpiddp/nn/sequential.hpp"
+#include "mpiddp/nn/model.hpp"
 #include "mpiddp/train/step_profile.hpp"
 
 namespace mpiddp::train {
@@ -20,10 +20,10 @@ class Replica {
  public:
   // batch: the most samples one pass gathers (the per-rank batch); target_outputs: the widest
   // regression target of the sets it will gather (0 for class labels).
-  Replica(nn::Sequential<T>& model, const nn::Loss<T>& loss, const data::Dataset<T>& train,
+  Replica(nn::Model<T>& model, const nn::Loss<T>& loss, const data::Dataset<T>& train,
           Index batch, Index target_outputs, PhaseClock& phases);
 
-  nn::Sequential<T>& model() { return model_; }
+  nn::Model<T>& model() { return model_; }
   const data::Dataset<T>& train_set() const { return train_; }
   PhaseClock& phases() { return phases_; }
   // The training passes' context: the seed, the epoch and step (dropout's masks depend on
@@ -53,7 +53,7 @@ class Replica {
   void gather(const data::Dataset<T>& set, const Index* samples, Index count);
   nn::BatchTargets<T> targets(Index first) const;
 
-  nn::Sequential<T>& model_;
+  nn::Model<T>& model_;
   const nn::Loss<T>& loss_;
   const data::Dataset<T>& train_;
   PhaseClock& phases_;

@@ -5,7 +5,7 @@
 
 #include "mpiddp/core/types.hpp"
 #include "mpiddp/distributed/communicator.hpp"
-#include "mpiddp/nn/sequential.hpp"
+#include "mpiddp/nn/model.hpp"
 
 namespace mpiddp::train {
 
@@ -29,6 +29,6 @@ ReplicaReport check_replicas(distributed::Communicator& comm, const T* params, I
 
 // Rank 0's buffers (BatchNorm's running statistics) become every rank's. Collective.
 template <typename T>
-void broadcast_buffers(distributed::Communicator& comm, nn::Sequential<T>& model);
+void broadcast_buffers(distributed::Communicator& comm, nn::Model<T>& model);
 
 }  // namespace mpiddp::train

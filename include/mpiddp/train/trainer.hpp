@@ -30,7 +30,7 @@
 #include "mpiddp/distributed/statistics_reducer.hpp"
 #include "mpiddp/io/jsonl_log.hpp"
 #include "mpiddp/nn/loss.hpp"
-#include "mpiddp/nn/sequential.hpp"
+#include "mpiddp/nn/model.hpp"
 #include "mpiddp/train/gemm_choice.hpp"
 #include "mpiddp/optim/optimizer_shard.hpp"
 #include "mpiddp/train/config.hpp"
@@ -80,7 +80,7 @@ struct RunResult {
 
 // A run whose setup is done (data loaded, model built) and which has not yet called any
 // collective. Setup is local on purpose: a rank that fails there can tell the others in
-// one agreed collective (see tools/train_command.cpp) instead of leaving them waiting.
+// one agreed collective (see src/tools/train_command.cpp) instead of leaving them waiting.
 class TrainingRun {
  public:
   virtual ~TrainingRun() = default;
@@ -108,7 +108,7 @@ class Trainer final : public TrainingRun {
   // Averages the gradients over ranks (and, riding along, the loss). Returns the global loss.
   double synchronize(double local_loss) { return step_->reduce(local_loss).loss; }
 
-  nn::Sequential<T>& model() { return *model_; }
+  nn::Model<T>& model() { return *model_; }
   const data::Dataset<T>& train_set() const { return train_; }
   // The optimizer, whole or this rank's part of it (reduce.shard_optimizer).
   const optim::OptimizerShard<T>& optimizer() const { return *optimizer_; }
@@ -162,7 +162,7 @@ class Trainer final : public TrainingRun {
   TrainOptions options_;
   data::Dataset<T> train_;
   std::optional<data::Dataset<T>> eval_;
-  std::unique_ptr<nn::Sequential<T>> model_;
+  std::unique_ptr<nn::Model<T>> model_;
   std::unique_ptr<nn::Loss<T>> loss_;
   std::unique_ptr<optim::OptimizerShard<T>> optimizer_;  // whole, or this rank's part (reduce.shard_optimizer)
   distributed::GradientReducer<T> reducer_;
@@ -198,8 +198,8 @@ RunResult run_training(const Config& config, distributed::Communicator& comm, Tr
 // the shared-memory path the buffer moves into the reducer's shared memory, where the ranks
 // sum it without copying it (Note [gradients in the shared window]).
 template <typename T>
-void plan_reduction(distributed::GradientReducer<T>& reducer, const nn::Sequential<T>& model);
+void plan_reduction(distributed::GradientReducer<T>& reducer, const nn::Model<T>& model);
 template <typename T>
-void place_for_reduction(distributed::GradientReducer<T>& reducer, nn::Sequential<T>& model);
+void place_for_reduction(distributed::GradientReducer<T>& reducer, nn::Model<T>& model);
 
 }  // namespace mpiddp::train

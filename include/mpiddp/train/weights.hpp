@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "mpiddp/io/safetensors.hpp"
-#include "mpiddp/nn/sequential.hpp"
+#include "mpiddp/nn/model.hpp"
 
 namespace mpiddp::train {
 
@@ -38,23 +38,23 @@ std::set<std::string> tensor_names(const std::vector<nn::ParameterTensor>& layou
 // The model's buffers (running statistics in its dtype, counters as I64), named as in a
 // PyTorch state_dict ("1.running_mean", "1.num_batches_tracked"), pointing into the model.
 template <typename T>
-std::vector<io::TensorToWrite> buffer_tensors(const nn::Sequential<T>& model);
+std::vector<io::TensorToWrite> buffer_tensors(const nn::Model<T>& model);
 // Fills the model's buffers from the file's tensors of the same names (Error(error_code)
 // for a missing, mis-shaped or mistyped one).
 template <typename T>
-void load_buffer_tensors(const io::SafetensorsFile& file, nn::Sequential<T>& model, int error_code);
+void load_buffer_tensors(const io::SafetensorsFile& file, nn::Model<T>& model, int error_code);
 // The names of every parameter and buffer: a state_dict's keys.
 template <typename T>
-std::set<std::string> state_tensor_names(const nn::Sequential<T>& model);
+std::set<std::string> state_tensor_names(const nn::Model<T>& model);
 
 // Writes the model's parameters and buffers (its state_dict) as a safetensors file of its
 // dtype, atomically.
 template <typename T>
-void save_weights(const std::string& path, const nn::Sequential<T>& model);
+void save_weights(const std::string& path, const nn::Model<T>& model);
 
 // init.weights: fills the model's parameters and buffers from a file holding exactly its
 // tensors (load_state_dict(strict=True)).
 template <typename T>
-void load_weights(const std::string& path, nn::Sequential<T>& model);
+void load_weights(const std::string& path, nn::Model<T>& model);
 
 }  // namespace mpiddp::train

@@ -6,8 +6,6 @@
 #include <string>
 #include <vector>
 
-#include "commands.hpp"
-#include "config_args.hpp"
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/core/interrupt.hpp"
 #include "mpiddp/distributed/flight_recorder.hpp"
@@ -15,6 +13,8 @@
 #include "mpiddp/distributed/mpi_communicator.hpp"
 #include "mpiddp/train/config.hpp"
 #include "mpiddp/train/trainer.hpp"
+#include "mpiddp/tools/config_args.hpp"
+#include "mpiddp/tools/train_command.hpp"
 
 namespace mpiddp::tools {
 

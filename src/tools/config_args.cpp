@@ -1,4 +1,4 @@
-#include "config_args.hpp"
+#include "mpiddp/tools/config_args.hpp"
 
 #include "mpiddp/core/error.hpp"
 

@@ -1,4 +1,4 @@
-#include "mpiddp/nn/sequential.hpp"
+#include "mpiddp/nn/model.hpp"
 
 #include <gtest/gtest.h>
 
@@ -19,8 +19,8 @@ const std::vector<LayerSpec> kSpecs = mpiddp::testing::specs(R"([
     {"type": "linear", "out": 3}, {"type": "sigmoid"}, {"type": "linear", "out": 2}])");
 const Shape kInput = {3};
 
-TEST(Sequential, LayoutAndNames) {
-  Sequential<float> model(kInput, kSpecs, 8);
+TEST(Model, LayoutAndNames) {
+  Model<float> model(kInput, kSpecs, 8);
   // (3*5+5) + (5*4+4) + (4*3+3) + (3*2+2) = 20 + 24 + 15 + 8
   EXPECT_EQ(model.parameter_count(), 67);
   EXPECT_EQ(model.describe(), "3-linear5-tanh-linear4-gelu-linear3-sigmoid-linear2");
@@ -36,7 +36,7 @@ TEST(Sequential, LayoutAndNames) {
   EXPECT_EQ(t[7].offset + t[7].size(), model.parameter_count());
 }
 
-TEST(Sequential, UnknownLayerNamesTheKey) {
+TEST(Model, UnknownLayerNamesTheKey) {
   try {
     mpiddp::testing::specs(R"([{"type": "linear", "out": 2}, {"type": "softplus"}])");
     FAIL() << "expected a ConfigError";
@@ -45,8 +45,8 @@ TEST(Sequential, UnknownLayerNamesTheKey) {
   }
 }
 
-TEST(Sequential, SameSeedSameWeights) {
-  Sequential<float> a(kInput, kSpecs, 4), b(kInput, kSpecs, 4), c(kInput, kSpecs, 4);
+TEST(Model, SameSeedSameWeights) {
+  Model<float> a(kInput, kSpecs, 4), b(kInput, kSpecs, 4), c(kInput, kSpecs, 4);
   a.initialize(11);
   b.initialize(11);
   c.initialize(12);
@@ -54,18 +54,18 @@ TEST(Sequential, SameSeedSameWeights) {
   EXPECT_FALSE(std::equal(a.parameters(), a.parameters() + a.parameter_count(), c.parameters()));
 }
 
-TEST(Sequential, NetworkGradientMatchesFiniteDifferences) {
+TEST(Model, NetworkGradientMatchesFiniteDifferences) {
   const Index batch = 4;
-  Sequential<double> model(kInput, kSpecs, batch);
+  Model<double> model(kInput, kSpecs, batch);
   model.initialize(3);
   EXPECT_GT(mpiddp::testing::check_model_gradients(model, batch), 1e-3);
 }
 
-TEST(Sequential, BoundGradientViewsReceiveBackwardAndTheBufferStays) {
+TEST(Model, BoundGradientViewsReceiveBackwardAndTheBufferStays) {
   // bind_gradient_views(memory): backward adds into memory, gradients() keeps naming the
   // model's buffer, which is not touched; null points the views back at it.
   const Index batch = 4;
-  Sequential<float> model(kInput, kSpecs, batch, 1);
+  Model<float> model(kInput, kSpecs, batch, 1);
   model.initialize(5);
   const size_t p = static_cast<size_t>(model.parameter_count());
   const std::vector<double> xd = test_values(3 * batch, 1), td = test_values(2 * batch, 2);
@@ -95,9 +95,9 @@ TEST(Sequential, BoundGradientViewsReceiveBackwardAndTheBufferStays) {
   EXPECT_TRUE(std::equal(expected.begin(), expected.end(), model.gradients()));
 }
 
-TEST(Sequential, PlacedGradientsMoveWithTheirContentsAndReceiveBackward) {
+TEST(Model, PlacedGradientsMoveWithTheirContentsAndReceiveBackward) {
   const Index batch = 4;
-  Sequential<float> own(kInput, kSpecs, batch, 1), placed(kInput, kSpecs, batch, 1);
+  Model<float> own(kInput, kSpecs, batch, 1), placed(kInput, kSpecs, batch, 1);
   own.initialize(5);
   placed.initialize(5);
   EXPECT_EQ(placed.gradient_count(), placed.parameter_count() + 1);
@@ -112,7 +112,7 @@ TEST(Sequential, PlacedGradientsMoveWithTheirContentsAndReceiveBackward) {
   const std::vector<double> xd = test_values(3 * batch, 1), td = test_values(2 * batch, 2);
   std::vector<float> x(xd.begin(), xd.end()), t(td.begin(), td.end());
   MseLoss<float> mse;
-  for (Sequential<float>* model : {&own, &placed}) {
+  for (Model<float>* model : {&own, &placed}) {
     model->zero_gradients();
     const auto out = model->forward(ConstMatrixView<float>(x.data(), 3, batch));
     mse.forward_backward(out, {t.data(), nullptr}, model->output_gradient());
@@ -129,14 +129,14 @@ TEST(Sequential, PlacedGradientsMoveWithTheirContentsAndReceiveBackward) {
 // gradients must give what a pass adding onto cleared ones gives: the linear layers write
 // theirs, and the batchnorm's (which only adds), the residual holding it and the reserved
 // slots are cleared by prepare_gradient_overwrite.
-TEST(Sequential, AnOverwritingPassGivesTheClearedPassGradientsOverStaleOnes) {
+TEST(Model, AnOverwritingPassGivesTheClearedPassGradientsOverStaleOnes) {
   const Index batch = 4;
   const std::vector<LayerSpec> specs = mpiddp::testing::specs(R"([
       {"type": "linear", "out": 4}, {"type": "tanh"},
       {"type": "residual", "layers": [{"type": "linear", "out": 4}, {"type": "batchnorm1d"}]},
       {"type": "residual", "layers": [{"type": "linear", "out": 4}, {"type": "relu"}]},
       {"type": "batchnorm1d"}, {"type": "linear", "out": 2}])");
-  Sequential<double> model(kInput, specs, batch, 2);
+  Model<double> model(kInput, specs, batch, 2);
   model.initialize(9);
   const size_t count = static_cast<size_t>(model.gradient_count());
   const std::vector<double> x = test_values(3 * batch, 1), t = test_values(2 * batch, 2);
@@ -163,12 +163,12 @@ TEST(Sequential, AnOverwritingPassGivesTheClearedPassGradientsOverStaleOnes) {
   for (size_t i = 0; i < count - 2; ++i) EXPECT_NEAR(model.gradients()[i], 2.0 * expected[i], 1e-12) << i;
 }
 
-TEST(Sequential, OnlyTheLayersThatAddAreCleared) {
+TEST(Model, OnlyTheLayersThatAddAreCleared) {
   const std::vector<LayerSpec> specs = mpiddp::testing::specs(R"([
       {"type": "linear", "out": 4}, {"type": "batchnorm1d"},
       {"type": "residual", "layers": [{"type": "linear", "out": 4}]},
       {"type": "residual", "layers": [{"type": "batchnorm1d"}, {"type": "linear", "out": 4}]}])");
-  Sequential<float> model(kInput, specs, 2, 1);
+  Model<float> model(kInput, specs, 2, 1);
   std::fill_n(model.gradients(), model.gradient_count(), 5.0f);
   model.prepare_gradient_overwrite();
   // 0: linear 3 -> 4 (16), 1: batchnorm (8), 2: residual of a linear (20), 3: residual with a

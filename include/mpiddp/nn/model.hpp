@@ -1,0 +1,150 @@
+#pragma once
+// A model: a Sequential with its memory. It owns one flat parameter buffer, one flat
+// gradient buffer, the buffers' memory and one scratch arena, and hands each layer its
+// views (Note [one buffer, many views] in nn/layer.hpp), in order, with a running offset.
+//
+// Activation memory is sized once for max_batch samples: forward and backward only write
+// into memory made here, so a training step allocates nothing.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mpiddp/core/memory.hpp"
+#include "mpiddp/nn/layer_registry.hpp"
+#include "mpiddp/nn/sequential.hpp"
+
+namespace mpiddp::nn {
+
+// A named tensor inside one of the model's flat buffers, with PyTorch nn.Sequential names:
+// "<layer index>.weight" [out, in], "<layer index>.bias" [out], "3.body.0.weight", ...
+struct ParameterTensor {
+  std::string name;
+  Index offset = 0;
+  std::vector<Index> shape;
+  Index size() const;
+};
+
+// A buffer tensor: offset into buffer_values() (kReal) or buffer_counters() (kInt64).
+struct BufferTensor : ParameterTensor {
+  BufferType type = BufferType::kReal;
+};
+
+// Flat buffers: 64-byte aligned, on huge pages from 2 MiB (Note [allocate once, keep it mapped]).
+template <typename T>
+using AlignedVector = std::vector<T, HugePageAllocator<T>>;
+
+template <typename T>
+class Model {
+ public:
+  // reserved_gradient_slots: extra elements after the P gradients, reduced together with
+  // them by the trainer (see Note [the loss rides with the gradients] in train/data_parallel_step.cpp).
+  Model(const Shape& input, const std::vector<LayerSpec>& specs, Index max_batch,
+             Index reserved_gradient_slots = 0);
+
+  const Shape& input_shape() const { return input_shape_; }
+  const Shape& output_shape() const { return stack_.output_shape(); }
+  Index inputs() const { return stack_.inputs(); }
+  Index outputs() const { return stack_.outputs(); }
+  Index max_batch() const { return max_batch_; }
+  Index parameter_count() const { return parameter_count_; }
+  const std::vector<ParameterTensor>& tensors() const { return tensors_; }
+  // Where each tensor begins in the parameter (and gradient) buffer, in order, then P: tensor
+  // t spans [bounds[t], bounds[t + 1]). The reduction's buckets and the deterministic sums'
+  // grids are cut there.
+  std::vector<size_t> tensor_bounds() const;
+  const std::vector<BufferTensor>& buffer_tensors() const { return buffer_tensors_; }
+  // Multiply-adds of one sample's forward pass, the sum of the layers' own figures.
+  double multiply_adds_per_sample() const { return stack_.multiply_adds_per_sample(); }
+  std::vector<GemmCall> gemm_calls(Index batch) const {
+    std::vector<GemmCall> calls;
+    stack_.gemm_calls(batch, calls);
+    return calls;
+  }
+  // "6-linear48-tanh-linear1", "1x28x28-conv2d8k3s1p1-relu-...": identifies the
+  // architecture in hashes, logs and checkpoints.
+  std::string describe() const;
+  const Sequential<T>& layers() const { return stack_; }
+  // Bytes of activation memory for max_batch: the layers' scratch, the output and its gradient.
+  size_t activation_bytes() const {
+    return scratch_.size() + (output_.size() + output_gradient_.size()) * sizeof(T);
+  }
+
+  T* parameters() { return parameters_; }
+  const T* parameters() const { return parameters_; }
+  // P gradients followed by the reserved slots.
+  T* gradients() { return gradients_; }
+  const T* gradients() const { return gradients_; }
+  // The real buffers (running statistics) and the int64 ones (num_batches_tracked).
+  T* buffer_values() { return buffer_values_.data(); }
+  const T* buffer_values() const { return buffer_values_.data(); }
+  Index buffer_value_count() const { return static_cast<Index>(buffer_values_.size()); }
+  int64_t* buffer_counters() { return buffer_counters_.data(); }
+  const int64_t* buffer_counters() const { return buffer_counters_.data(); }
+  Index buffer_counter_count() const { return static_cast<Index>(buffer_counters_.size()); }
+
+  // P + reserved slots: the length of gradients().
+  Index gradient_count() const { return gradient_count_; }
+  // Moves the gradient buffer, contents and all, into gradient_count() elements of memory
+  // the caller owns and keeps alive as long as the model: the gradient reducer's shared
+  // memory, where the ranks sum it without copying it (see GradientReducer).
+  void place_gradients(T* memory);
+  // The layers' parameter views move to `memory` (parameter_count() elements the caller
+  // keeps alive as long as the model, holding the values already: the node's one copy of
+  // the parameters, Note [parameters once per node]), and the model's own buffer is given
+  // back.
+  void adopt_parameters(T* memory);
+  // Points the layers' gradient views at `memory` (parameter_count() values, the caller's)
+  // without copying: backward then adds into it, while gradients() still names the model's
+  // buffer. Null points them back at gradients(). The deterministic step has each chunk's
+  // backward write into that chunk's own term, rather than into the buffer and then a copy.
+  void bind_gradient_views(T* memory);
+
+  // Seeded initialisation, PyTorch's default scheme layer by layer; buffers to their start.
+  void initialize(uint64_t seed);
+  void zero_gradients();
+  // Readies the gradients for a backward pass with PassContext::overwrite_gradients: clears
+  // only what that pass adds to (Note [gradients written, not cleared] in sequential.cpp).
+  void prepare_gradient_overwrite();
+
+  // x: (inputs, B), B <= max_batch -> (outputs, B). The view stays valid until the next forward.
+  ConstMatrixView<T> forward(const PassContext& context, ConstMatrixView<T> x);
+  // Where the loss writes dLoss/dout: (outputs, B) for the batch of the last forward.
+  MatrixView<T> output_gradient();
+  // Back-propagates output_gradient() through the last forward pass (of the same context)
+  // and adds the parameter gradients into gradients(). x must be the input of that forward
+  // pass. A listener hears after each layer with parameters that its gradients (and all
+  // later ones) are final.
+  void backward(const PassContext& context, ConstMatrixView<T> x,
+                GradientListener* listener = nullptr);
+
+  // A training pass of one process (PassContext's defaults), for tests and tools.
+  ConstMatrixView<T> forward(ConstMatrixView<T> x) { return forward(PassContext{}, x); }
+  void backward(ConstMatrixView<T> x, GradientListener* listener = nullptr) {
+    backward(PassContext{}, x, listener);
+  }
+
+ private:
+  LayerMemory<T> memory();
+
+  Shape input_shape_;
+  Sequential<T> stack_;
+  Index max_batch_, parameter_count_ = 0, gradient_count_ = 0;
+
+  Index batch_ = 0;  // batch size of the last forward
+  std::vector<ParameterTensor> tensors_;
+  // What prepare_gradient_overwrite clears: the gradients of layers that only add, and the
+  // reserved slots.
+  std::vector<std::pair<Index, Index>> added_to_;
+  std::vector<BufferTensor> buffer_tensors_;
+  AlignedVector<T> own_parameters_;          // (P), unless placed elsewhere
+  T* parameters_ = nullptr;                  // (P): own_parameters_ or placed
+  UntouchedZeros<T> own_gradients_;          // (P + reserved slots), unless placed elsewhere
+  T* gradients_ = nullptr;                   // (P + reserved slots): own_gradients_ or placed
+  AlignedVector<T> buffer_values_;           // the real buffers, in layer order
+  std::vector<int64_t> buffer_counters_;     // the int64 buffers, in layer order
+  AlignedVector<std::byte> scratch_;         // every layer's scratch, activations included
+  AlignedVector<T> output_;                  // (outputs, max_batch)
+  AlignedVector<T> output_gradient_;         // (outputs, max_batch)
+};
+
+}  // namespace mpiddp::nn

@@ -1,0 +1,141 @@
+#include "mpiddp/nn/model.hpp"
+
+#include <algorithm>
+
+namespace mpiddp::nn {
+
+Index ParameterTensor::size() const { return shape_size(shape); }
+
+template <typename T>
+Model<T>::Model(const Shape& input, const std::vector<LayerSpec>& specs, Index max_batch,
+                          Index reserved_gradient_slots)
+    : input_shape_(input), stack_(specs, input), max_batch_(max_batch) {
+  for (const TensorSpec& t : stack_.parameters()) {
+    tensors_.push_back({t.name, parameter_count_, t.shape});
+    parameter_count_ += shape_size(t.shape);
+  }
+  Index values = 0, counters = 0;
+  for (const BufferSpec& b : stack_.buffers()) {
+    BufferTensor tensor;
+    tensor.name = b.name;
+    tensor.shape = b.shape;
+    tensor.type = b.type;
+    Index& offset = b.type == BufferType::kReal ? values : counters;
+    tensor.offset = offset;
+    offset += shape_size(b.shape);
+    buffer_tensors_.push_back(std::move(tensor));
+  }
+  own_parameters_.assign(parameter_count_, T(0));
+  parameters_ = own_parameters_.data();
+  gradient_count_ = parameter_count_ + reserved_gradient_slots;
+  own_gradients_ = UntouchedZeros<T>(static_cast<size_t>(gradient_count_));
+  gradients_ = own_gradients_.data();
+  added_to_ = stack_.gradients_added_to();
+  if (gradient_count_ > parameter_count_) added_to_.emplace_back(parameter_count_, gradient_count_);
+  buffer_values_.assign(values, T(0));
+  buffer_counters_.assign(counters, 0);
+  scratch_.assign(stack_.scratch_bytes(max_batch_), std::byte{0});
+  output_.assign(outputs() * max_batch_, T(0));
+  output_gradient_.assign(outputs() * max_batch_, T(0));
+  stack_.bind(memory());
+}
+
+template <typename T>
+LayerMemory<T> Model<T>::memory() {
+  LayerMemory<T> m;
+  m.parameters = parameters_;
+  m.gradients = gradients_;
+  m.buffers = buffer_values_.data();
+  m.counters = buffer_counters_.data();
+  m.scratch = scratch_.data();
+  m.max_batch = max_batch_;
+  return m;
+}
+
+template <typename T>
+void Model<T>::place_gradients(T* memory_at) {
+  std::copy_n(gradients_, gradient_count_, memory_at);
+  gradients_ = memory_at;
+  stack_.bind(memory());
+  own_gradients_ = UntouchedZeros<T>();
+}
+
+template <typename T>
+void Model<T>::adopt_parameters(T* memory_at) {
+  parameters_ = memory_at;
+  stack_.bind(memory());
+  AlignedVector<T>().swap(own_parameters_);  // "= {}" would keep the capacity
+}
+
+template <typename T>
+void Model<T>::bind_gradient_views(T* memory_at) {
+  LayerMemory<T> m = memory();
+  if (memory_at) m.gradients = memory_at;
+  stack_.bind(m);
+}
+
+template <typename T>
+std::string Model<T>::describe() const {
+  return shape_tag(input_shape_) + "-" + stack_.describe();
+}
+
+template <typename T>
+void Model<T>::initialize(uint64_t seed) {
+  Rng rng(mix_seed(seed, 0x1417));  // the "init" stream of the run seed
+  stack_.initialize(rng);
+}
+
+template <typename T>
+void Model<T>::zero_gradients() {
+  std::fill_n(gradients_, gradient_count_, T(0));
+}
+
+// Note [gradients written, not cleared]: a step's backward used to add every parameter
+// gradient onto a buffer cleared just before it: one more pass over the whole buffer at
+// memory speed, 9-11 ms a step for wide's 84 MB on a 2-vCPU Xeon (docs/benchmarks.md).
+// The first micro-batch's backward now writes them instead (PassContext::
+// overwrite_gradients): a linear layer's weight gradient is its product with beta 0. Where
+// the library sums into a cleared C either way (OpenBLAS, Eigen's blocked products) that is
+// the sum it added onto zeros (0 + s = s, but for the sign of a zero); a product small
+// enough for Eigen to evaluate coefficient by coefficient may round otherwise. Either way
+// every rank and every run takes the same path, so replicas stay equal and runs repeat. Only
+// the gradients of layers that cannot overwrite (small ones: convolutions, BatchNorm, a
+// user's layer) and the reserved slots are cleared first.
+template <typename T>
+void Model<T>::prepare_gradient_overwrite() {
+  for (const auto& [first, end] : added_to_) std::fill(gradients_ + first, gradients_ + end, T(0));
+}
+
+template <typename T>
+std::vector<size_t> Model<T>::tensor_bounds() const {
+  std::vector<size_t> bounds;
+  for (const auto& tensor : tensors_) bounds.push_back(static_cast<size_t>(tensor.offset));
+  bounds.push_back(static_cast<size_t>(parameter_count_));
+  return bounds;
+}
+
+template <typename T>
+ConstMatrixView<T> Model<T>::forward(const PassContext& context, ConstMatrixView<T> x) {
+  batch_ = x.cols();
+  MatrixView<T> y(output_.data(), outputs(), batch_);
+  stack_.forward(context, x, y);
+  return ConstMatrixView<T>(output_.data(), outputs(), batch_);
+}
+
+template <typename T>
+MatrixView<T> Model<T>::output_gradient() {
+  return MatrixView<T>(output_gradient_.data(), outputs(), batch_);
+}
+
+template <typename T>
+void Model<T>::backward(const PassContext& context, ConstMatrixView<T> x,
+                             GradientListener* listener) {
+  stack_.backward(context, x, ConstMatrixView<T>(output_.data(), outputs(), batch_),
+                  ConstMatrixView<T>(output_gradient_.data(), outputs(), batch_), nullptr,
+                  listener);
+}
+
+template class Model<float>;
+template class Model<double>;
+
+}  // namespace mpiddp::nn
