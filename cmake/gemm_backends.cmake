@@ -1,4 +1,4 @@
-# The matrix-product libraries built into mpiddp_core beside Eigen (nn/gemm.hpp): OpenBLAS,
+# The matrix-product libraries built into mpiddp_core beside Eigen (kernels/gemm.hpp): OpenBLAS,
 # BLIS and oneDNN, each from its Debian package (scripts/install-deps.sh installs them).
 # MPIDDP_GEMM: "auto" builds in every one found, "none" Eigen only, or a ;-list of the ones
 # required (openblas;blis;onednn), which fails when one is missing. Which one computes is
@@ -21,10 +21,10 @@ endif()
 
 set(MPIDDP_GEMM_FOUND "")
 
-# Builds src/nn/gemm_backends/NAME_gemm.cpp into mpiddp_core with the library's header
+# Builds src/kernels/gemm_backends/NAME_gemm.cpp into mpiddp_core with the library's header
 # directory (for that file only: BLIS and OpenBLAS both ship a cblas.h) and links LIBRARY.
 function(mpiddp_add_gemm_backend name define include_dir library)
-  set(source ${CMAKE_CURRENT_SOURCE_DIR}/src/nn/gemm_backends/${name}_gemm.cpp)
+  set(source ${CMAKE_CURRENT_SOURCE_DIR}/src/kernels/gemm_backends/${name}_gemm.cpp)
   target_sources(mpiddp_core PRIVATE ${source})
   # -I/usr/include would break the C++ headers' #include_next <stdlib.h>.
   if(NOT include_dir IN_LIST CMAKE_CXX_IMPLICIT_INCLUDE_DIRECTORIES)

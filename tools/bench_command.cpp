@@ -14,7 +14,7 @@
 #include "mpiddp/core/threads.hpp"
 #include "mpiddp/distributed/gradient_reducer.hpp"
 #include "mpiddp/distributed/mpi_communicator.hpp"
-#include "mpiddp/train/config.hpp"
+#include "mpiddp/config/config.hpp"
 #include "mpiddp/tools/config_args.hpp"
 #include "mpiddp/train/trainer.hpp"
 
@@ -51,7 +51,7 @@ BenchArgs parse_bench_args(int argc, char** argv) {
 // slot), planned as the trainer does and where place_for_reduction put it, with nothing else
 // running; the slowest rank's figure. Overwrites the gradients.
 template <typename T>
-double time_reduce(const train::Config& config, distributed::Communicator& comm,
+double time_reduce(const config::Config& config, distributed::Communicator& comm,
                    nn::Model<T>& model, int repeats) {
   distributed::GradientReducer<T> reducer(comm, config.reduce);
   train::plan_reduction(reducer, model);
@@ -69,7 +69,7 @@ double time_reduce(const train::Config& config, distributed::Communicator& comm,
 
 // --reduce-only: the model's gradient buffer shape, reduced repeatedly; nothing trained.
 template <typename T>
-void run_reduce_only(const train::Config& config, const BenchArgs& args, distributed::Communicator& comm) {
+void run_reduce_only(const config::Config& config, const BenchArgs& args, distributed::Communicator& comm) {
   if (config.model_inputs <= 0 && config.model_input_shape.empty())
     throw ConfigError("model.input_shape", "--reduce-only needs model.input_shape or model.inputs");
   const nn::Shape input = config.model_input_shape.empty() ? nn::Shape{config.model_inputs}
@@ -81,7 +81,7 @@ void run_reduce_only(const train::Config& config, const BenchArgs& args, distrib
   double rss = peak_rss_mb();
   comm.allreduce_max(&rss, 1);
   if (comm.rank() != 0) return;
-  const train::Json line = {
+  const io::Json line = {
       {"workload", std::filesystem::path(args.config.config_path).stem().string()},
       {"np", comm.size()},
       {"reduce_algorithm", distributed::to_string(reducer.algorithm())},
@@ -101,7 +101,7 @@ void run_reduce_only(const train::Config& config, const BenchArgs& args, distrib
 // memory targets (peak RSS, and the PSS, which shares the node copy out) are stated against
 // this.
 template <typename T>
-double needed_memory_mb(const train::Config& config, const nn::Model<T>& model,
+double needed_memory_mb(const config::Config& config, const nn::Model<T>& model,
                         const data::Dataset<T>& train_set, Index batch_per_rank,
                         int ranks_on_node, int optimizer_parts, bool node_copy) {
   const double p = static_cast<double>(model.parameter_count());
@@ -125,9 +125,9 @@ double needed_memory_mb(const train::Config& config, const nn::Model<T>& model,
 }
 
 template <typename T>
-void run_bench(const train::Config& config, const BenchArgs& args, distributed::Communicator& comm) {
+void run_bench(const config::Config& config, const BenchArgs& args, distributed::Communicator& comm) {
   if (args.reduce_only) return run_reduce_only<T>(config, args, comm);
-  train::StepProfile profile;
+  record::StepProfile profile;
   train::TrainOptions options;
   options.quiet = true;
   options.profile = &profile;
@@ -168,7 +168,7 @@ void run_bench(const train::Config& config, const BenchArgs& args, distributed::
   const double needed = needed_memory_mb(config, model, trainer.train_set(),
                                          config.per_rank_batch(comm.size()), comm.ranks_on_node(),
                                          trainer.optimizer().parts(), node_copy);
-  train::Json line = {
+  io::Json line = {
       {"workload", std::filesystem::path(args.config.config_path).stem().string()},
       {"np", comm.size()},
       {"threads", threads_in_use()},
@@ -206,7 +206,7 @@ int bench_command(int argc, char** argv) {
   distributed::MpiCommunicator comm;
   try {
     const BenchArgs args = parse_bench_args(argc, argv);
-    const train::Config config = load_config(args.config, train::Json());
+    const config::Config config = load_config(args.config, io::Json());
     if (config.dtype == "float64")
       run_bench<double>(config, args, comm);
     else

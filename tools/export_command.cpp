@@ -5,7 +5,7 @@
 
 #include "commands.hpp"
 #include "mpiddp/core/error.hpp"
-#include "mpiddp/train/checkpoint.hpp"
+#include "mpiddp/checkpoint/checkpoint.hpp"
 
 namespace mpiddp::tools {
 
@@ -16,8 +16,8 @@ int export_command(int argc, char** argv) {
   }
   try {
     // A directory means its newest checkpoint, as for --resume.
-    const std::string checkpoint = train::resolve_resume_path(argv[1], "");
-    const size_t tensors = train::export_checkpoint_weights(checkpoint, argv[2]);
+    const std::string checkpoint = checkpoint::resolve_resume_path(argv[1], "");
+    const size_t tensors = checkpoint::export_checkpoint_weights(checkpoint, argv[2]);
     std::printf("mpiddp export: %zu tensors of '%s' written to '%s'\n", tensors,
                 checkpoint.c_str(), argv[2]);
     return kExitOk;

@@ -20,9 +20,9 @@
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/core/threads.hpp"
 #include "mpiddp/data/source.hpp"
-#include "mpiddp/nn/gemm_calibration.hpp"
+#include "mpiddp/kernels/gemm_calibration.hpp"
 #include "mpiddp/nn/model.hpp"
-#include "mpiddp/train/config.hpp"
+#include "mpiddp/config/config.hpp"
 
 namespace {
 
@@ -39,7 +39,7 @@ struct Best {
   double cpu = std::numeric_limits<double>::infinity();
 };
 
-Best time_call(const nn::GemmShape& s, int repeats, nn::GemmOperands<float>& ops) {
+Best time_call(const kernels::GemmShape& s, int repeats, kernels::GemmOperands<float>& ops) {
   auto run = [&] { ops.multiply(s); };
   run();  // warm-up
   Best best;
@@ -68,18 +68,18 @@ int main(int argc, char** argv) {
     else return std::fprintf(stderr, "gemm_bench: unknown option %s\n", argv[i]), 2;
   }
   try {
-    const train::Config config = train::parse_config(train::read_config_file(argv[1]));
+    const config::Config config = config::parse_config(config::read_config_file(argv[1]));
     const auto data = data::load_source<float>(config.train_data, config.seed, "train");
     const Index batch = config.per_rank_batch(np);
-    const nn::Model<float> model(train::model_input_shape(config, data.shape, data.features, "data.train"),
+    const nn::Model<float> model(config::model_input_shape(config, data.shape, data.features, "data.train"),
                                       config.layers, batch, 1);
-    const std::vector<nn::GemmCall> calls = model.gemm_calls(batch);
-    nn::GemmOperands<float> ops(calls);
+    const std::vector<kernels::GemmCall> calls = model.gemm_calls(batch);
+    kernels::GemmOperands<float> ops(calls);
     use_threads(threads);
     std::printf("# %s: %s, per-rank batch %lld at np=%d, %d thread(s), best of %d\n", argv[1],
                 model.describe().c_str(), static_cast<long long>(batch), np, threads, repeats);
-    for (nn::GemmBackend backend : nn::available_gemm_backends()) {
-      nn::use_gemm_backend(backend, threads);
+    for (kernels::GemmBackend backend : kernels::available_gemm_backends()) {
+      kernels::use_gemm_backend(backend, threads);
       double pass_wall = 0.0, pass_cpu = 0.0, flops = 0.0;
       for (const auto& call : calls) {
         const Best best = time_call(call.shape, repeats, ops);
@@ -88,11 +88,11 @@ int main(int argc, char** argv) {
         pass_cpu += best.cpu * static_cast<double>(call.count);
         flops += f * static_cast<double>(call.count);
         std::printf("{\"backend\": \"%s\", \"shape\": \"%s\", \"count\": %lld, \"gflops_wall\": %.1f, \"gflops_cpu\": %.1f}\n",
-                    nn::gemm_backend_name(backend), nn::gemm_shape_text(call.shape).c_str(),
+                    kernels::gemm_backend_name(backend), kernels::gemm_shape_text(call.shape).c_str(),
                     static_cast<long long>(call.count), f / best.wall * 1e-9, f / best.cpu * 1e-9);
       }
       std::printf("{\"backend\": \"%s\", \"library\": \"%s\", \"pass_ms_wall\": %.3f, \"pass_ms_cpu\": %.3f, \"gflops_wall\": %.1f, \"gflops_cpu\": %.1f}\n",
-                  nn::gemm_backend_name(backend), nn::gemm_backend_library(backend).c_str(), pass_wall * 1e3,
+                  kernels::gemm_backend_name(backend), kernels::gemm_backend_library(backend).c_str(), pass_wall * 1e3,
                   pass_cpu * 1e3, flops / pass_wall * 1e-9, flops / pass_cpu * 1e-9);
     }
   } catch (const Error& e) {

@@ -16,7 +16,7 @@ namespace {
 
 using io::Json;
 
-// Colours by span kind, in the legend's order (train/step_trace.hpp's SpanKind). Waiting
+// Colours by span kind, in the legend's order (record/step_trace.hpp's SpanKind). Waiting
 // for other ranks is the only red; the step is a pale band the phases sit in.
 struct KindStyle {
   const char* kind;

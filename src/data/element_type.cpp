@@ -127,17 +127,21 @@ void read_values(ByteSource& source, Encoding encoding, uint64_t count, uint64_t
 }
 
 void read_labels(ByteSource& source, Encoding encoding, uint64_t count, Index classes,
-                 int32_t* out) {
+                 int32_t* out, const LabelLayout& layout) {
   if (!is_integer(encoding.type))
-    throw DataError(source.name() + ": class labels are stored as " +
+    throw DataError(source.name() + ": " + layout.plural + " are stored as " +
                     element_name(encoding.type) +
                     "; they must be integers (uint8, int32 or int64), e.g. y.astype('int64')");
   for_each_chunk(source, encoding, count, [&](uint64_t first, const unsigned char* bytes, size_t n) {
     decode<int64_t>(bytes, encoding, n, [&](size_t i, int64_t label) {
-      if (label < 0 || label >= classes)
-        throw DataError(source.name() + ": sample " + std::to_string(first + i) +
-                        " (0-based) has class label " + std::to_string(label) +
+      if (label < 0 || label >= classes) {
+        const uint64_t element = first + i;
+        const std::string position =
+            layout.per_sample > 1 ? ", position " + std::to_string(element % layout.per_sample) + "," : "";
+        throw DataError(source.name() + ": sample " + std::to_string(element / layout.per_sample) +
+                        " (0-based)" + position + " has " + layout.singular + " " + std::to_string(label) +
                         ", outside [0, " + std::to_string(classes) + ")");
+      }
       out[first + i] = static_cast<int32_t>(label);
     });
   });

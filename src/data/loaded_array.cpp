@@ -72,12 +72,12 @@ LoadedArray<T> load_values(ByteSource& source, Encoding encoding, uint64_t count
 }
 
 LoadedArray<int32_t> load_labels(ByteSource& source, Encoding encoding, uint64_t count,
-                                 Index classes) {
+                                 Index classes, const LabelLayout& layout) {
   uint64_t bytes = 0;
   if (__builtin_mul_overflow(count, sizeof(int32_t), &bytes)) bytes = UINT64_MAX;
   check_fits_in_memory(bytes, source.name());
   auto labels = std::make_shared<std::vector<int32_t>>(static_cast<size_t>(count));
-  read_labels(source, encoding, count, classes, labels->data());
+  read_labels(source, encoding, count, classes, labels->data(), layout);
   LoadedArray<int32_t> array;
   array.data = labels->data();
   array.storage = labels;

@@ -215,17 +215,34 @@ Dataset<T> load_npy(const NpyConfig& config) {
   if (d.features == 0) throw DataError(config.features + ": has zero features per sample");
   if (xh.shape.size() > 2)  // [N, C, H, W] and the like keep their per-sample shape
     for (size_t i = 1; i < xh.shape.size(); ++i) d.shape.push_back(static_cast<Index>(xh.shape[i]));
-  const auto x = load_values<T>(x_file, xh.data_offset, xh.encoding, xh.elements, row_width(xh), 1.0);
-  d.x = x.data;
+  std::shared_ptr<const void> features;
+  if (config.token_ids) {
+    if (xh.shape.size() != 2)
+      throw DataError(config.features + ": token ids must have shape [samples, positions], got " +
+                      shape_text(xh.shape));
+    FileSlice slice(x_file, xh.data_offset);
+    const auto ids = load_labels(slice, xh.encoding, xh.elements, config.classes, token_id_layout(row_width(xh)));
+    d.token_ids = ids.data;
+    d.vocabulary = config.classes;
+    features = ids.storage;
+  } else {
+    const auto x = load_values<T>(x_file, xh.data_offset, xh.encoding, xh.elements, row_width(xh), 1.0);
+    d.x = x.data;
+    features = x.storage;
+  }
   std::shared_ptr<const void> targets;
   if (config.classes > 0) {
-    if (yh.shape.size() == 2 && yh.shape[1] != 1)
-      throw DataError(config.targets + ": class labels must have shape [samples] or [samples, 1], "
-                      "got " + shape_text(yh.shape));
+    // [samples, T] with T > 1: a class per position, as many positions as the features.
+    const uint64_t per_sample = row_width(yh);
+    if (per_sample != 1 && per_sample != static_cast<uint64_t>(d.features))
+      throw DataError(config.targets + ": class labels must have shape [samples] or [samples, 1], or "
+                      "[samples, " + std::to_string(d.features) + "] (one per position of " +
+                      config.features + "), got " + shape_text(yh.shape));
     FileSlice slice(y_file, yh.data_offset);
-    const auto labels = load_labels(slice, yh.encoding, yh.elements, config.classes);
+    const auto labels = load_labels(slice, yh.encoding, yh.elements, config.classes, {per_sample});
     d.labels = labels.data;
     d.classes = config.classes;
+    d.label_positions = static_cast<Index>(per_sample);
     targets = labels.storage;
   } else {
     d.outputs = static_cast<Index>(row_width(yh));
@@ -234,7 +251,7 @@ Dataset<T> load_npy(const NpyConfig& config) {
     d.y = y.data;
     targets = y.storage;
   }
-  d.storage = keep_together({x.storage, targets});
+  d.storage = keep_together({features, targets});
   return d;
 }
 

@@ -40,7 +40,7 @@ void ExactSum::sum(const V* terms, Index local_terms, int64_t max_terms, double 
   //    so that a block's int64 sums stay in cache while every term is added to them.
   constexpr size_t kBlock = 512;
   for (size_t g = 0; g < groups; ++g) {
-    shift_[g] = std::isfinite(max_[g]) && max_[g] > 0.0 ? fixed_point_shift(max_[g], max_terms) : 0;
+    shift_[g] = std::isfinite(max_[g]) && max_[g] > 0.0 ? kernels::fixed_point_shift(max_[g], max_terms) : 0;
     const bool finite = std::isfinite(max_[g]);  // a non-finite group comes out as NaN below
     finite_[g] = finite ? 1 : 0;
     for (size_t begin = groups_[g]; begin < groups_[g + 1]; begin += kBlock) {
@@ -49,13 +49,13 @@ void ExactSum::sum(const V* terms, Index local_terms, int64_t max_terms, double 
                 fixed_.begin() + static_cast<std::ptrdiff_t>(end), int64_t{0});
       if (!finite) continue;
       for (Index t = 0; t < local_terms; ++t)
-        add_to_grid(terms + static_cast<size_t>(t) * width_ + begin, end - begin, shift_[g],
+        kernels::add_to_grid(terms + static_cast<size_t>(t) * width_ + begin, end - begin, shift_[g],
                     fixed_.data() + begin);
     }
   }
   // 3. Summed over the ranks and back to double, once per value, by the conversion of every
   //    path: the same integers give the same bits everywhere.
-  const FixedPointGroups grids{groups_.data(), groups, shift_.data(), finite_.data(), divisor};
+  const kernels::FixedPointGroups grids{groups_.data(), groups, shift_.data(), finite_.data(), divisor};
   comm_.sum_fixed_point(fixed_.data(), width_, grids, out, ElementType::kFloat64, algorithm_);
 }
 

@@ -159,7 +159,7 @@ int MpiCommunicator::start_scattered_sum(void* data, ElementType type, double sc
   return static_cast<int>(pending_.size()) - 1;
 }
 
-void MpiCommunicator::sum_fixed_point(int64_t* sums, size_t count, const FixedPointGroups& groups, void* out,
+void MpiCommunicator::sum_fixed_point(int64_t* sums, size_t count, const kernels::FixedPointGroups& groups, void* out,
                                       ElementType out_type, ReduceAlgorithm algorithm) {
   if (resolve(algorithm) == ReduceAlgorithm::kShm && shared_->sums_fixed_point_in_place(sums, count, out, out_type)) {
     InCollective scope(*watchdog_, Collective::kAllreduceSumInt64, count * sizeof(int64_t));

@@ -282,7 +282,7 @@ bool SharedMemorySum::sums_fixed_point_in_place(const int64_t* sums, size_t coun
   return resident_window_of(sums, count * sizeof(int64_t)) && resident_window_of(out, count * element_bytes(out_type));
 }
 
-void SharedMemorySum::sum_fixed_point(int64_t* sums, size_t count, const FixedPointGroups& groups, void* out,
+void SharedMemorySum::sum_fixed_point(int64_t* sums, size_t count, const kernels::FixedPointGroups& groups, void* out,
                                       ElementType out_type) {
   const Window* sums_window = resident_window_of(sums, count * sizeof(int64_t));
   const Window* out_window = resident_window_of(out, count * element_bytes(out_type));

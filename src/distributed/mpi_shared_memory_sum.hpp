@@ -80,7 +80,7 @@ class SharedMemorySum {
   // Whether sum_fixed_point can take these buffers: both lie in resident windows. Local.
   bool sums_fixed_point_in_place(const int64_t* sums, size_t count, const void* out, ElementType out_type) const;
   // Communicator::sum_fixed_point where sums_fixed_point_in_place. Blocking, collective over world.
-  void sum_fixed_point(int64_t* sums, size_t count, const FixedPointGroups& groups, void* out,
+  void sum_fixed_point(int64_t* sums, size_t count, const kernels::FixedPointGroups& groups, void* out,
                        ElementType out_type);
 
   // `bytes` of memory in a new window shared by the node, at the same offset in every

@@ -65,7 +65,7 @@ bool sum_typed(void* const* outs, int n_outs, const void* const* in, int n, size
 
 template <typename T>
 void sum_fixed_typed(void* const* outs, int n_outs, const void* const* in, int n, size_t first, size_t last,
-                     const FixedPointGroups& groups) {
+                     const kernels::FixedPointGroups& groups) {
   // Blocks that stay in L1: the int64 sums, then their values, copied to every output.
   constexpr size_t kBlock = 1024;
   alignas(64) int64_t acc[kBlock];
@@ -73,7 +73,7 @@ void sum_fixed_typed(void* const* outs, int n_outs, const void* const* in, int n
   for (size_t begin = first; begin < last; begin += kBlock) {
     const size_t m = std::min(kBlock, last - begin);
     sum_block(acc, in, n, begin, m);
-    fixed_point_to_values(acc, begin, m, groups, values);
+    kernels::fixed_point_to_values(acc, begin, m, groups, values);
     for (int k = 0; k < n_outs; ++k) std::copy_n(values, m, static_cast<T*>(outs[k]) + begin);
   }
 }
@@ -81,7 +81,7 @@ void sum_fixed_typed(void* const* outs, int n_outs, const void* const* in, int n
 }  // namespace
 
 void sum_fixed_slice_into_every(void* const* outs, int n_outs, ElementType out_type, const void* const* in,
-                                int n, size_t first, size_t last, const FixedPointGroups& groups) {
+                                int n, size_t first, size_t last, const kernels::FixedPointGroups& groups) {
   if (out_type == ElementType::kFloat32)
     sum_fixed_typed<float>(outs, n_outs, in, n, first, last, groups);
   else

@@ -28,7 +28,7 @@ bool sum_slice_into_every(void* const* outs, int n_outs, const void* const* in, 
 // fixed_point_to_values and written to every one of outs[0..n_outs) as out_type (kFloat32 or
 // kFloat64): the inputs are not written.
 void sum_fixed_slice_into_every(void* const* outs, int n_outs, ElementType out_type, const void* const* in,
-                                int n, size_t first, size_t last, const FixedPointGroups& groups);
+                                int n, size_t first, size_t last, const kernels::FixedPointGroups& groups);
 
 size_t element_bytes(ElementType type);
 

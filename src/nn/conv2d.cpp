@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "mpiddp/core/error.hpp"
-#include "mpiddp/nn/gemm.hpp"
+#include "mpiddp/kernels/gemm.hpp"
 
 namespace mpiddp::nn {
 
@@ -209,9 +209,9 @@ void Conv2d<T>::forward(const PassContext&, ConstMatrixView<T> x, MatrixView<T> 
     // The bias goes in first and the product is added to it (as in Linear).
     if (bias_) {
       ys.rowwise() = ConstRowView<T>(bias_, o);
-      multiply(ys, cols, Op::kNone, wt, Op::kNone, Accumulate::kAdd);  // y = cols W^T + b: (P, K)(K, O)
+      kernels::multiply(ys, cols, kernels::Op::kNone, wt, kernels::Op::kNone, kernels::Accumulate::kAdd);  // y = cols W^T + b: (P, K)(K, O)
     } else {
-      multiply(ys, cols, Op::kNone, wt, Op::kNone, Accumulate::kOverwrite);
+      kernels::multiply(ys, cols, kernels::Op::kNone, wt, kernels::Op::kNone, kernels::Accumulate::kOverwrite);
     }
   }
 }
@@ -227,24 +227,24 @@ void Conv2d<T>::backward(const PassContext&, ConstMatrixView<T> x, ConstMatrixVi
     if (cols_) im2col(xs, cols_);
     ConstMatrixView<T> cols(cols_ ? cols_ : xs, p, k);
     ConstMatrixView<T> dys(dy.data() + s * this->outputs(), p, o);
-    multiply(dwt, cols, Op::kTranspose, dys, Op::kNone, Accumulate::kAdd);  // dW^T += cols^T dy: (K, P)(P, O)
+    kernels::multiply(dwt, cols, kernels::Op::kTranspose, dys, kernels::Op::kNone, kernels::Accumulate::kAdd);  // dW^T += cols^T dy: (K, P)(P, O)
     if (bias_grad_) VectorView<T>(bias_grad_, o) += dys.colwise().sum().transpose();
     if (!dx) continue;
     T* dxs = dx->data() + s * this->inputs();
     // dcols = dy W: (P, O)(O, K); cols is no longer needed, so its memory takes dcols.
     MatrixView<T> dcols(cols_ ? cols_ : dxs, p, k);
-    multiply(dcols, dys, Op::kNone, wt, Op::kTranspose, Accumulate::kOverwrite);
+    kernels::multiply(dcols, dys, kernels::Op::kNone, wt, kernels::Op::kTranspose, kernels::Accumulate::kOverwrite);
     if (cols_) col2im(cols_, dxs);
   }
 }
 
 template <typename T>
-void Conv2d<T>::gemm_calls(Index batch, std::vector<GemmCall>& calls) const {
+void Conv2d<T>::gemm_calls(Index batch, std::vector<kernels::GemmCall>& calls) const {
   const Index p = positions(), k = taps(), o = options_.out;
   // Per sample.
-  calls.push_back({{p, o, k, Op::kNone, Op::kNone}, batch, GemmRole::kForward});
-  calls.push_back({{k, o, p, Op::kTranspose, Op::kNone}, batch, GemmRole::kWeightGradient});
-  calls.push_back({{p, k, o, Op::kNone, Op::kTranspose}, batch, GemmRole::kInputGradient});
+  calls.push_back({{p, o, k, kernels::Op::kNone, kernels::Op::kNone}, batch, kernels::GemmRole::kForward});
+  calls.push_back({{k, o, p, kernels::Op::kTranspose, kernels::Op::kNone}, batch, kernels::GemmRole::kWeightGradient});
+  calls.push_back({{p, k, o, kernels::Op::kNone, kernels::Op::kTranspose}, batch, kernels::GemmRole::kInputGradient});
 }
 
 template class Conv2d<float>;

@@ -9,6 +9,7 @@
 #include "mpiddp/nn/batchnorm.hpp"
 #include "mpiddp/nn/conv2d.hpp"
 #include "mpiddp/nn/dropout.hpp"
+#include "mpiddp/nn/embedding.hpp"
 #include "mpiddp/nn/flatten.hpp"
 #include "mpiddp/nn/global_avgpool.hpp"
 #include "mpiddp/nn/linear.hpp"
@@ -49,6 +50,9 @@ std::vector<LayerType> builtin_layer_types() {
   types.push_back(make_layer_type<BatchNorm2dOptions, BatchNorm>("batchnorm2d"));
   types.push_back(make_layer_type<DropoutOptions, Dropout>("dropout"));
   types.push_back(make_layer_type<ResidualOptions, Residual>("residual"));
+  LayerType embedding = make_layer_type<EmbeddingOptions, Embedding>("embedding");
+  embedding.input = InputKind::kTokenIds;
+  types.push_back(std::move(embedding));
   return types;
 }
 
@@ -60,6 +64,11 @@ NamedRegistry<LayerType>& layer_registry() {
 std::string names_text() { return alternatives_text(layer_type_names()); }
 
 }  // namespace
+
+InputKind model_input_kind(const std::vector<LayerSpec>& layers) {
+  const LayerType* first = layers.empty() ? nullptr : find_layer_type(layers.front().type);
+  return first ? first->input : InputKind::kValues;
+}
 
 void register_layer_type(LayerType type) { layer_registry().add(std::move(type)); }
 

@@ -7,8 +7,8 @@
 
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/core/finite.hpp"
-#include "mpiddp/nn/gemm.hpp"
-#include "mpiddp/nn/grid_product.hpp"
+#include "mpiddp/kernels/gemm.hpp"
+#include "mpiddp/kernels/grid_product.hpp"
 
 namespace mpiddp::nn {
 
@@ -60,7 +60,7 @@ void Linear<T>::forward(const PassContext& context, ConstMatrixView<T> x, Matrix
   // goes in first and the product is added to it: "=" would zero y and then add anyway, so
   // the bias costs no pass of its own.
   y.colwise() = b;
-  multiply_in_pieces(y, wt, Op::kTranspose, x, Accumulate::kAdd, context.forward_columns);
+  kernels::multiply_in_pieces(y, wt, kernels::Op::kTranspose, x, kernels::Accumulate::kAdd, context.forward_columns);
 }
 
 namespace {
@@ -123,11 +123,11 @@ bool Linear<T>::weight_gradient_by_grid_product(GradientGrid& grid, ConstMatrixV
   if constexpr (!std::is_same_v<T, float>) {
     return false;  // the kernel is float's
   } else {
-    if (!grid_product_serves<T>()) return false;
+    if (!kernels::grid_product_serves<T>()) return false;
     const Index f = this->inputs(), o = this->outputs();
     if (weights.finite)
-      grid_product(x.data(), f, dy.data(), o, chunk, x.cols() / chunk, weights.shift, weights.sums, false,
-                   static_cast<float*>(grid.scratch(grid_product_scratch_bytes(f, o, x.cols()))));
+      kernels::grid_product(x.data(), f, dy.data(), o, chunk, x.cols() / chunk, weights.shift, weights.sums, false,
+                   static_cast<float*>(grid.scratch(kernels::grid_product_scratch_bytes(f, o, x.cols()))));
     else
       std::fill_n(weights.sums, f * o, int64_t{0});  // as GradientGrid::add does for a non-finite tensor
     return true;
@@ -149,8 +149,8 @@ void Linear<T>::weight_gradient_by_library(GradientGrid& grid, ConstMatrixView<T
     for (Index t = 0; t < chunks; ++t) {
       MatrixView<T> rows(dy_block, n, chunk);  // dy_t[block, :], contiguous for the product
       rows = dy.block(first, t * chunk, n, chunk);
-      multiply(MatrixView<T>(block, f, n), ConstMatrixView<T>(x.data() + t * chunk * f, f, chunk),
-               Op::kNone, ConstMatrixView<T>(dy_block, n, chunk), Op::kTranspose, Accumulate::kOverwrite);
+      kernels::multiply(MatrixView<T>(block, f, n), ConstMatrixView<T>(x.data() + t * chunk * f, f, chunk),
+               kernels::Op::kNone, ConstMatrixView<T>(dy_block, n, chunk), kernels::Op::kTranspose, kernels::Accumulate::kOverwrite);
       grid.add(block, static_cast<size_t>(f * n), weights, static_cast<size_t>(first * f), t == 0);
     }
   }
@@ -164,8 +164,8 @@ void Linear<T>::backward(const PassContext& context, ConstMatrixView<T> x, Const
     VectorView<T> db(weight_grad_ + this->inputs() * this->outputs(), this->outputs());
     // dW^T (+)= x dy^T: (F, B)(B, O), written on a step's first micro-batch (Note [gradients
     // written, not cleared] in sequential.cpp).
-    multiply(dwt, x, Op::kNone, dy, Op::kTranspose,
-             context.overwrite_gradients ? Accumulate::kOverwrite : Accumulate::kAdd);
+    kernels::multiply(dwt, x, kernels::Op::kNone, dy, kernels::Op::kTranspose,
+             context.overwrite_gradients ? kernels::Accumulate::kOverwrite : kernels::Accumulate::kAdd);
     if (context.overwrite_gradients) db.setZero();  // O values: the row sums' order stays as it was
     add_row_sums(dy, 0, dy.cols(), db);
   } else {
@@ -174,16 +174,16 @@ void Linear<T>::backward(const PassContext& context, ConstMatrixView<T> x, Const
   if (dx) {
     ConstMatrixView<T> wt(weight_, this->inputs(), this->outputs());
     // dx = W^T dy: (F, O)(O, B)
-    multiply_in_pieces(*dx, wt, Op::kNone, dy, Accumulate::kOverwrite, context.input_gradient_columns);
+    kernels::multiply_in_pieces(*dx, wt, kernels::Op::kNone, dy, kernels::Accumulate::kOverwrite, context.input_gradient_columns);
   }
 }
 
 template <typename T>
-void Linear<T>::gemm_calls(Index batch, std::vector<GemmCall>& calls) const {
+void Linear<T>::gemm_calls(Index batch, std::vector<kernels::GemmCall>& calls) const {
   const Index f = this->inputs(), o = this->outputs();
-  calls.push_back({{o, batch, f, Op::kTranspose, Op::kNone}, 1, GemmRole::kForward});
-  calls.push_back({{f, o, batch, Op::kNone, Op::kTranspose}, 1, GemmRole::kWeightGradient});
-  calls.push_back({{f, batch, o, Op::kNone, Op::kNone}, 1, GemmRole::kInputGradient});
+  calls.push_back({{o, batch, f, kernels::Op::kTranspose, kernels::Op::kNone}, 1, kernels::GemmRole::kForward});
+  calls.push_back({{f, o, batch, kernels::Op::kNone, kernels::Op::kTranspose}, 1, kernels::GemmRole::kWeightGradient});
+  calls.push_back({{f, batch, o, kernels::Op::kNone, kernels::Op::kNone}, 1, kernels::GemmRole::kInputGradient});
 }
 
 template class Linear<float>;

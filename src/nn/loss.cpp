@@ -40,38 +40,49 @@ double sample_cross_entropy(const T* z, Index classes, int32_t label, T* max_out
 
 }  // namespace
 
+// A sample's column holds its positions' logits one after another (features in the last
+// dimension), so a batch of B samples with P labels each is a (classes, B P) matrix of one
+// prediction per column, and the loss is the mean over those B P predictions (PyTorch's
+// cross_entropy over logits.view(-1, classes)).
 template <typename T>
 double CrossEntropyLoss<T>::forward_backward(ConstMatrixView<T> out,
                                              const BatchTargets<T>& targets,
                                              MatrixView<T> grad) const {
-  const Index classes = out.rows(), batch = out.cols();
-  const T inv_batch = static_cast<T>(1.0 / static_cast<double>(batch));
+  const Index classes = out.rows() / targets.positions, predictions = out.cols() * targets.positions;
+  const T inv_count = static_cast<T>(1.0 / static_cast<double>(predictions));
   double total = 0.0;
-  for (Index j = 0; j < batch; ++j) {
+  for (Index j = 0; j < predictions; ++j) {
     const T* z = out.data() + j * classes;
     T* g = grad.data() + j * classes;
     T max, sum_exp;
     total += sample_cross_entropy(z, classes, targets.labels[j], &max, &sum_exp);
-    // d/dz of the batch mean: (softmax(z) - onehot(label)) / B.
+    // d/dz of the mean: (softmax(z) - onehot(label)) / (B P).
     const T inv_sum = T(1) / sum_exp;
-    for (Index c = 0; c < classes; ++c) g[c] = std::exp(z[c] - max) * inv_sum * inv_batch;
-    g[targets.labels[j]] -= inv_batch;
+    for (Index c = 0; c < classes; ++c) g[c] = std::exp(z[c] - max) * inv_sum * inv_count;
+    g[targets.labels[j]] -= inv_count;
   }
-  return total / static_cast<double>(batch);
+  return total / static_cast<double>(predictions);
 }
 
+// Per sample: the mean loss over its positions, and the fraction of them predicted right, so
+// that sums over samples divided by the samples are the means over every prediction.
 template <typename T>
 void CrossEntropyLoss<T>::accumulate(ConstMatrixView<T> out, const BatchTargets<T>& targets,
                                      EvalSums& sums) const {
-  const Index classes = out.rows();
+  const Index positions = targets.positions, classes = out.rows() / positions;
   for (Index j = 0; j < out.cols(); ++j) {
-    const T* z = out.data() + j * classes;
-    T max, sum_exp;
-    sums.loss_sum += sample_cross_entropy(z, classes, targets.labels[j], &max, &sum_exp);
-    Index best = 0;
-    for (Index c = 1; c < classes; ++c)
-      if (z[c] > z[best]) best = c;  // first maximum wins ties, as torch.argmax
-    if (best == targets.labels[j]) sums.correct += 1.0;
+    double loss = 0.0, correct = 0.0;
+    for (Index p = j * positions; p < (j + 1) * positions; ++p) {
+      const T* z = out.data() + p * classes;
+      T max, sum_exp;
+      loss += sample_cross_entropy(z, classes, targets.labels[p], &max, &sum_exp);
+      Index best = 0;
+      for (Index c = 1; c < classes; ++c)
+        if (z[c] > z[best]) best = c;  // first maximum wins ties, as torch.argmax
+      if (best == targets.labels[p]) correct += 1.0;
+    }
+    sums.loss_sum += loss / static_cast<double>(positions);
+    sums.correct += correct / static_cast<double>(positions);
   }
 }
 

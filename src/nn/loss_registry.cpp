@@ -25,8 +25,8 @@ LossType keyless_loss_type(std::string name, std::vector<TargetKind> targets, st
 std::vector<LossType> builtin_loss_types() {
   std::vector<LossType> types;
   types.push_back(keyless_loss_type<MseLoss>("mse", {TargetKind::kValues}, "regression targets"));
-  types.push_back(keyless_loss_type<CrossEntropyLoss>("cross_entropy", {TargetKind::kClassPerSample},
-                                                      "class labels"));
+  types.push_back(keyless_loss_type<CrossEntropyLoss>(
+      "cross_entropy", {TargetKind::kClassPerSample, TargetKind::kClassPerPosition}, "class labels"));
   return types;
 }
 
@@ -56,16 +56,28 @@ const LossType* first_loss_type_taking(TargetKind kind) {
   return nullptr;
 }
 
+namespace {
+
+// A loss given by its name alone, with its type's default options (an unknown name is left
+// for build_loss to report).
+LossSpec with_defaults(const std::string& type, const std::string& key_path) {
+  LossSpec spec;
+  spec.type = type;
+  if (const LossType* entry = find_loss_type(type)) {
+    io::JsonSection defaults(nullptr, key_path);
+    spec.options = entry->parse(defaults);
+  }
+  return spec;
+}
+
+}  // namespace
+
 LossSpec parse_loss(io::JsonSection& parent, const std::string& key) {
   LossSpec spec;
   const io::Json* value = parent.raw(key);
-  if (!value || value->is_string()) {
-    // The name alone: the resolved config keeps it as given, with the type's defaults.
-    spec.type = parent.choice(key, spec.type, loss_type_names());
-    io::JsonSection defaults(nullptr, parent.key_path(key));
-    spec.options = find_loss_type(spec.type)->parse(defaults);
-    return spec;
-  }
+  // The name alone: the resolved config keeps it as given, with the type's defaults.
+  if (!value || value->is_string())
+    return with_defaults(parent.choice(key, spec.type, loss_type_names()), parent.key_path(key));
   if (!value->is_object())
     throw ConfigError(parent.key_path(key), "expected a loss name like \"mse\" or an object like "
                                             "{\"type\": \"cross_entropy\"}, got " + value->dump());
@@ -86,13 +98,7 @@ std::unique_ptr<Loss<T>> build_loss(const LossSpec& spec) {
 
 template <typename T>
 std::unique_ptr<Loss<T>> make_loss(const std::string& name) {
-  LossSpec spec;
-  spec.type = name;
-  if (const LossType* entry = find_loss_type(name)) {
-    io::JsonSection defaults(nullptr, "loss");
-    spec.options = entry->parse(defaults);
-  }
-  return build_loss<T>(spec);
+  return build_loss<T>(with_defaults(name, "loss"));
 }
 
 template std::unique_ptr<Loss<float>> build_loss<float>(const LossSpec&);

@@ -115,8 +115,14 @@ std::vector<size_t> Model<T>::tensor_bounds() const {
 }
 
 template <typename T>
-ConstMatrixView<T> Model<T>::forward(const PassContext& context, ConstMatrixView<T> x) {
-  batch_ = x.cols();
+Index Model<T>::token_vocabulary() const {
+  const auto* first = dynamic_cast<const TakesTokenIds<T>*>(&stack_.layer(0));
+  return first ? first->vocabulary() : 0;
+}
+
+template <typename T>
+ConstMatrixView<T> Model<T>::forward(const PassContext& context, const BatchInput<T>& x) {
+  batch_ = x.columns;
   MatrixView<T> y(output_.data(), outputs(), batch_);
   stack_.forward(context, x, y);
   return ConstMatrixView<T>(output_.data(), outputs(), batch_);
@@ -128,8 +134,7 @@ MatrixView<T> Model<T>::output_gradient() {
 }
 
 template <typename T>
-void Model<T>::backward(const PassContext& context, ConstMatrixView<T> x,
-                             GradientListener* listener) {
+void Model<T>::backward(const PassContext& context, const BatchInput<T>& x, GradientListener* listener) {
   stack_.backward(context, x, ConstMatrixView<T>(output_.data(), outputs(), batch_),
                   ConstMatrixView<T>(output_gradient_.data(), outputs(), batch_), nullptr,
                   listener);

@@ -13,6 +13,9 @@ namespace {
 
 template <typename T>
 const Shape& kept_shape(const Sequential<T>& body, const Shape& input, const std::string& key) {
+  if (body.takes_token_ids())
+    throw ConfigError(key, "the residual's body starts with a layer that takes token ids; only the "
+                           "model's first layer can");
   if (body.output_shape() != input)
     throw ConfigError(key, "the residual's body maps " + shape_text(input) + " to " +
                                shape_text(body.output_shape()) +

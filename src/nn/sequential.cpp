@@ -22,6 +22,8 @@ typename Sequential<T>::Chain Sequential<T>::build_chain(const std::vector<Layer
   Shape shape = input;
   for (const LayerSpec& spec : specs) {
     layers.push_back(build_layer<T>(spec, shape));
+    if (layers.size() > 1 && dynamic_cast<const TakesTokenIds<T>*>(layers.back().get()))
+      throw ConfigError(spec.key, spec.type + " takes token ids, so it must be the model's first layer");
     shape = layers.back()->output_shape();
   }
   return layers;
@@ -33,7 +35,8 @@ Sequential<T>::Sequential(const std::vector<LayerSpec>& specs, const Shape& inpu
 
 template <typename T>
 Sequential<T>::Sequential(Chain layers, const Shape& input)
-    : Layer<T>(input, layers.back()->output_shape()), layers_(std::move(layers)) {
+    : Layer<T>(input, layers.back()->output_shape()), layers_(std::move(layers)),
+      token_input_(dynamic_cast<TakesTokenIds<T>*>(layers_.front().get())) {
   Index offset = 0;
   for (const auto& layer : layers_) {
     parameter_offsets_.push_back(offset);
@@ -168,14 +171,22 @@ std::vector<std::pair<Index, Index>> Sequential<T>::gradients_added_to() const {
 
 template <typename T>
 void Sequential<T>::forward(const PassContext& context, ConstMatrixView<T> x, MatrixView<T> y) {
-  const Index batch = x.cols();
-  assert(x.rows() == this->inputs() && batch <= max_batch_);
-  const T* in = x.data();
+  forward(context, BatchInput<T>::of_values(x), y);
+}
+
+template <typename T>
+void Sequential<T>::forward(const PassContext& context, const BatchInput<T>& x, MatrixView<T> y) {
+  const Index batch = x.columns;
+  assert(x.rows == this->inputs() && batch <= max_batch_ && (x.kind == InputKind::kTokenIds) == takes_token_ids());
+  const T* in = x.values;
   for (size_t l = 0; l < layers_.size(); ++l) {
     Layer<T>& layer = *layers_[l];
     T* out = l + 1 < layers_.size() ? activations_[l] : y.data();
-    layer.forward(context, ConstMatrixView<T>(in, layer.inputs(), batch),
-                  MatrixView<T>(out, layer.outputs(), batch));
+    MatrixView<T> layer_y(out, layer.outputs(), batch);
+    if (l == 0 && token_input_)
+      token_input_->forward_ids(context, x.token_ids, batch, layer_y);
+    else
+      layer.forward(context, ConstMatrixView<T>(in, layer.inputs(), batch), layer_y);
     in = out;
   }
 }
@@ -183,14 +194,14 @@ void Sequential<T>::forward(const PassContext& context, ConstMatrixView<T> x, Ma
 template <typename T>
 void Sequential<T>::backward(const PassContext& context, ConstMatrixView<T> x,
                              ConstMatrixView<T> y, ConstMatrixView<T> dy, MatrixView<T>* dx) {
-  backward(context, x, y, dy, dx, nullptr);
+  backward(context, BatchInput<T>::of_values(x), y, dy, dx, nullptr);
 }
 
 template <typename T>
-void Sequential<T>::backward(const PassContext& context, ConstMatrixView<T> x,
+void Sequential<T>::backward(const PassContext& context, const BatchInput<T>& x,
                              ConstMatrixView<T> y, ConstMatrixView<T> dy, MatrixView<T>* dx,
                              GradientListener* listener) {
-  const Index batch = x.cols();
+  const Index batch = x.columns;
   const T* layer_dy = dy.data();
   T* next_dx = delta_a_;
   // A layer that cannot overwrite its gradients adds onto the zeros they were cleared to.
@@ -199,12 +210,14 @@ void Sequential<T>::backward(const PassContext& context, ConstMatrixView<T> x,
   for (size_t l = layers_.size(); l-- > 0;) {
     Layer<T>& layer = *layers_[l];
     const PassContext& layer_context = layer.can_overwrite_gradients() ? context : adding;
-    const T* in = l == 0 ? x.data() : activations_[l - 1];
+    const T* in = l == 0 ? x.values : activations_[l - 1];
     const T* out = l + 1 < layers_.size() ? activations_[l] : y.data();
     ConstMatrixView<T> layer_x(in, layer.inputs(), batch);
     ConstMatrixView<T> layer_y(out, layer.outputs(), batch);
     ConstMatrixView<T> layer_dy_view(layer_dy, layer.outputs(), batch);
-    if (l == 0) {
+    if (l == 0 && token_input_) {
+      token_input_->backward_ids(layer_context, x.token_ids, batch, layer_dy_view);
+    } else if (l == 0) {
       layer.backward(layer_context, layer_x, layer_y, layer_dy_view, dx);
     } else {
       MatrixView<T> layer_dx(next_dx, layer.inputs(), batch);

@@ -1,6 +1,7 @@
 #include "mpiddp/optim/optimizer_shard.hpp"
 
 #include <algorithm>
+#include <utility>
 #include <cstring>
 
 namespace mpiddp::optim {
@@ -45,28 +46,12 @@ Index part_begin(Index count, int parts, int part, size_t element_bytes) {
   return std::min(count, per * part);
 }
 
-bool shards_across_leaders(const distributed::Communicator& comm) {
-  return comm.ranks_on_node() == 1 && comm.size() > 1;
-}
-
-ShardScope shard_scope(const distributed::Communicator& comm, bool shard, bool shares_node_memory,
-                       bool compressed) {
-  if (!shard) return ShardScope::kNone;
-  if (shards_across_leaders(comm)) return ShardScope::kWorld;
-  const bool several_nodes = comm.ranks_on_node() < comm.size();
-  return several_nodes && shares_node_memory && !compressed ? ShardScope::kWorld : ShardScope::kNode;
-}
-
 template <typename T>
 OptimizerShard<T>::OptimizerShard(const optim::OptimizerConfig& config, Index parameters,
-                                  distributed::Communicator& comm, ShardScope scope)
-    : config_(config), parameters_(parameters), comm_(comm), scope_(scope) {
-  const int parts = scope == ShardScope::kWorld  ? comm.size()
-                    : scope == ShardScope::kNode ? comm.ranks_on_node()
-                                                 : 1;
-  part_ = scope == ShardScope::kWorld  ? comm.world_part()
-          : scope == ShardScope::kNode ? comm.node_rank()
-                                       : 0;
+                                  std::unique_ptr<distributed::PartExchange> exchange)
+    : config_(config), parameters_(parameters), exchange_(std::move(exchange)) {
+  const int parts = exchange_->parts();
+  part_ = exchange_->part();
   for (int r = 0; r <= parts; ++r)
     part_bytes_.push_back(static_cast<size_t>(part_begin(parameters, parts, r, sizeof(T))) *
                           sizeof(T));
@@ -78,10 +63,7 @@ OptimizerShard<T>::OptimizerShard(const optim::OptimizerConfig& config, Index pa
 template <typename T>
 void OptimizerShard<T>::step(T* params, const T* grads, double lr) {
   optimizer_->step(params + begin_, grads + begin_, lr);
-  if (across_world())
-    comm_.allgather_world_parts(params, part_bytes_);
-  else if (sharded())
-    comm_.allgather_node_parts(params, part_bytes_);
+  if (sharded()) exchange_->allgather(params, part_bytes_);
 }
 
 template <typename T>
@@ -94,19 +76,16 @@ std::vector<size_t> OptimizerShard<T>::part_begins() const {
 template <typename T>
 std::shared_ptr<optim::Optimizer<T>> OptimizerShard<T>::whole_on_rank0() {
   if (!sharded()) {
-    if (comm_.rank() != 0) return nullptr;
+    if (!exchange_->is_rank0()) return nullptr;
     // Not owned: the optimizer is already whole.
     return std::shared_ptr<optim::Optimizer<T>>(optimizer_.get(), [](optim::Optimizer<T>*) {});
   }
   std::shared_ptr<optim::Optimizer<T>> whole;
-  if (comm_.rank() == 0) whole = optim::make_optimizer<T>(config_, parameters_);
+  if (exchange_->is_rank0()) whole = optim::make_optimizer<T>(config_, parameters_);
   auto mine = optimizer_->state_buffers();
   for (size_t b = 0; b < mine.size(); ++b) {
     T* into = whole ? whole->state_buffers()[b].values->data() : nullptr;
-    if (across_world())
-      comm_.gather_world_parts(mine[b].values->data(), into, part_bytes_);
-    else
-      comm_.gather_node_parts(mine[b].values->data(), into, part_bytes_);
+    exchange_->gather_to_rank0(mine[b].values->data(), into, part_bytes_);
   }
   if (whole) whole->set_steps(optimizer_->steps());
   return whole;
@@ -124,16 +103,8 @@ void OptimizerShard<T>::keep_part_of(optim::Optimizer<T>& whole) {
 
 template <typename T>
 void OptimizerShard<T>::broadcast_from_rank0() {
-  if (across_world()) return;  // each part's state is held once: there is no other copy
-  for (auto& state : optimizer_->state_buffers()) {
-    const size_t bytes = state.values->size() * sizeof(T);
-    if (sharded()) {
-      // Rank 0's node holds each part once; the other nodes' copies of a part come from it.
-      comm_.broadcast_among_nodes(state.values->data(), bytes);
-    } else {
-      comm_.broadcast(state.values->data(), bytes, 0);
-    }
-  }
+  for (auto& state : optimizer_->state_buffers())
+    exchange_->copy_state_from_rank0(state.values->data(), state.values->size() * sizeof(T));
 }
 
 template class OptimizerShard<float>;

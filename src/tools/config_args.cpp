@@ -30,14 +30,14 @@ void reject_argument(const std::string& arg) {
   throw ConfigError(arg, "only one config file may be given");
 }
 
-train::Config load_config(const ConfigArgs& args, const train::Json& fallback) {
-  train::Json user = args.config_path.empty() ? fallback : train::read_config_file(args.config_path);
+config::Config load_config(const ConfigArgs& args, const io::Json& fallback) {
+  io::Json user = args.config_path.empty() ? fallback : config::read_config_file(args.config_path);
   // Before the overrides, so that --set deterministic.chunks=48 still applies; a config
   // that already holds a deterministic object keeps its settings.
   if (args.deterministic && !(user.contains("deterministic") && user["deterministic"].is_object()))
     user["deterministic"] = true;
-  for (const auto& assignment : args.overrides) train::apply_override(user, assignment);
-  return train::parse_config(user);
+  for (const auto& assignment : args.overrides) config::apply_override(user, assignment);
+  return config::parse_config(user);
 }
 
 }  // namespace mpiddp::tools

@@ -11,7 +11,7 @@
 #include "mpiddp/distributed/flight_recorder.hpp"
 #include "mpiddp/distributed/launcher.hpp"
 #include "mpiddp/distributed/mpi_communicator.hpp"
-#include "mpiddp/train/config.hpp"
+#include "mpiddp/config/config.hpp"
 #include "mpiddp/train/trainer.hpp"
 #include "mpiddp/tools/config_args.hpp"
 #include "mpiddp/tools/train_command.hpp"
@@ -26,7 +26,7 @@ struct TrainArgs {
 };
 
 // A path as a JSON string literal, so that quotes and backslashes in it survive --set parsing.
-std::string as_json_string(const std::string& path) { return train::Json(path).dump(); }
+std::string as_json_string(const std::string& path) { return io::Json(path).dump(); }
 
 TrainArgs parse_train_args(int argc, char** argv) {
   TrainArgs args;
@@ -42,7 +42,7 @@ TrainArgs parse_train_args(int argc, char** argv) {
     } else if (arg == "--resume") {
       args.options.resume = option_value(argc, argv, i, "--resume");
     } else if (arg == "--restart") {
-      args.options.restart = train::parse_restart_info(option_value(argc, argv, i, "--restart"));
+      args.options.restart = checkpoint::parse_restart_info(option_value(argc, argv, i, "--restart"));
     } else if (arg == "--save-weights") {
       args.config.overrides.push_back(
           "save_weights=" + as_json_string(option_value(argc, argv, i, "--save-weights")));
@@ -62,7 +62,7 @@ int train_rank(int argc, char** argv, const std::string& launcher, int launched)
   // watchdog thread writes the flight recorder on them (Note [the flight recorder]).
   install_interrupt_handlers();
   distributed::MpiCommunicator comm;
-  train::Config config;
+  config::Config config;
   std::unique_ptr<train::TrainingRun> run;
 
   // Phase 1, setup: parse the command line and config, load the data, build the model. It
@@ -75,7 +75,7 @@ int train_rank(int argc, char** argv, const std::string& launcher, int launched)
     distributed::check_world_size(launched, comm.size());
     TrainArgs args = parse_train_args(argc, argv);
     args.options.launcher = launcher;
-    config = load_config(args.config, train::default_experiment());
+    config = load_config(args.config, config::default_experiment());
     // Before the rest of setup, so that a rank stuck in it writes its flight file too.
     comm.set_flight_file(distributed::flight_file_path(config.faults.flight_dir, config.log_path,
                                                        comm.rank()));
@@ -92,8 +92,8 @@ int train_rank(int argc, char** argv, const std::string& launcher, int launched)
   }
   // The watchdog watches the agreement too: a rank stuck in setup (a hung file system)
   // is reported by the ranks waiting for it. A rank whose config failed uses the defaults.
-  const train::FaultConfig defaults;
-  const train::FaultConfig& faults = code == kExitOk ? config.faults : defaults;
+  const config::FaultConfig defaults;
+  const config::FaultConfig& faults = code == kExitOk ? config.faults : defaults;
   comm.start_watchdog(faults.watchdog_timeout_s, faults.watchdog_action == "abort");
   const auto codes = comm.allgather(static_cast<uint64_t>(code));
   int job_code = kExitOk;

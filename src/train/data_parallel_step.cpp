@@ -13,7 +13,7 @@ namespace {
 
 // BatchNorm normalises over the global micro-batch when its statistics are shared
 // (batchnorm.sync, on several ranks), else over the rank's own.
-bool shares_statistics(const Config& config, int world) { return config.batchnorm_sync && world > 1; }
+bool shares_statistics(const config::Config& config, int world) { return config.batchnorm_sync && world > 1; }
 
 }  // namespace
 
@@ -23,10 +23,9 @@ DataParallelStep<T>::DataParallelStep(const StepParts<T>& parts)
       reducer_(parts.reducer),
       overlap_(parts.config.reduce.overlap && !parts.config.faults.inject.enabled()) {
   ready_forwarder_.reducer = &reducer_;
-  const Config& config = parts.config;
+  const config::Config& config = parts.config;
   const int world = parts.comm.size();
-  const bool shared_statistics = shares_statistics(config, world);
-  this->replica_.training_pass().statistics = shared_statistics ? &parts.statistics : nullptr;
+  this->replica_.training_pass().statistics = this->statistics_ranks() > 1 ? &parts.statistics : nullptr;
   broadcast_buffers_each_step_ =
       !config.batchnorm_sync && world > 1 &&
       this->model_.buffer_value_count() + this->model_.buffer_counter_count() > 0;
@@ -45,11 +44,16 @@ GemmChoice DataParallelStep<T>::start(int threads) {
 
 template <typename T>
 void DataParallelStep<T>::before_pass() {
-  if (broadcast_buffers_each_step_) broadcast_buffers(this->parts_.comm, this->model_);
+  share_rank0_buffers();
 }
 
 template <typename T>
 void DataParallelStep<T>::before_evaluation() {
+  share_rank0_buffers();
+}
+
+template <typename T>
+void DataParallelStep<T>::share_rank0_buffers() {
   if (broadcast_buffers_each_step_) broadcast_buffers(this->parts_.comm, this->model_);
 }
 
@@ -97,7 +101,7 @@ StepOutcome DataParallelStep<T>::reduce(double local_loss) {
   // made, or nullopt when they could not tell, and the buffer is scanned. Both collective.
   const std::optional<bool> sums_finite =
       reducer_.scatters() ? std::optional<bool>(share_scattered_verdict()) : reducer_.agreed_finite();
-  this->replica_.phases().lap(&StepProfile::sync_exposed_s, SpanKind::kReductionWait);
+  this->replica_.phases().lap(&record::StepProfile::sync_exposed_s, record::SpanKind::kReductionWait);
   // The mean of 0/1 votes is positive exactly when some rank voted (1/N never underflows).
   outcome.stop_requested = grads[p + kStopSlot] > T(0);
   outcome.loss = static_cast<double>(grads[p + kLossSlot]);

@@ -1,7 +1,7 @@
 #include "mpiddp/train/deterministic_gemm.hpp"
 
-#include "mpiddp/nn/gemm_columns.hpp"
-#include "mpiddp/nn/grid_product.hpp"
+#include "mpiddp/kernels/gemm_columns.hpp"
+#include "mpiddp/kernels/grid_product.hpp"
 
 namespace mpiddp::train {
 namespace {
@@ -12,26 +12,26 @@ namespace {
 // [column bits by measurement]); for each kind of product the widest candidate piece at
 // which every product of that kind does.
 template <typename T>
-PassPieces chunked_pass_pieces(nn::GemmBackend backend, const nn::Model<T>& model, Index chunks, Index chunk) {
+PassPieces chunked_pass_pieces(kernels::GemmBackend backend, const nn::Model<T>& model, Index chunks, Index chunk) {
   if (!model.layers().supports_chunked_pass(chunk)) return {};
-  const std::vector<Index> pieces = nn::chunked_product_pieces(chunk);
+  const std::vector<Index> pieces = kernels::chunked_product_pieces(chunk);
   // Eigen: Linear::supports_chunked_pass's rule.
-  if (backend == nn::GemmBackend::kEigen) return {pieces.front(), pieces.front()};
-  nn::use_gemm_backend(backend, 1);
+  if (backend == kernels::GemmBackend::kEigen) return {pieces.front(), pieces.front()};
+  kernels::use_gemm_backend(backend, 1);
   // Every product of a chunk, the weight gradients' too (inner dimension: the chunk's
   // samples), unless the grid product makes those (Note [the grid product]).
-  const std::vector<nn::GemmCall> calls = model.gemm_calls(chunk);
-  std::vector<nn::GemmShape> shapes;
-  for (const nn::GemmCall& call : calls)
-    if (call.role != nn::GemmRole::kWeightGradient || !nn::grid_product_serves<T>()) shapes.push_back(call.shape);
-  if (!nn::address_bits_hold<T>(shapes)) return {};
-  auto widest = [&](nn::GemmRole role) -> Index {
-    const std::vector<nn::GemmShape> products = nn::column_products(calls, role);
+  const std::vector<kernels::GemmCall> calls = model.gemm_calls(chunk);
+  std::vector<kernels::GemmShape> shapes;
+  for (const kernels::GemmCall& call : calls)
+    if (call.role != kernels::GemmRole::kWeightGradient || !kernels::grid_product_serves<T>()) shapes.push_back(call.shape);
+  if (!kernels::address_bits_hold<T>(shapes)) return {};
+  auto widest = [&](kernels::GemmRole role) -> Index {
+    const std::vector<kernels::GemmShape> products = kernels::column_products(calls, role);
     for (Index piece : pieces)
-      if (nn::column_bits_hold<T>(products, chunk, nn::chunked_product_widths(chunks, chunk, piece))) return piece;
+      if (kernels::column_bits_hold<T>(products, chunk, kernels::chunked_product_widths(chunks, chunk, piece))) return piece;
     return 0;
   };
-  const PassPieces found{widest(nn::GemmRole::kForward), widest(nn::GemmRole::kInputGradient)};
+  const PassPieces found{widest(kernels::GemmRole::kForward), widest(kernels::GemmRole::kInputGradient)};
   return found.chunked() ? found : PassPieces{};
 }
 
@@ -52,20 +52,20 @@ DeterministicGemm choose_deterministic_gemm(const std::string& configured, const
   // Note [deterministic mode's library]: a measured library only for a chunked pass, only in
   // a native build, and only where the choice is remembered and its column bits hold.
   if (configured == "auto" && kNativeBuild && model.layers().supports_chunked_pass(chunk)) {
-    GemmChoice measured = choose_gemm<T>("auto", model.gemm_calls(nn::chunked_product_pieces(chunk).front()), 1);
-    if (measured.backend != nn::GemmBackend::kEigen && measured.remembered) {
+    GemmChoice measured = choose_gemm<T>("auto", model.gemm_calls(kernels::chunked_product_pieces(chunk).front()), 1);
+    if (measured.backend != kernels::GemmBackend::kEigen && measured.remembered) {
       result.full = chunked_pass_pieces(measured.backend, model, chunks, chunk);
       if (result.full.chunked()) result.choice = measured;
     }
   }
-  const nn::GemmBackend backend = result.choice.backend;
+  const kernels::GemmBackend backend = result.choice.backend;
   if (!result.full.chunked()) result.full = chunked_pass_pieces(backend, model, chunks, chunk);
   // The epoch's last step takes the chunked pass only with the full steps (the run record
   // speaks of those).
   result.last = !result.full.chunked() ? PassPieces{}
                 : last_chunk == chunk  ? result.full
                                        : chunked_pass_pieces(backend, model, chunks, last_chunk);
-  nn::use_gemm_backend(backend, 1);
+  kernels::use_gemm_backend(backend, 1);
   return result;
 }
 

@@ -34,7 +34,7 @@
 // the same shapes as in its own pass, go onto the integer grid as they are made, Note
 // [gradients onto the grid] in gradient_grid.cpp; a linear layer's weight gradient, where
 // the build has AVX-512, by a kernel of ours that sums each chunk in registers, Note [the
-// grid product] in src/nn/grid_product.cpp). So when every layer
+// grid product] in src/kernels/grid_product.cpp). So when every layer
 // supports_chunked_pass(B/C) (for linear: B/C a whole number of Eigen's 4-column panels, and
 // the product above Eigen's size for a coefficient-based one) and the library computing the
 // products keeps a column's bits at every width the pass makes (Eigen does; another library
@@ -53,17 +53,17 @@
 #include <stdexcept>
 
 #include "mpiddp/core/finite.hpp"
-#include "mpiddp/nn/grid_product.hpp"
+#include "mpiddp/kernels/grid_product.hpp"
 #include "mpiddp/nn/layer.hpp"
 #include "mpiddp/train/deterministic_step.hpp"
-#include "mpiddp/train/rank0_io.hpp"
+#include "mpiddp/distributed/rank0_io.hpp"
 
 namespace mpiddp::train {
 
 template <typename T>
 DeterministicStep<T>::DeterministicStep(const StepParts<T>& parts)
     : parts_(parts), replica_(parts.replica), model_(parts.replica.model()) {
-  const Config& config = parts.config;
+  const config::Config& config = parts.config;
   chunks_ = config.deterministic.chunks;
   local_chunks_ = chunks_ / parts.comm.size();
   parameters_ = model_.parameter_count();
@@ -105,7 +105,7 @@ GemmChoice DeterministicStep<T>::start(int /*threads*/) {
   // [deterministic mode's library]); rank 0's error (a library not built in) is every rank's.
   GemmChoice gemm;
   int64_t decision[5] = {0, 0, 0, 0, 0};  // the backend, the full step's pieces, the last step's
-  on_rank0(comm, [&] {
+  distributed::on_rank0(comm, [&] {
     DeterministicGemm chosen =
         choose_deterministic_gemm<T>(parts_.config.gemm, model_, chunks_, chunk_, last_chunk_);
     gemm = std::move(chosen.choice);
@@ -116,7 +116,7 @@ GemmChoice DeterministicStep<T>::start(int /*threads*/) {
     decision[4] = chosen.last.input_gradient;
   });
   comm.broadcast(decision, sizeof decision, 0);
-  gemm.backend = static_cast<nn::GemmBackend>(decision[0]);
+  gemm.backend = static_cast<kernels::GemmBackend>(decision[0]);
   full_ = {decision[1], decision[2]};
   last_ = {decision[3], decision[4]};
   // The layers that take it hold no buffers: reduce_grid sums none.
@@ -157,7 +157,7 @@ void DeterministicStep<T>::describe(io::Json& run_record) const {
   // earlier keys, so that the record's text keeps its earlier prefix.
   if (full_.chunked()) {
     run_record["deterministic"]["product_columns"] = full_.widest();
-    run_record["deterministic"]["weight_gradients"] = nn::grid_product_serves<T>() ? "grid_product" : "library";
+    run_record["deterministic"]["weight_gradients"] = kernels::grid_product_serves<T>() ? "grid_product" : "library";
     run_record["deterministic"]["widths"] = {{"forward", full_.forward},
                                              {"input_gradient", full_.input_gradient}};
   }
@@ -212,7 +212,7 @@ void DeterministicStep<T>::pass_chunk_by_chunk(const Index* samples, Index size)
     take_chunk(t, size, samples, 0);
     T* term = terms_.data() + static_cast<size_t>(t) * width_;  // (width)
     model_.bind_gradient_views(term);
-    replica_.phases().lap(&StepProfile::forward_s, SpanKind::kZeroGradients);
+    replica_.phases().lap(&record::StepProfile::forward_s, record::SpanKind::kZeroGradients);
     nn::PassContext pass = replica_.training_pass();
     pass.positions = positions_.data();
     const double loss = replica_.forward_loss(samples_.data(), size, pass);
@@ -227,12 +227,12 @@ void DeterministicStep<T>::pass_chunks_together(const Index* samples, Index size
   // Note [the chunked pass]: the L chunks side by side, one forward and one backward.
   for (Index t = 0; t < local_chunks_; ++t) take_chunk(t, size, samples, t * size);
   grid_->begin_step(model_.gradients());  // the views stay on the model's buffer
-  replica_.phases().lap(&StepProfile::forward_s, SpanKind::kZeroGradients);
+  replica_.phases().lap(&record::StepProfile::forward_s, record::SpanKind::kZeroGradients);
   nn::PassContext pass = replica_.training_pass();
   pass.positions = positions_.data();
   pass.chunk_columns = size;
   pass.gradient_grid = grid_.get();
-  // Whole chunks, at most the columns the library was checked at (nn/gemm_columns.hpp).
+  // Whole chunks, at most the columns the library was checked at (kernels/gemm_columns.hpp).
   pass.forward_columns = pieces(size).forward;
   pass.input_gradient_columns = pieces(size).input_gradient;
   replica_.forward_loss(samples_.data(), local_chunks_ * size, pass, size, chunk_losses_.data());
@@ -245,7 +245,7 @@ void DeterministicStep<T>::pass_chunks_together(const Index* samples, Index size
 template <typename T>
 StepOutcome DeterministicStep<T>::reduce(double /*local_loss*/) {
   StepOutcome outcome = step_on_grid_ ? reduce_grid() : reduce_chunks();
-  replica_.phases().lap(&StepProfile::sync_exposed_s, SpanKind::kReductionWait);
+  replica_.phases().lap(&record::StepProfile::sync_exposed_s, record::SpanKind::kReductionWait);
   // The loss slot holds the mean loss: the gradients and it decide the step together.
   outcome.finite = all_finite(model_.gradients(), parameters_ + 1);
   return outcome;

@@ -31,7 +31,7 @@ namespace {
 // The main thread stops; the watchdog thread stays alive and answers its peers. Slept in
 // pieces of at most 50 ms up to the deadline, so that a short stall_s (a test pacing every
 // step of a run) lasts stall_s and not a whole piece.
-void stall(const FaultInjection& f) {
+void stall(const config::FaultInjection& f) {
   using clock = std::chrono::steady_clock;
   const auto until = clock::now() + std::chrono::duration_cast<clock::duration>(
                                         std::chrono::duration<double>(f.stall_s > 0 ? f.stall_s : 1e9));
@@ -41,7 +41,7 @@ void stall(const FaultInjection& f) {
 
 }  // namespace
 
-void inject_setup_fault(const FaultInjection& f, int rank) {
+void inject_setup_fault(const config::FaultInjection& f, int rank) {
   if (f.rank != rank || f.step != 0) return;
   if (f.kind == "throw") throw_injected("during setup");
   if (f.kind == "exit") exit_injected(rank, "during setup");
@@ -49,7 +49,7 @@ void inject_setup_fault(const FaultInjection& f, int rank) {
 }
 
 template <typename T>
-void inject_step_fault(const FaultInjection& f, int rank, int64_t step, T* grads) {
+void inject_step_fault(const config::FaultInjection& f, int rank, int64_t step, T* grads) {
   const std::string where = "at step " + std::to_string(step);
   if (f.fires(rank, step, "throw")) throw_injected(where);
   if (f.fires(rank, step, "exit")) exit_injected(rank, where);
@@ -64,19 +64,19 @@ void inject_step_fault(const FaultInjection& f, int rank, int64_t step, T* grads
   if (f.kind == "huge" && f.in_window(step)) grads[0] = std::numeric_limits<T>::max();
 }
 
-void inject_collective_fault(const FaultInjection& f, distributed::Communicator& comm, int64_t step) {
+void inject_collective_fault(const config::FaultInjection& f, distributed::Communicator& comm, int64_t step) {
   if (f.fires(comm.rank(), step, "mismatch")) comm.barrier();
 }
 
 template <typename T>
-void inject_update_fault(const FaultInjection& f, int rank, int64_t step, T* params) {
+void inject_update_fault(const config::FaultInjection& f, int rank, int64_t step, T* params) {
   if (f.fires(rank, step, "perturb"))
     params[0] = std::nextafter(params[0], std::numeric_limits<T>::infinity());
 }
 
-template void inject_step_fault<float>(const FaultInjection&, int, int64_t, float*);
-template void inject_step_fault<double>(const FaultInjection&, int, int64_t, double*);
-template void inject_update_fault<float>(const FaultInjection&, int, int64_t, float*);
-template void inject_update_fault<double>(const FaultInjection&, int, int64_t, double*);
+template void inject_step_fault<float>(const config::FaultInjection&, int, int64_t, float*);
+template void inject_step_fault<double>(const config::FaultInjection&, int, int64_t, double*);
+template void inject_update_fault<float>(const config::FaultInjection&, int, int64_t, float*);
+template void inject_update_fault<double>(const config::FaultInjection&, int, int64_t, double*);
 
 }  // namespace mpiddp::train

@@ -35,35 +35,35 @@ std::string cpu_identity() {
 }
 
 template <typename T>
-std::string cache_key(const std::vector<nn::GemmCall>& calls, int threads) {
+std::string cache_key(const std::vector<kernels::GemmCall>& calls, int threads) {
   std::string text = cpu_identity() + "|" MPIDDP_VERSION "|" __VERSION__ "|threads " + std::to_string(threads) +
                      (sizeof(T) == 4 ? "|float32" : "|float64");
-  for (nn::GemmBackend b : nn::available_gemm_backends()) text += "|" + nn::gemm_backend_library(b);
-  for (const nn::GemmCall& call : calls) text += "|" + nn::gemm_shape_text(call.shape) + "*" + std::to_string(call.count);
+  for (kernels::GemmBackend b : kernels::available_gemm_backends()) text += "|" + kernels::gemm_backend_library(b);
+  for (const kernels::GemmCall& call : calls) text += "|" + kernels::gemm_shape_text(call.shape) + "*" + std::to_string(call.count);
   return hex64(fnv1a(text));
 }
 
-Json timings_json(const std::vector<nn::GemmTiming>& timings) {
+Json timings_json(const std::vector<kernels::GemmTiming>& timings) {
   Json out = Json::object();
   // Microseconds are all a timing of this kind can tell.
-  for (const nn::GemmTiming& t : timings) out[nn::gemm_backend_name(t.backend)] = std::round(t.seconds * 1e6) / 1e6;
+  for (const kernels::GemmTiming& t : timings) out[kernels::gemm_backend_name(t.backend)] = std::round(t.seconds * 1e6) / 1e6;
   return out;
 }
 
-std::vector<nn::GemmTiming> timings_from(const Json& j) {
-  std::vector<nn::GemmTiming> out;
-  for (nn::GemmBackend b : nn::available_gemm_backends())
-    if (j.contains(nn::gemm_backend_name(b)) && j[nn::gemm_backend_name(b)].is_number())
-      out.push_back({b, j[nn::gemm_backend_name(b)].get<double>()});
+std::vector<kernels::GemmTiming> timings_from(const Json& j) {
+  std::vector<kernels::GemmTiming> out;
+  for (kernels::GemmBackend b : kernels::available_gemm_backends())
+    if (j.contains(kernels::gemm_backend_name(b)) && j[kernels::gemm_backend_name(b)].is_number())
+      out.push_back({b, j[kernels::gemm_backend_name(b)].get<double>()});
   return out;
 }
 
 template <typename T>
-GemmChoice measure(const std::vector<nn::GemmCall>& calls, int threads) {
+GemmChoice measure(const std::vector<kernels::GemmCall>& calls, int threads) {
   GemmChoice choice;
   choice.how = "measured";
-  choice.timings = nn::time_gemm_backends<T>(calls, threads, kBudgetSeconds);
-  choice.backend = nn::fastest_gemm_backend(choice.timings, kMargin);
+  choice.timings = kernels::time_gemm_backends<T>(calls, threads, kBudgetSeconds);
+  choice.backend = kernels::fastest_gemm_backend(choice.timings, kMargin);
   return choice;
 }
 
@@ -90,8 +90,8 @@ class FileLock {
 }  // namespace
 
 io::Json gemm_record(const GemmChoice& choice) {
-  io::Json record = {{"backend", nn::gemm_backend_name(choice.backend)},
-                     {"library", nn::gemm_backend_library(choice.backend)},
+  io::Json record = {{"backend", kernels::gemm_backend_name(choice.backend)},
+                     {"library", kernels::gemm_backend_library(choice.backend)},
                      {"chosen", choice.how}};
   if (!choice.timings.empty()) record["seconds"] = timings_json(choice.timings);
   if (!choice.cache.empty()) record["cache"] = choice.cache;
@@ -106,10 +106,10 @@ std::string gemm_cache_directory() {
 }
 
 template <typename T>
-GemmChoice choose_gemm(const std::string& configured, const std::vector<nn::GemmCall>& calls, int threads) {
+GemmChoice choose_gemm(const std::string& configured, const std::vector<kernels::GemmCall>& calls, int threads) {
   GemmChoice choice;
   if (configured != "auto") {
-    if (!nn::find_gemm_backend(configured, &choice.backend))
+    if (!kernels::find_gemm_backend(configured, &choice.backend))
       throw ConfigError("compute.gemm", configured + " is not built into this mpiddp");
     choice.how = "config";
     return choice;
@@ -132,7 +132,7 @@ GemmChoice choose_gemm(const std::string& configured, const std::vector<nn::Gemm
   }
   const std::string key = cache_key<T>(calls, threads);
   const Json* entry = cache.contains(key) && cache[key].is_object() ? &cache[key] : nullptr;
-  if (entry && nn::find_gemm_backend(entry->value("backend", std::string()), &choice.backend)) {
+  if (entry && kernels::find_gemm_backend(entry->value("backend", std::string()), &choice.backend)) {
     choice.how = "cached";
     choice.timings = timings_from(entry->value("seconds", Json::object()));
     choice.cache = path;
@@ -141,7 +141,7 @@ GemmChoice choose_gemm(const std::string& configured, const std::vector<nn::Gemm
   }
   choice = measure<T>(calls, threads);
   choice.cache = path;
-  cache[key] = {{"backend", nn::gemm_backend_name(choice.backend)}, {"seconds", timings_json(choice.timings)}};
+  cache[key] = {{"backend", kernels::gemm_backend_name(choice.backend)}, {"seconds", timings_json(choice.timings)}};
   const std::string text = cache.dump(1) + "\n";
   try {
     if (lock.held()) {
@@ -156,7 +156,7 @@ GemmChoice choose_gemm(const std::string& configured, const std::vector<nn::Gemm
   return choice;
 }
 
-template GemmChoice choose_gemm<float>(const std::string&, const std::vector<nn::GemmCall>&, int);
-template GemmChoice choose_gemm<double>(const std::string&, const std::vector<nn::GemmCall>&, int);
+template GemmChoice choose_gemm<float>(const std::string&, const std::vector<kernels::GemmCall>&, int);
+template GemmChoice choose_gemm<double>(const std::string&, const std::vector<kernels::GemmCall>&, int);
 
 }  // namespace mpiddp::train

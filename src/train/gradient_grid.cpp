@@ -6,7 +6,7 @@
 #include <limits>
 #include <stdexcept>
 
-#include "mpiddp/distributed/fixed_point.hpp"
+#include "mpiddp/kernels/fixed_point.hpp"
 
 // Note [gradients onto the grid]
 // The fixed-point sum (Note [the fixed-point sum] in distributed/exact_sum.hpp) takes its
@@ -68,7 +68,7 @@ nn::GradientGrid::Tensor ChunkGradientGrid<T>::tensor(const void* view, double b
   const bool finite = std::isfinite(bound) && bound <= static_cast<double>(std::numeric_limits<T>::max());
   if (!finite) local_finite_ = false;
   finite_[g] = finite ? 1 : 0;
-  shift_[g] = finite && bound > 0.0 ? distributed::fixed_point_shift(bound, chunks_) : 0;
+  shift_[g] = finite && bound > 0.0 ? kernels::fixed_point_shift(bound, chunks_) : 0;
   placed_[g] = 1;
   return {sums_ + offset, shift_[g], finite};
 }
@@ -78,8 +78,8 @@ template <typename V>
 void ChunkGradientGrid<T>::put(const V* values, size_t count, const Tensor& tensor, size_t at, bool first) {
   int64_t* sums = tensor.sums + at;
   if (tensor.finite)
-    distributed::add_to_grid(values, count, tensor.shift, sums,
-                             first ? distributed::OntoGrid::kSet : distributed::OntoGrid::kAdd);
+    kernels::add_to_grid(values, count, tensor.shift, sums,
+                             first ? kernels::OntoGrid::kSet : kernels::OntoGrid::kAdd);
   else if (first)
     std::fill_n(sums, count, int64_t{0});  // summed all the same: last step's sums could overflow
 }
@@ -104,7 +104,7 @@ template <typename T>
 void ChunkGradientGrid<T>::finish(double divisor, T* gradients, distributed::ReduceAlgorithm algorithm) {
   if (!std::all_of(placed_.begin(), placed_.end(), [](char placed) { return placed != 0; }))
     throw std::logic_error("ChunkGradientGrid: a tensor's layer put nothing onto the grid");
-  const distributed::FixedPointGroups groups{begins_.data(), shift_.size(), shift_.data(), finite_.data(), divisor};
+  const kernels::FixedPointGroups groups{begins_.data(), shift_.size(), shift_.data(), finite_.data(), divisor};
   comm_.sum_fixed_point(sums_, begins_.back(), groups, gradients, distributed::element_type_of<T>(), algorithm);
 }
 

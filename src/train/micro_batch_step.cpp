@@ -24,7 +24,7 @@ template <typename T>
 MicroBatchStep<T>::MicroBatchStep(const StepParts<T>& parts, Index statistics_ranks)
     : parts_(parts), replica_(parts.replica), model_(parts.replica.model()),
       positions_(static_cast<size_t>(parts.batch_per_rank)),
-      eval_samples_(static_cast<size_t>(parts.batch_per_rank)) {
+      eval_samples_(static_cast<size_t>(parts.batch_per_rank)), statistics_ranks_(statistics_ranks) {
   const Index world = parts.comm.size(), rank = parts.comm.rank();
   for (Index j = 0; j < parts.batch_per_rank; ++j) positions_[j] = j * world + rank;
   const Index smallest = smallest_micro_batch(parts.sampler, parts.batch_per_rank,
@@ -34,14 +34,14 @@ MicroBatchStep<T>::MicroBatchStep(const StepParts<T>& parts, Index statistics_ra
 
 template <typename T>
 GemmChoice MicroBatchStep<T>::start(int threads) {
-  const Config& config = parts_.config;
+  const config::Config& config = parts_.config;
   if (config.gemm != "auto") return choose_gemm<T>(config.gemm, {}, threads);
   GemmChoice gemm;
   if (parts_.comm.rank() == 0)
     gemm = choose_gemm<T>(config.gemm, model_.gemm_calls(parts_.batch_per_rank), threads);
   int32_t backend = static_cast<int32_t>(gemm.backend);
   parts_.comm.broadcast(&backend, sizeof backend, 0);
-  gemm.backend = static_cast<nn::GemmBackend>(backend);
+  gemm.backend = static_cast<kernels::GemmBackend>(backend);
   return gemm;
 }
 
@@ -52,7 +52,7 @@ double MicroBatchStep<T>::compute_gradients(const Index* samples, Index count) {
   // cleared] in src/nn/model.cpp): only what it adds to is cleared. That counts as
   // forward work in the profile; the trace shows it apart.
   model_.prepare_gradient_overwrite();
-  replica_.phases().lap(&StepProfile::forward_s, SpanKind::kZeroGradients);
+  replica_.phases().lap(&record::StepProfile::forward_s, record::SpanKind::kZeroGradients);
   // Micro-batch m has count/K samples (the first count % K one more). Each one's loss is
   // its own mean; weighting its output gradient by size/count makes the K gradients add up
   // to the gradient of the mean over all count samples, as one batch would give.

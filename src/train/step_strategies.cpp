@@ -10,7 +10,7 @@
 
 namespace mpiddp::train {
 
-void check_modes_combine(const Config& c, const distributed::Communicator& comm, bool shares_node_memory) {
+void check_modes_combine(const config::Config& c, const distributed::Communicator& comm, bool shares_node_memory) {
   // reduce.shard_optimizer needs every rank to hold the same averaged gradients before the
   // update (Note [the optimizer sharded across a node]) and the parts to pair up among nodes.
   // Deterministic mode's own refusals (sync off, injected faults, compression) are the
@@ -26,7 +26,7 @@ void check_modes_combine(const Config& c, const distributed::Communicator& comm,
     throw ConfigError("reduce.shard_optimizer", "needs the same number of ranks on every node");
   // One rank per node: the optimizer is sharded across the leaders, whose float32
   // reduce-scatter has no bf16 form (Note [the optimizer sharded across the leaders]).
-  if (optim::shards_across_leaders(comm) &&
+  if (distributed::shards_across_leaders(comm) &&
       distributed::parse_compression(c.reduce.compress) != distributed::Compression::kNone)
     throw ConfigError("reduce.compress", "\"bf16\" is not supported with reduce.shard_optimizer "
                                          "when each node runs one rank (the optimizer is then "

@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "mpiddp/train/progress.hpp"
+#include "mpiddp/record/progress.hpp"
 
 namespace mpiddp::train {
 
@@ -22,7 +22,7 @@ RunResult Trainer<T>::run() {
   const int64_t total_steps = steps_per_epoch * config_.epochs;
   if (options_.keep_history) result.step_losses.reserve(static_cast<size_t>(total_steps));
   start_trace(total_steps);
-  ProgressLine progress(stderr, ProgressLine::mode_for(stderr, options_.quiet, comm_.rank() == 0,
+  record::ProgressLine progress(stderr, record::ProgressLine::mode_for(stderr, options_.quiet, comm_.rank() == 0,
                                                                std::getenv("MPIDDP_PROGRESS")),
                         config_.epochs, total_steps, batch_per_rank_ * comm_.size());
   int64_t step = position_.step;
@@ -45,19 +45,19 @@ RunResult Trainer<T>::run() {
       if (!done.applied) continue;
       if (config_.check_every_steps > 0 && step % config_.check_every_steps == 0)
         verify_replicas(step, false, nullptr);
-      progress.update(epoch, step, done.loss, seconds_since(run_start));
-      if (k + 1 < steps_per_epoch && checkpoint_due_mid_epoch(config_.checkpoint, step))
+      progress.update(epoch, step, done.loss, record::seconds_since(run_start));
+      if (k + 1 < steps_per_epoch && checkpoint::checkpoint_due_mid_epoch(config_.checkpoint, step))
         save_checkpoint({epoch, k + 1, step});
     }
     progress.clear();  // the epoch's table line goes where the progress line was
     // A resumed epoch trains only the samples after its first batch.
-    const EpochResult done = finish_epoch(epoch, seconds_since(epoch_start),
+    const EpochResult done = finish_epoch(epoch, record::seconds_since(epoch_start),
                                           (per_rank - first_batch * batch_per_rank_) * comm_.size());
     if (options_.keep_history) result.epochs.push_back(done);
-    if (checkpoint_due_after_epoch(config_.checkpoint, epoch, step, epoch == config_.epochs))
+    if (checkpoint::checkpoint_due_after_epoch(config_.checkpoint, epoch, step, epoch == config_.epochs))
       save_checkpoint({epoch + 1, 0, step});
   }
-  progress.finish(seconds_since(run_start));
+  progress.finish(record::seconds_since(run_start));
   phases_.stop();  // compute_gradients called after run() (tests) times nothing
   result.steps = step;
   verify_replicas(step, true, &result);
@@ -65,7 +65,7 @@ RunResult Trainer<T>::run() {
   finish_trace();
   result.skipped_steps = skipped_total_;
   result.resyncs = resyncs_;
-  result.time_s = seconds_since(run_start);
+  result.time_s = record::seconds_since(run_start);
   if (comm_.rank() == 0)
     log_->write({{"kind", "end"},
                 {"steps", result.steps},
@@ -78,13 +78,13 @@ RunResult Trainer<T>::run() {
   return result;
 }
 
-std::unique_ptr<TrainingRun> prepare_training(const Config& config, distributed::Communicator& comm,
+std::unique_ptr<TrainingRun> prepare_training(const config::Config& config, distributed::Communicator& comm,
                                               TrainOptions options) {
   if (config.dtype == "float64") return std::make_unique<Trainer<double>>(config, comm, options);
   return std::make_unique<Trainer<float>>(config, comm, options);
 }
 
-RunResult run_training(const Config& config, distributed::Communicator& comm, TrainOptions options) {
+RunResult run_training(const config::Config& config, distributed::Communicator& comm, TrainOptions options) {
   return prepare_training(config, comm, options)->run();
 }
 

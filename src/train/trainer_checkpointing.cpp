@@ -6,18 +6,18 @@
 
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/io/atomic_file.hpp"
-#include "mpiddp/train/rank0_io.hpp"
+#include "mpiddp/distributed/rank0_io.hpp"
 #include "mpiddp/train/trainer.hpp"
-#include "mpiddp/train/weights.hpp"
+#include "mpiddp/checkpoint/weights.hpp"
 
 namespace mpiddp::train {
 
 template <typename T>
-RunIdentity Trainer<T>::identity() const {
-  RunIdentity id;
+checkpoint::RunIdentity Trainer<T>::identity() const {
+  checkpoint::RunIdentity id;
   id.model = model_->describe();
   id.dtype = config_.dtype;
-  id.config = resume_config(config_);
+  id.config = checkpoint::resume_config(config_);
   id.global_batch = batch_per_rank_ * comm_.size();
   id.train_samples = train_.samples;
   id.steps_per_epoch = sampler_.steps_per_epoch(batch_per_rank_);
@@ -26,10 +26,10 @@ RunIdentity Trainer<T>::identity() const {
 }
 
 template <typename T>
-TrainingPosition Trainer<T>::initial_state() {
+checkpoint::TrainingPosition Trainer<T>::initial_state() {
   // A run killed while writing a checkpoint leaves its temporary file; nothing else will.
   if (comm_.rank() == 0 && !config_.checkpoint.dir.empty()) {
-    const auto stale = remove_stale_temporaries(config_.checkpoint.dir);
+    const auto stale = checkpoint::remove_stale_temporaries(config_.checkpoint.dir);
     std::string names;
     for (const auto& name : stale) names += (names.empty() ? "" : ", ") + name;
     if (!stale.empty())
@@ -41,19 +41,19 @@ TrainingPosition Trainer<T>::initial_state() {
   if (!options_.resume.empty()) {
     // Rank 0 finds and reads the checkpoint; every rank validates the same bytes and
     // restores from them, so the replicas start identical.
-    std::vector<char> path_bytes = bytes_from_rank0(comm_, [&] {
-      const std::string path = resolve_resume_path(options_.resume, config_.checkpoint.dir);
+    std::vector<char> path_bytes = distributed::bytes_from_rank0(comm_, [&] {
+      const std::string path = checkpoint::resolve_resume_path(options_.resume, config_.checkpoint.dir);
       return std::vector<char>(path.begin(), path.end());
     });
     resumed_from_.assign(path_bytes.begin(), path_bytes.end());
   }
   if (!resumed_from_.empty()) {  // empty for --resume auto without a checkpoint yet
-    std::vector<char> bytes = bytes_from_rank0(
+    std::vector<char> bytes = distributed::bytes_from_rank0(
         comm_, [&] { return io::read_whole_file(resumed_from_, kExitCheckpoint, "--resume"); });
-    const TrainingPosition position = collectively([&] {
+    const checkpoint::TrainingPosition position = distributed::collectively([&] {
       const io::SafetensorsFile file(std::move(bytes), resumed_from_, kExitCheckpoint);
       return optimizer_->restore([&](optim::Optimizer<T>& whole) {
-        return restore_checkpoint(file, identity(), *model_, whole);
+        return checkpoint::restore_checkpoint(file, identity(), *model_, whole);
       });
     });
     // A launcher's restart (--resume auto) may find the checkpoint of a run that had already
@@ -67,15 +67,15 @@ TrainingPosition Trainer<T>::initial_state() {
     return position;
   }
   if (!config_.init_weights.empty()) {
-    on_rank0(comm_, [&] { load_weights(config_.init_weights, *model_); });
+    distributed::on_rank0(comm_, [&] { checkpoint::load_weights(config_.init_weights, *model_); });
   } else {
     model_->initialize(config_.seed);
   }
-  return TrainingPosition{};
+  return checkpoint::TrainingPosition{};
 }
 
 template <typename T>
-void Trainer<T>::save_checkpoint(const TrainingPosition& position) {
+void Trainer<T>::save_checkpoint(const checkpoint::TrainingPosition& position) {
   last_checkpoint_step_ = position.step;  // on every rank: stop_for_interrupt reads it
   const auto start = std::chrono::steady_clock::now();
   // Sharded, the parts of the optimizer's state come to rank 0 first (a collective).
@@ -85,12 +85,12 @@ void Trainer<T>::save_checkpoint(const TrainingPosition& position) {
 }
 
 template <typename T>
-void Trainer<T>::write_checkpoint_file(const TrainingPosition& position,
+void Trainer<T>::write_checkpoint_file(const checkpoint::TrainingPosition& position,
                                        optim::Optimizer<T>& optimizer,
                                        std::chrono::steady_clock::time_point start) {
   const std::string path =
-      write_checkpoint(config_.checkpoint, position, identity(), *model_, optimizer);
-  if (traced_) traced_->add(SpanKind::kCheckpoint, start, std::chrono::steady_clock::now());
+      checkpoint::write_checkpoint(config_.checkpoint, position, identity(), *model_, optimizer);
+  if (traced_) traced_->add(record::SpanKind::kCheckpoint, start, std::chrono::steady_clock::now());
   log_->write({{"kind", "checkpoint"}, {"path", path}, {"epoch", position.epoch},
                {"batch", position.batch}, {"step", position.step}});
 }
@@ -98,7 +98,7 @@ void Trainer<T>::write_checkpoint_file(const TrainingPosition& position,
 template <typename T>
 void Trainer<T>::save_final_weights() {
   if (comm_.rank() == 0 && !config_.save_weights.empty())
-    save_weights(config_.save_weights, *model_);
+    checkpoint::save_weights(config_.save_weights, *model_);
 }
 
 template <typename T>
@@ -107,11 +107,11 @@ const std::vector<Index>* Trainer<T>::replay_order(int64_t epoch) const {
 }
 
 #define MPIDDP_INSTANTIATE(T)                                                    \
-  template RunIdentity Trainer<T>::identity() const;                             \
-  template TrainingPosition Trainer<T>::initial_state();                         \
-  template void Trainer<T>::save_checkpoint(const TrainingPosition&);            \
+  template checkpoint::RunIdentity Trainer<T>::identity() const;                             \
+  template checkpoint::TrainingPosition Trainer<T>::initial_state();                         \
+  template void Trainer<T>::save_checkpoint(const checkpoint::TrainingPosition&);            \
   template void Trainer<T>::write_checkpoint_file(                               \
-      const TrainingPosition&, optim::Optimizer<T>&, std::chrono::steady_clock::time_point); \
+      const checkpoint::TrainingPosition&, optim::Optimizer<T>&, std::chrono::steady_clock::time_point); \
   template void Trainer<T>::save_final_weights();                                \
   template const std::vector<Index>* Trainer<T>::replay_order(int64_t) const;
 MPIDDP_INSTANTIATE(float)

@@ -13,7 +13,7 @@ namespace mpiddp::train {
 template <typename T>
 void Trainer<T>::handle_nonfinite_step(int64_t step, int64_t epoch, const StepOutcome& outcome) {
   const auto saw = comm_.allgather(outcome.locally_finite ? 0 : 1);
-  Json ranks = Json::array();
+  io::Json ranks = io::Json::array();
   std::string listed;
   for (size_t r = 0; r < saw.size(); ++r)
     if (saw[r]) {

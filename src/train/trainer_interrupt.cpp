@@ -18,7 +18,7 @@
 
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/core/interrupt.hpp"
-#include "mpiddp/train/rank0_io.hpp"
+#include "mpiddp/distributed/rank0_io.hpp"
 #include "mpiddp/train/trainer.hpp"
 
 namespace mpiddp::train {
@@ -26,9 +26,9 @@ namespace mpiddp::train {
 double stop_vote() { return interrupt_requested() ? 1.0 : 0.0; }
 
 template <typename T>
-void Trainer<T>::stop_for_interrupt(const TrainingPosition& resume_at) {
+void Trainer<T>::stop_for_interrupt(const checkpoint::TrainingPosition& resume_at) {
   const auto signals = comm_.allgather(static_cast<uint64_t>(interrupt_signal()));
-  Json ranks = Json::array();
+  io::Json ranks = io::Json::array();
   std::string listed;
   int first_signal = 0;
   for (size_t r = 0; r < signals.size(); ++r) {
@@ -38,20 +38,20 @@ void Trainer<T>::stop_for_interrupt(const TrainingPosition& resume_at) {
     listed += (listed.empty() ? "" : ", ") + std::to_string(r);
   }
   const bool saving = !config_.checkpoint.dir.empty();
-  const std::string path = saving ? checkpoint_path(config_.checkpoint.dir, resume_at.step) : "";
+  const std::string path = saving ? checkpoint::checkpoint_path(config_.checkpoint.dir, resume_at.step) : "";
   const bool due = saving && last_checkpoint_step_ != resume_at.step;  // alike on every rank
   // Sharded, the optimizer's parts come to rank 0 first: a collective, before rank 0 alone.
   const auto optimizer = due ? optimizer_->whole_on_rank0() : nullptr;
   const auto start = std::chrono::steady_clock::now();
   // Rank 0 writes; its outcome is every rank's, so that exit code 9 means "saved" everywhere.
-  on_rank0(comm_, [&] {
+  distributed::on_rank0(comm_, [&] {
     if (due) write_checkpoint_file(resume_at, *optimizer, start);
   });
   const int64_t epoch_done = resume_at.batch == 0 ? resume_at.epoch - 1 : resume_at.epoch;
   if (comm_.rank() == 0)
     log_->write({{"kind", "interrupted"}, {"epoch", epoch_done}, {"step", resume_at.step},
                  {"signal", signal_name(first_signal)}, {"ranks", ranks},
-                 {"checkpoint", saving ? Json(path) : Json(nullptr)}});
+                 {"checkpoint", saving ? io::Json(path) : io::Json(nullptr)}});
   const std::string what = "interrupted by " + signal_name(first_signal) + " (received by rank" +
                            (ranks.size() > 1 ? "s " : " ") + listed + ") after step " +
                            std::to_string(resume_at.step) + " (epoch " +
@@ -67,7 +67,7 @@ void Trainer<T>::stop_for_interrupt(const TrainingPosition& resume_at) {
 }
 
 template <typename T>
-void Trainer<T>::open_log(const Json& run_record, const std::vector<std::string>& hosts) {
+void Trainer<T>::open_log(const io::Json& run_record, const std::vector<std::string>& hosts) {
   if (!options_.restart) {
     log_->write(run_record);
     return;
@@ -77,14 +77,14 @@ void Trainer<T>::open_log(const Json& run_record, const std::vector<std::string>
   // of both, as an uninterrupted run's log would, and a `restart` record between them.
   const std::vector<std::string> carried =
       resumed_from_.empty() || !log_->enabled() ? std::vector<std::string>{}
-                                                : log_lines_until(config_.log_path, position_);
+                                                : checkpoint::log_lines_until(config_.log_path, position_);
   if (carried.empty()) log_->write(run_record);
   for (const auto& line : carried) log_->write_line(line);
-  const RestartInfo& restart = *options_.restart;
-  Json record = {{"kind", "restart"}, {"attempt", restart.attempt}};
+  const checkpoint::RestartInfo& restart = *options_.restart;
+  io::Json record = {{"kind", "restart"}, {"attempt", restart.attempt}};
   if (restart.exit_code) record["exit_code"] = *restart.exit_code;
   if (!restart.reason.empty()) record["reason"] = restart.reason;
-  record["from"] = resumed_from_.empty() ? Json(nullptr) : resume_point();
+  record["from"] = resumed_from_.empty() ? io::Json(nullptr) : resume_point();
   if (restart.previous_world_size) record["previous_world_size"] = *restart.previous_world_size;
   record["world_size"] = comm_.size();
   record["hosts"] = hosts;
@@ -92,8 +92,8 @@ void Trainer<T>::open_log(const Json& run_record, const std::vector<std::string>
 }
 
 #define MPIDDP_INSTANTIATE(T)                                                      \
-  template void Trainer<T>::stop_for_interrupt(const TrainingPosition&);           \
-  template void Trainer<T>::open_log(const Json&, const std::vector<std::string>&);
+  template void Trainer<T>::stop_for_interrupt(const checkpoint::TrainingPosition&);           \
+  template void Trainer<T>::open_log(const io::Json&, const std::vector<std::string>&);
 MPIDDP_INSTANTIATE(float)
 MPIDDP_INSTANTIATE(double)
 #undef MPIDDP_INSTANTIATE

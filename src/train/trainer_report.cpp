@@ -14,7 +14,7 @@
 #include "mpiddp/core/hash.hpp"
 #include "mpiddp/core/rng.hpp"
 #include "mpiddp/distributed/reduction_levels.hpp"
-#include "mpiddp/train/step_profile.hpp"
+#include "mpiddp/record/step_profile.hpp"
 
 namespace mpiddp::train {
 
@@ -28,7 +28,7 @@ void Trainer<T>::start() {
   // Rank 0 reads sampler.order and broadcasts it: a collective, so here rather than in the
   // constructor, whose setup stays local (see TrainingRun).
   if (!config_.sampler_order.empty())
-    order_ = load_sample_order(comm_, config_.sampler_order, train_.samples, config_.epochs);
+    order_ = data::load_sample_order(comm_, config_.sampler_order, train_.samples, config_.epochs);
   position_ = initial_state();
   // Rank 0's initial parameters are everyone's: replicas start identical even if a rank's
   // initialisation differed (another build, another libm), and init.weights is read there.
@@ -47,14 +47,14 @@ void Trainer<T>::start() {
   // The library for the matrix products, the same on every rank, and the rest of the
   // step's collective start-up.
   gemm_ = step_->start(threads_);
-  nn::use_gemm_backend(gemm_.backend, threads_);
+  kernels::use_gemm_backend(gemm_.backend, threads_);
   // Every rank's host, in rank order (a collective: every rank takes part).
   const std::vector<std::string> hosts = comm_.allgather_string(comm_.host_name());
   // What the reduction does inside a node and between nodes (distributed/reduction_levels.hpp).
   const auto levels =
       distributed::reduction_levels(reducer_.algorithm(), hosts, comm_.ranks_on_node());
   if (comm_.rank() == 0) {
-    Json run_record = {{"kind", "run"},
+    io::Json run_record = {{"kind", "run"},
                        {"world_size", comm_.size()},
                        {"launcher", options_.launcher},
                        {"hosts", hosts},
@@ -99,7 +99,7 @@ void Trainer<T>::start() {
 }
 
 template <typename T>
-Json Trainer<T>::resume_point() const {
+io::Json Trainer<T>::resume_point() const {
   return {{"path", resumed_from_}, {"epoch", position_.epoch}, {"batch", position_.batch},
           {"step", position_.step}};
 }
@@ -115,12 +115,12 @@ EpochResult Trainer<T>::finish_epoch(int64_t epoch, double train_seconds, Index 
   const nn::EvalSums on_eval = eval_ ? step_->evaluate(*eval_) : on_train;
   e.eval_loss = on_eval.loss_sum;
   if (loss_->is_classification()) e.eval_accuracy = on_eval.correct;
-  if (traced_) traced_->add(SpanKind::kEvaluation, start, std::chrono::steady_clock::now());
-  e.time_s = train_seconds + seconds_since(start);
+  if (traced_) traced_->add(record::SpanKind::kEvaluation, start, std::chrono::steady_clock::now());
+  e.time_s = train_seconds + record::seconds_since(start);
   e.samples_per_s = static_cast<double>(samples_seen) / train_seconds;
 
   if (comm_.rank() == 0) {
-    Json record = {{"kind", "epoch"}, {"epoch", e.epoch}, {"eval_loss", e.eval_loss}};
+    io::Json record = {{"kind", "epoch"}, {"epoch", e.epoch}, {"eval_loss", e.eval_loss}};
     if (e.eval_accuracy) record["eval_accuracy"] = *e.eval_accuracy;
     if (eval_) record["train_loss"] = e.train_loss;
     record["time_s"] = e.time_s;
@@ -139,7 +139,7 @@ EpochResult Trainer<T>::finish_epoch(int64_t epoch, double train_seconds, Index 
 
 #define MPIDDP_INSTANTIATE(T)                                           \
   template void Trainer<T>::start();                                    \
-  template Json Trainer<T>::resume_point() const;                       \
+  template io::Json Trainer<T>::resume_point() const;                       \
   template EpochResult Trainer<T>::finish_epoch(int64_t, double, Index);
 MPIDDP_INSTANTIATE(float)
 MPIDDP_INSTANTIATE(double)

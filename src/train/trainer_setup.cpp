@@ -13,7 +13,7 @@
 #include "mpiddp/core/threads.hpp"
 #include "mpiddp/data/source.hpp"
 #include "mpiddp/train/fault_injection.hpp"
-#include "mpiddp/train/trace_file.hpp"
+#include "mpiddp/record/trace_file.hpp"
 
 namespace mpiddp::train {
 
@@ -22,8 +22,9 @@ namespace {
 // The set's features are the model's inputs, its targets what the loss takes, and their
 // width the model's outputs.
 template <typename T>
-void check_data_fits(const Config& c, const data::Dataset<T>& set, const std::string& key,
-                     Index inputs, Index outputs) {
+void check_data_fits(const config::Config& c, const data::Dataset<T>& set, const std::string& key,
+                     const nn::Model<T>& model) {
+  const Index inputs = model.inputs(), outputs = model.outputs();
   if (set.features != inputs)
     throw ConfigError(key, "has " + std::to_string(set.features) + " features but model.inputs is " +
                                std::to_string(inputs));
@@ -40,12 +41,16 @@ void check_data_fits(const Config& c, const data::Dataset<T>& set, const std::st
                                           " outputs but " + key + " has " +
                                           std::to_string(set.target_width()) + " " +
                                           target_width_noun(kind));
+  if (set.vocabulary > model.token_vocabulary())
+    throw ConfigError(c.layers.front().key + ".vocab", "the model takes token ids below " +
+                                                           std::to_string(model.token_vocabulary()) + " but " + key +
+                                                           " has a vocabulary of " + std::to_string(set.vocabulary));
 }
 
 }  // namespace
 
 template <typename T>
-Trainer<T>::Trainer(const Config& config, distributed::Communicator& comm, TrainOptions options)
+Trainer<T>::Trainer(const config::Config& config, distributed::Communicator& comm, TrainOptions options)
     : config_(config), comm_(comm), options_(options),
       train_(data::load_source<T>(config.train_data, config.seed, "train")),
       reducer_(comm, config.reduce),
@@ -56,30 +61,30 @@ Trainer<T>::Trainer(const Config& config, distributed::Communicator& comm, Train
       batch_per_rank_(config.per_rank_batch(comm.size())) {
   // Deterministic mode's own fit comes first: its message says why accumulate_steps or the
   // world size does not fit the chunks, which the checks below would word less precisely.
-  check_deterministic_fits(config, comm.size(), train_.samples);
+  config::check_deterministic_fits(config, comm.size(), train_.samples);
   if (batch_per_rank_ % config.accumulate_steps != 0)
     throw ConfigError("accumulate_steps", "accumulate_steps " +
                                               std::to_string(config.accumulate_steps) +
                                               " does not divide the per-rank batch " +
                                               std::to_string(batch_per_rank_));
   if (config.eval_data) eval_ = data::load_source<T>(*config.eval_data, config.seed, "eval");
-  const nn::Shape input_shape = model_input_shape(config, train_.shape, train_.features, "data.train");
-  const Index inputs = nn::shape_size(input_shape);
+  const nn::Shape input_shape = config::model_input_shape(config, train_.shape, train_.features, "data.train");
   // Extra gradient slots carry the loss and the stop vote (kReservedSlots, step_strategy.hpp).
   model_ = std::make_unique<nn::Model<T>>(input_shape, config.layers, batch_per_rank_,
                                                kReservedSlots);
   plan_reduction(reducer_, *model_);
   loss_ = nn::build_loss<T>(config.loss);
-  check_data_fits(config, train_, "data.train", inputs, model_->outputs());
-  if (eval_) check_data_fits(config, *eval_, "data.eval", inputs, model_->outputs());
+  check_data_fits(config, train_, "data.train", *model_);
+  if (eval_) check_data_fits(config, *eval_, "data.eval", *model_);
   if (sampler_.per_rank() == 0)
     throw ConfigError("data.train.samples", "fewer samples than ranks with drop_last: every "
                                             "rank would get an empty epoch");
   check_modes_combine(config, comm, reducer_.shares_node_memory());
-  const optim::ShardScope scope =
-      optim::shard_scope(comm, config.reduce.shard_optimizer, reducer_.shares_node_memory(),
+  const distributed::ShardScope scope =
+      distributed::shard_scope(comm, config.reduce.shard_optimizer, reducer_.shares_node_memory(),
                   reducer_.compression() != distributed::Compression::kNone);
-  optimizer_ = std::make_unique<optim::OptimizerShard<T>>(config.optimizer, model_->parameter_count(), comm, scope);
+  optimizer_ = std::make_unique<optim::OptimizerShard<T>>(config.optimizer, model_->parameter_count(),
+                                                          distributed::part_exchange(comm, scope));
   if (optimizer_->across_world()) {
     // Each rank's part of the sum, the last one with the loss and stop slots after the parameters.
     std::vector<size_t> parts = optimizer_->part_begins();
@@ -94,7 +99,7 @@ Trainer<T>::Trainer(const Config& config, distributed::Communicator& comm, Train
                                  batch_per_rank_, sampler_});
   const int chosen = choose_threads(config.threads, std::getenv("OMP_NUM_THREADS"), affinity_cores(),
                                     node_cores(), comm.ranks_on_node(),
-                                    nn::typical_product_multiply_adds(model_->gemm_calls(batch_per_rank_)))
+                                    kernels::typical_product_multiply_adds(model_->gemm_calls(batch_per_rank_)))
                          .threads;
   threads_ = step_->threads(chosen);
   use_threads(threads_);
@@ -103,7 +108,7 @@ Trainer<T>::Trainer(const Config& config, distributed::Communicator& comm, Train
              ? std::make_unique<io::JsonlLog>(config.log_path)
              : std::make_unique<io::JsonlLog>();
   // An unwritable trace.path is known now, not after the run (rank 0 writes the file).
-  if (trace_.enabled() && comm.rank() == 0) check_trace_writable(config.trace.path);
+  if (trace_.enabled() && comm.rank() == 0) record::check_trace_writable(config.trace.path);
   // Rank 0's parameters arrive for the replica check in pieces of at most 256 Ki values
   // (1 MiB of float): a second copy of a big model would count against every rank's memory,
   // and so does a big piece, all run long (4 MiB a rank at 1 Mi values, the check rare:
@@ -124,8 +129,8 @@ void place_for_reduction(distributed::GradientReducer<T>& reducer, nn::Model<T>&
     model.place_gradients(shared);
 }
 
-template Trainer<float>::Trainer(const Config&, distributed::Communicator&, TrainOptions);
-template Trainer<double>::Trainer(const Config&, distributed::Communicator&, TrainOptions);
+template Trainer<float>::Trainer(const config::Config&, distributed::Communicator&, TrainOptions);
+template Trainer<double>::Trainer(const config::Config&, distributed::Communicator&, TrainOptions);
 template void plan_reduction(distributed::GradientReducer<float>&, const nn::Model<float>&);
 template void plan_reduction(distributed::GradientReducer<double>&, const nn::Model<double>&);
 template void place_for_reduction(distributed::GradientReducer<float>&, nn::Model<float>&);

@@ -5,7 +5,7 @@
 
 #include "mpiddp/optim/schedule.hpp"
 #include "mpiddp/train/fault_injection.hpp"
-#include "mpiddp/train/step_profile.hpp"
+#include "mpiddp/record/step_profile.hpp"
 #include "mpiddp/train/trainer.hpp"
 
 namespace mpiddp::train {
@@ -21,7 +21,7 @@ typename Trainer<T>::StepDone Trainer<T>::train_step(int64_t epoch, int64_t step
   phases_.start(options_.profile, traced_, step_start);
   comm_.publish_step(step);
   set_pass(epoch - 1, step);
-  const double cpu_start = options_.profile ? process_cpu_seconds() : 0.0;
+  const double cpu_start = options_.profile ? record::process_cpu_seconds() : 0.0;
   const double local_loss = step_->compute_gradients(samples, count);
   inject_step_fault(config_.faults.inject, comm_.rank(), step, model_->gradients());
   inject_collective_fault(config_.faults.inject, comm_, step);
@@ -34,16 +34,16 @@ typename Trainer<T>::StepDone Trainer<T>::train_step(int64_t epoch, int64_t step
   skipped_in_a_row_ = 0;
   const double lr = optim::scheduled_lr(config_.schedule, config_.optimizer.lr, step, epoch,
                                         total_steps, config_.epochs);
-  phases_.lap(SpanKind::kCheck);  // not in the profile, which times the optimizer alone
-  const double optimizer_cpu_start = options_.profile ? thread_cpu_seconds() : 0.0;
+  phases_.lap(record::SpanKind::kCheck);  // not in the profile, which times the optimizer alone
+  const double optimizer_cpu_start = options_.profile ? record::thread_cpu_seconds() : 0.0;
   optimizer_->step(model_->parameters(), model_->gradients(), lr);  // collective when sharded
-  phases_.lap(&StepProfile::optimizer_s, SpanKind::kOptimizer);
-  if (options_.profile) options_.profile->optimizer_cpu_s += thread_cpu_seconds() - optimizer_cpu_start;
+  phases_.lap(&record::StepProfile::optimizer_s, record::SpanKind::kOptimizer);
+  if (options_.profile) options_.profile->optimizer_cpu_s += record::thread_cpu_seconds() - optimizer_cpu_start;
   // The step record's time_s and the trace's step span are the same two readings.
   const auto step_end = phases_.last_or_now();
-  if (traced_) traced_->add(SpanKind::kStep, step_start, step_end);
+  if (traced_) traced_->add(record::SpanKind::kStep, step_start, step_end);
   if (options_.profile) {
-    options_.profile->cpu_s += process_cpu_seconds() - cpu_start;
+    options_.profile->cpu_s += record::process_cpu_seconds() - cpu_start;
     ++options_.profile->steps;
   }
   inject_update_fault(config_.faults.inject, comm_.rank(), step, model_->parameters());

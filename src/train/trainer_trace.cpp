@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "mpiddp/train/trace_file.hpp"
+#include "mpiddp/record/trace_file.hpp"
 #include "mpiddp/train/trainer.hpp"
 
 namespace mpiddp::train {
@@ -38,7 +38,7 @@ template <typename T>
 void Trainer<T>::finish_trace() {
   traced_ = nullptr;
   reducer_.set_listener(nullptr);
-  if (trace_.enabled()) write_trace(comm_, trace_, config_.trace);
+  if (trace_.enabled()) record::write_trace(comm_, trace_, config_.trace);
 }
 
 template void Trainer<float>::start_trace(int64_t);

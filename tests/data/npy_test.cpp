@@ -137,6 +137,56 @@ TEST(Npy, LabelOutsideClassesNamesFileAndSample) {
   expect_data_error([&] { load_npy<float>(c); }, {"sample 1", "label -1"});
 }
 
+// Token data: integer features [N, T] are token ids, kept as integers (no float copy), and
+// targets [N, T] a class per position.
+TEST(Npy, TokenIdsStayIntegersWithAClassPerPosition) {
+  const auto f = write_pair(npy_bytes("|u1", "(2, 3)", std::string("\x04\x00\x02\x01\x01\x03", 6)),
+                            npy_bytes("<i8", "(2, 3)", bytes_of(std::vector<int64_t>{0, 2, 1, 1, 3, 4})));
+  NpyConfig c = f.config();
+  c.classes = 5;
+  c.token_ids = true;
+  const auto d = load_npy<float>(c);
+  EXPECT_EQ(d.input_kind(), InputKind::kTokenIds);
+  EXPECT_EQ(d.x, nullptr);
+  EXPECT_EQ(d.vocabulary, 5);
+  EXPECT_EQ(d.features, 3);
+  EXPECT_EQ(d.target_kind(), TargetKind::kClassPerPosition);
+  EXPECT_EQ(d.label_positions, 3);
+  EXPECT_EQ(d.target_width(), 15);  // 5 classes at each of 3 positions
+  EXPECT_EQ(std::vector<int32_t>(d.token_ids, d.token_ids + 6), (std::vector<int32_t>{4, 0, 2, 1, 1, 3}));
+  EXPECT_EQ(std::vector<int32_t>(d.labels, d.labels + 6), (std::vector<int32_t>{0, 2, 1, 1, 3, 4}));
+  // The same files without token_ids: values, and the class per position still.
+  c.token_ids = false;
+  const auto values = load_npy<float>(c);
+  EXPECT_EQ(values.input_kind(), InputKind::kValues);
+  EXPECT_EQ(values.x[0], 4.0f);
+}
+
+TEST(Npy, TokenIdOutsideTheVocabularyNamesFileSampleAndPosition) {
+  const auto f = write_pair(npy_bytes("<i4", "(2, 2)", bytes_of(std::vector<int32_t>{0, 1, 2, 5})),
+                            npy_bytes("<i4", "(2, 2)", bytes_of(std::vector<int32_t>{1, 2, 0, 1})));
+  NpyConfig c = f.config();
+  c.classes = 5;
+  c.token_ids = true;
+  expect_data_error([&] { load_npy<float>(c); }, {f.x, "sample 1 (0-based), position 1,", "token id 5", "[0, 5)"});
+  const auto g = write_pair(npy_bytes("<i4", "(2, 2)", bytes_of(std::vector<int32_t>{0, 1, 2, 3})),
+                            npy_bytes("<i4", "(2, 2)", bytes_of(std::vector<int32_t>{1, 2, -1, 1})));
+  c = g.config();
+  c.classes = 5;
+  c.token_ids = true;
+  expect_data_error([&] { load_npy<float>(c); }, {g.y, "sample 1 (0-based), position 0,", "class label -1"});
+  const auto h = write_pair(npy_bytes("<f4", "(3, 2)", bytes_of(kX)), npy_bytes("<i4", "(3, 2)", bytes_of(std::vector<int32_t>(6, 0))));
+  c = h.config();
+  c.classes = 5;
+  c.token_ids = true;
+  expect_data_error([&] { load_npy<float>(c); }, {h.x, "token ids are stored as float32", "must be integers"});
+  const auto w = write_pair(npy_bytes("<i4", "(2, 2)", bytes_of(std::vector<int32_t>{0, 1, 2, 3})),
+                            npy_bytes("<i4", "(2, 3)", bytes_of(std::vector<int32_t>(6, 0))));
+  c = w.config();
+  c.classes = 5;
+  expect_data_error([&] { load_npy<float>(c); }, {w.y, "[samples, 2] (one per position", "got (2, 3)"});
+}
+
 TEST(Npy, FloatLabelsAreRefused) {
   const auto f = write_pair(npy_bytes("<f4", "(3, 2)", bytes_of(kX)), npy_bytes("<f4", "(3,)", bytes_of(kY)));
   NpyConfig c = f.config();

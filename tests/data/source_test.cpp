@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "fixture_files.hpp"
-#include "mpiddp/train/config.hpp"
+#include "mpiddp/config/config.hpp"
 
 namespace mpiddp::data {
 namespace {
@@ -17,9 +17,9 @@ using testing::write_gzip;
 // A data.train section as a user writes it, parsed like a real config, then loaded.
 template <typename T>
 Dataset<T> load_from_config(const std::string& source_json) {
-  train::Json user = train::default_experiment();
-  user["data"]["train"] = train::Json::parse(source_json);
-  const train::Config config = train::parse_config(user);
+  io::Json user = config::default_experiment();
+  user["data"]["train"] = io::Json::parse(source_json);
+  const config::Config config = config::parse_config(user);
   return load_source<T>(config.train_data, config.seed, "train");
 }
 

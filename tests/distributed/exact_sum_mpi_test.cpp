@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "mpiddp/distributed/exact_sum.hpp"
-#include "mpiddp/distributed/fixed_point.hpp"
+#include "mpiddp/kernels/fixed_point.hpp"
 #include "mpiddp/distributed/gradient_reducer.hpp"
 #include "mpiddp/distributed/local_communicator.hpp"
 #include "mpiddp/distributed/mpi_communicator.hpp"
@@ -65,7 +65,7 @@ TEST_P(ExactSumPaths, FixedPointSumConvertsAsOneProcessDoes) {
   const std::vector<size_t> begins = {0, 3001, 3001, 7000, kCount};  // an empty group
   const std::vector<int> shifts = {30, 20, 25, 40};
   const std::vector<char> finite = {1, 1, 0, 1};  // group 2 comes out NaN
-  const FixedPointGroups groups{begins.data(), 4, shifts.data(), finite.data(), 24.0};
+  const kernels::FixedPointGroups groups{begins.data(), 4, shifts.data(), finite.data(), 24.0};
   auto term = [](size_t i, int64_t r) {
     return static_cast<int64_t>((i * 2654435761u + static_cast<uint64_t>(r) * 97) % (uint64_t{1} << 41)) -
            (int64_t{1} << 40);

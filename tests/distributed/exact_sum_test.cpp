@@ -24,19 +24,19 @@ uint64_t bits(double x) {
 
 TEST(FixedPoint, ShiftLeavesHeadroomForTheTerms) {
   // max 1.0 = 0.5 * 2^1: e = 1; 24 terms: h = 5 (32 >= 24); s = 62 - 5 - 1 = 56.
-  EXPECT_EQ(fixed_point_shift(1.0, 24), 56);
+  EXPECT_EQ(kernels::fixed_point_shift(1.0, 24), 56);
   // max 0.75: e = 0; 1 term: h = 0; s = 62.
-  EXPECT_EQ(fixed_point_shift(0.75, 1), 62);
+  EXPECT_EQ(kernels::fixed_point_shift(0.75, 1), 62);
   // max 1e16 < 2^54 (2^53 = 9.007e15 <= 1e16): e = 54; 3 terms: h = 2; s = 6.
-  EXPECT_EQ(fixed_point_shift(1e16, 3), 6);
+  EXPECT_EQ(kernels::fixed_point_shift(1e16, 3), 6);
   // The largest value times 2^s stays within 2^(62-h), so 2^h of them fit in an int64.
-  const int s = fixed_point_shift(0.999999, 4096);
-  EXPECT_LE(std::fabs(static_cast<double>(to_fixed(0.999999, s))), std::ldexp(1.0, 62 - 12));
-  EXPECT_EQ(from_fixed(to_fixed(0.375, 10), 10), 0.375);
-  EXPECT_EQ(to_fixed(2.5, 0), 2);   // ties to even
-  EXPECT_EQ(to_fixed(-3.5, 0), -4);
+  const int s = kernels::fixed_point_shift(0.999999, 4096);
+  EXPECT_LE(std::fabs(static_cast<double>(kernels::to_fixed(0.999999, s))), std::ldexp(1.0, 62 - 12));
+  EXPECT_EQ(kernels::from_fixed(kernels::to_fixed(0.375, 10), 10), 0.375);
+  EXPECT_EQ(kernels::to_fixed(2.5, 0), 2);   // ties to even
+  EXPECT_EQ(kernels::to_fixed(-3.5, 0), -4);
   // A denormal-sized group: the shift stops at 1000, where 2^shift is still finite.
-  EXPECT_EQ(fixed_point_shift(1e-300, 24), 1000);
+  EXPECT_EQ(kernels::fixed_point_shift(1e-300, 24), 1000);
 }
 
 // add_to_grid against to_fixed, value by value: the same integers for every value whose
@@ -47,10 +47,10 @@ TEST(FixedPoint, ShiftLeavesHeadroomForTheTerms) {
 template <typename V>
 void expect_grid_matches_rounding(int shift, const std::vector<V>& values) {
   std::vector<int64_t> sums(values.size(), 5), by_bits(values.size(), 5);  // they add: start off zero
-  add_to_grid(values.data(), values.size(), shift, sums.data());
-  add_to_grid_by_bits(values.data(), values.size(), shift, by_bits.data());
+  kernels::add_to_grid(values.data(), values.size(), shift, sums.data());
+  kernels::add_to_grid_by_bits(values.data(), values.size(), shift, by_bits.data());
   for (size_t i = 0; i < values.size(); ++i) {
-    const int64_t expected = 5 + to_fixed(static_cast<double>(values[i]), shift);
+    const int64_t expected = 5 + kernels::to_fixed(static_cast<double>(values[i]), shift);
     ASSERT_EQ(sums[i], expected) << "value " << values[i] << " (" << i << ") at shift " << shift;
     ASSERT_EQ(by_bits[i], expected) << "by bits: value " << values[i] << " (" << i << ") at shift " << shift;
   }
@@ -77,7 +77,7 @@ std::vector<V> values_across_exponents(uint32_t seed, double largest) {
 TEST(FixedPoint, AddToGridRoundsEachValueAsToFixed) {
   for (double largest : {0.75, 1.0, 3e-3, 2.5e5, 1e-30}) {
     for (int64_t terms : {int64_t{1}, int64_t{24}, int64_t{4096}}) {
-      const int shift = fixed_point_shift(largest, terms);
+      const int shift = kernels::fixed_point_shift(largest, terms);
       expect_grid_matches_rounding(shift, values_across_exponents<float>(7, largest));
       expect_grid_matches_rounding(shift, values_across_exponents<double>(11, largest));
     }
@@ -88,7 +88,7 @@ TEST(FixedPoint, AddToGridRoundsEachValueAsToFixed) {
                                                             std::ldexp(1.0, -shift - 1), std::ldexp(3.0, -shift - 1)});
   // A shift of 1000 (a group of values near 2^-1000) and a negative one (values near 2^100).
   expect_grid_matches_rounding(1000, values_across_exponents<double>(3, 1e-300));
-  expect_grid_matches_rounding(fixed_point_shift(1e30, 8), values_across_exponents<float>(5, 1e30));
+  expect_grid_matches_rounding(kernels::fixed_point_shift(1e30, 8), values_across_exponents<float>(5, 1e30));
 }
 
 TEST(ExactSum, AddsWhatAFloatSumLoses) {

@@ -23,7 +23,7 @@
 #include "mpiddp/io/safetensors.hpp"
 #include "mpiddp/nn/model.hpp"
 #include "mpiddp/optim/optimizer.hpp"
-#include "mpiddp/train/checkpoint.hpp"
+#include "mpiddp/checkpoint/checkpoint.hpp"
 #include "temp_input.hpp"
 
 using namespace mpiddp;
@@ -41,7 +41,7 @@ struct Run {
       R"([{"type": "linear", "out": 2}, {"type": "tanh"}, {"type": "linear", "out": 1}])")), 2};
   std::unique_ptr<optim::Optimizer<float>> optimizer =
       optim::make_optimizer<float>(optim::OptimizerConfig{"adam"}, model.parameter_count());
-  train::RunIdentity identity;
+  checkpoint::RunIdentity identity;
   std::string dir = std::string(access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp") +
                     "/mpiddp-fuzz-checkpoint-" + std::to_string(getpid());
   std::vector<io::TensorToWrite> tensors;  // the genuine checkpoint's, pointing into `genuine`
@@ -63,8 +63,8 @@ struct Run {
     identity.train_samples = 8;
     identity.steps_per_epoch = 4;
     model.initialize(1);
-    const train::CheckpointConfig settings{dir};
-    const std::string path = train::write_checkpoint(settings, {1, 2, 2}, identity, model, *optimizer);
+    const config::CheckpointConfig settings{dir};
+    const std::string path = checkpoint::write_checkpoint(settings, {1, 2, 2}, identity, model, *optimizer);
     return io::read_safetensors(path, kExitCheckpoint);
   }
 };
@@ -73,12 +73,12 @@ struct Run {
 void read_checkpoint(Run& run, const std::string& path) {
   try {
     const io::SafetensorsFile file = io::read_safetensors(path, kExitCheckpoint);
-    train::restore_checkpoint(file, run.identity, run.model, *run.optimizer);
+    checkpoint::restore_checkpoint(file, run.identity, run.model, *run.optimizer);
   } catch (const Error& e) {
     if (e.code() != kExitCheckpoint) throw;
   }
   try {
-    train::export_checkpoint_weights(path, run.dir + "/export.safetensors");
+    checkpoint::export_checkpoint_weights(path, run.dir + "/export.safetensors");
   } catch (const Error& e) {
     if (e.code() != kExitCheckpoint) throw;
   }

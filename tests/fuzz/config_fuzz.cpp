@@ -5,21 +5,21 @@
 #include <string>
 
 #include "mpiddp/core/error.hpp"
-#include "mpiddp/train/config.hpp"
+#include "mpiddp/config/config.hpp"
 
 using namespace mpiddp;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   try {
-    const train::Config config = train::parse_config(train::parse_config_text(text, "fuzz.json"));
+    const config::Config config = config::parse_config(config::parse_config_text(text, "fuzz.json"));
     config.per_rank_batch(3);
   } catch (const ConfigError&) {
   }
   try {
-    train::Json user = train::default_experiment();
-    train::apply_override(user, text);
-    train::parse_config(user);
+    io::Json user = config::default_experiment();
+    config::apply_override(user, text);
+    config::parse_config(user);
   } catch (const ConfigError&) {
   }
   return 0;

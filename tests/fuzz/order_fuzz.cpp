@@ -7,7 +7,7 @@
 
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/distributed/local_communicator.hpp"
-#include "mpiddp/train/sample_order.hpp"
+#include "mpiddp/data/sample_order.hpp"
 #include "temp_input.hpp"
 
 using namespace mpiddp;
@@ -17,7 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   distributed::LocalCommunicator comm;
   for (const auto& [samples, epochs] : {std::pair<Index, int64_t>{4, 2}, {3, 1}}) {
     try {
-      const train::SampleOrder order = train::load_sample_order(comm, path, samples, epochs);
+      const data::SampleOrder order = data::load_sample_order(comm, path, samples, epochs);
       // Every replayed index must be a valid sample: the validation's whole point.
       for (int64_t e = 0; e < epochs; ++e)
         for (const Index i : order.epoch(e))

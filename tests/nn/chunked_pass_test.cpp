@@ -15,9 +15,9 @@
 
 #include "../support/layer_harness.hpp"
 #include "mpiddp/core/memory.hpp"
-#include "mpiddp/distributed/fixed_point.hpp"
+#include "mpiddp/kernels/fixed_point.hpp"
 #include "mpiddp/distributed/local_communicator.hpp"
-#include "mpiddp/nn/gemm.hpp"
+#include "mpiddp/kernels/gemm.hpp"
 #include "mpiddp/nn/model.hpp"
 #include "mpiddp/train/gradient_grid.hpp"
 
@@ -133,7 +133,7 @@ Together together(Model<T>& model, const Chunks<T>& c, const std::vector<Index>&
 
 template <typename T>
 void expect_chunks_keep_their_bits() {
-  use_gemm_backend(GemmBackend::kEigen, 1);
+  kernels::use_gemm_backend(kernels::GemmBackend::kEigen, 1);
   Model<T> model(kInput, specs(kLayers), kChunks * kChunk);
   ASSERT_TRUE(model.layers().supports_chunked_pass(kChunk));
   model.initialize(9);
@@ -164,7 +164,7 @@ void expect_chunks_keep_their_bits() {
 // A grid that keeps every block of values a layer adds to it, per tensor and offset, in the
 // order added, and leaves the maxima as they are: what it holds is each chunk's gradients.
 // It also keeps real int64 sums per tensor on a fixed grid, as the trainer's grid does: a
-// weight gradient made by the grid product (nn/grid_product.hpp) reaches the grid only as
+// weight gradient made by the grid product (kernels/grid_product.hpp) reaches the grid only as
 // those sums, every chunk's at once.
 class RecordingGrid final : public GradientGrid {
  public:
@@ -195,8 +195,8 @@ class RecordingGrid final : public GradientGrid {
   template <typename V>
   void keep(const V* values, size_t count, const Tensor& t, size_t at, bool first) {
     added[{views_.at(t.sums), at}].emplace_back(values, values + count);
-    distributed::add_to_grid(values, count, t.shift, t.sums + at,
-                             first ? distributed::OntoGrid::kSet : distributed::OntoGrid::kAdd);
+    kernels::add_to_grid(values, count, t.shift, t.sums + at,
+                             first ? kernels::OntoGrid::kSet : kernels::OntoGrid::kAdd);
   }
   size_t parameters_;
   std::map<const int64_t*, const void*> views_;
@@ -223,7 +223,7 @@ Recorded recorded(Model<T>& model, const Chunks<T>& c, const std::vector<Index>&
 // passes of one chunk each, added: each chunk's values were the same in both.
 template <typename T>
 void expect_chunk_gradients_keep_their_bits() {
-  use_gemm_backend(GemmBackend::kEigen, 1);
+  kernels::use_gemm_backend(kernels::GemmBackend::kEigen, 1);
   Model<T> model(kInput, specs(kLayers), kChunks * kChunk);
   model.initialize(9);
   const Chunks<T> c = make_chunks(model);
@@ -259,7 +259,7 @@ TEST(ChunkedPass, EveryChunksGradientsKeepTheirBitsAtAnyWidthInDouble) { expect_
 // The bias gradient in the default pass: the same bits wherever the gradient buffer starts
 // (Eigen's row sums split rows between vector and scalar code by that address).
 TEST(ChunkedPass, BiasGradientDoesNotFollowTheBuffersAddress) {
-  use_gemm_backend(GemmBackend::kEigen, 1);
+  kernels::use_gemm_backend(kernels::GemmBackend::kEigen, 1);
   Model<float> model(kInput, specs(kLayers), kChunk);
   model.initialize(9);
   const Chunks<float> c = make_chunks(model);

@@ -52,6 +52,8 @@ TEST(LossRegistry, BuiltInTypesAndTheirTargets) {
   EXPECT_FALSE(mse->takes(TargetKind::kClassPerSample));
   EXPECT_TRUE(ce->takes(TargetKind::kClassPerSample));
   EXPECT_FALSE(ce->takes(TargetKind::kValues));
+  EXPECT_TRUE(ce->takes(TargetKind::kClassPerPosition));  // a language model's next tokens
+  EXPECT_FALSE(mse->takes(TargetKind::kClassPerPosition));
   EXPECT_EQ(first_loss_type_taking(TargetKind::kValues), mse);
   EXPECT_EQ(first_loss_type_taking(TargetKind::kClassPerSample), ce);
   EXPECT_EQ(build_loss<float>(parse_loss_text("\"mse\""))->name(), "mse");

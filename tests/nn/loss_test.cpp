@@ -84,5 +84,36 @@ TEST(CrossEntropyLoss, GradientMatchesFiniteDifferences) {
   check_loss_gradient<CrossEntropyLoss<double>>({nullptr, labels.data()}, 4, 5);
 }
 
+// A class per position: 2 samples of 2 positions with 3 classes each, so every sample's column
+// holds 6 logits, position by position. The loss is the mean over the 4 predictions, which is
+// the per-sample loss of the same logits read as 4 columns of 3.
+TEST(CrossEntropyLoss, APerPositionLossIsTheMeanOverEveryPrediction) {
+  CrossEntropyLoss<double> ce;
+  std::vector<double> out = {0, 0, std::log(2.0), 1, 0, 0,   // sample 0: positions 0, 1
+                             2, 0, 0, 0, 3, 0},              // sample 1: positions 0, 1
+      g(12), g_columns(12);
+  std::vector<int32_t> labels = {2, 1, 0, 0};  // (positions, samples)
+  const double loss = ce.forward_backward(ConstMatrixView<double>(out.data(), 6, 2), {nullptr, labels.data(), 2},
+                                          MatrixView<double>(g.data(), 6, 2));
+  const double columns = ce.forward_backward(ConstMatrixView<double>(out.data(), 3, 4), {nullptr, labels.data()},
+                                             MatrixView<double>(g_columns.data(), 3, 4));
+  const double ln2 = std::log(2.0), e = std::exp(1.0);
+  EXPECT_NEAR(loss, (ln2 + std::log(e + 2) + std::log(e * e + 2) - 2 + std::log(e * e * e + 2)) / 4, 1e-15);
+  EXPECT_EQ(loss, columns);
+  EXPECT_EQ(g, g_columns);
+  EXPECT_NEAR(g[2], (0.5 - 1) / 4, 1e-15);  // (p - onehot) / 4 at position 0's label
+  // Evaluation: per sample, the mean over its positions and the fraction predicted right.
+  EvalSums sums;
+  ce.accumulate(ConstMatrixView<double>(out.data(), 6, 2), {nullptr, labels.data(), 2}, sums);
+  EXPECT_NEAR(sums.loss_sum, 2 * loss, 1e-14);
+  // Sample 0: position 0 right (argmax 2), position 1 wrong; sample 1: right, wrong.
+  EXPECT_EQ(sums.correct, 1.0);
+}
+
+TEST(CrossEntropyLoss, PerPositionGradientMatchesFiniteDifferences) {
+  std::vector<int32_t> labels = {0, 3, 1, 2, 3, 0};  // 3 positions of 4 classes, 2 samples
+  check_loss_gradient<CrossEntropyLoss<double>>({nullptr, labels.data(), 3}, 12, 2);
+}
+
 }  // namespace
 }  // namespace mpiddp::nn

@@ -94,7 +94,7 @@ TEST(PartWiseStep, IsTheWholeStepBitForBit) {
 
 TEST(OptimizerShard, OneProcessHoldsTheWholeState) {
   distributed::LocalCommunicator one;
-  OptimizerShard<float> shard(optimizer("adam"), 1001, one, ShardScope::kNode);
+  OptimizerShard<float> shard(optimizer("adam"), 1001, distributed::part_exchange(one, distributed::ShardScope::kNode));
   EXPECT_EQ(shard.begin(), 0);
   EXPECT_EQ(shard.end(), 1001);
   EXPECT_EQ(shard.local().state_buffers()[0].values->size(), 1001u);

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "mpiddp/core/error.hpp"
-#include "mpiddp/train/config.hpp"
+#include "mpiddp/config/config.hpp"
 
 namespace mpiddp::test {
 
@@ -27,9 +27,9 @@ std::string config_error_key(Parse&& parse) {
 // parsed and its per-rank batch resolved for 2 ranks, as the trainer does.
 inline std::string overrides_error_key(const std::vector<std::string>& assignments) {
   return config_error_key([&] {
-    train::Json user = train::default_experiment();
-    for (const std::string& a : assignments) train::apply_override(user, a);
-    train::parse_config(user).per_rank_batch(2);
+    io::Json user = config::default_experiment();
+    for (const std::string& a : assignments) config::apply_override(user, a);
+    config::parse_config(user).per_rank_batch(2);
   });
 }
 inline std::string override_error_key(const std::string& assignment) {

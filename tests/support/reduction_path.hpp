@@ -5,7 +5,7 @@
 #include <string>
 
 #include "mpiddp/io/json_reader.hpp"
-#include "mpiddp/train/config.hpp"
+#include "mpiddp/config/config.hpp"
 
 namespace mpiddp::test {
 
@@ -26,11 +26,11 @@ inline std::string path_name(const ::testing::TestParamInfo<Path>& info) {
 // Sets the path's keys in a user config, with buckets of first_mb and cap_mb MiB so that
 // even a small model's gradients go in several collectives.
 inline void apply_path(io::Json& user, const Path& path, double first_mb, double cap_mb) {
-  train::apply_override(user, "reduce.algorithm=" + path.algorithm);
-  train::apply_override(user, std::string("reduce.overlap=") + (path.overlap ? "true" : "false"));
-  train::apply_override(user, "accumulate_steps=" + std::to_string(path.accumulate_steps));
-  train::apply_override(user, "reduce.first_bucket_mb=" + std::to_string(first_mb));
-  train::apply_override(user, "reduce.bucket_cap_mb=" + std::to_string(cap_mb));
+  config::apply_override(user, "reduce.algorithm=" + path.algorithm);
+  config::apply_override(user, std::string("reduce.overlap=") + (path.overlap ? "true" : "false"));
+  config::apply_override(user, "accumulate_steps=" + std::to_string(path.accumulate_steps));
+  config::apply_override(user, "reduce.first_bucket_mb=" + std::to_string(first_mb));
+  config::apply_override(user, "reduce.bucket_cap_mb=" + std::to_string(cap_mb));
 }
 
 }  // namespace mpiddp::test

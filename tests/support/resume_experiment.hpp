@@ -9,21 +9,21 @@
 
 namespace mpiddp::test {
 
-inline train::Json adam_experiment(const std::string& checkpoint_dir) {
-  train::Json user = train::default_experiment();
-  train::apply_override(user, "optimizer={\"type\":\"adam\",\"lr\":0.01}");
-  train::apply_override(user, "checkpoint.dir=\"" + checkpoint_dir + "\"");
-  train::apply_override(user, "checkpoint.keep=0");
+inline io::Json adam_experiment(const std::string& checkpoint_dir) {
+  io::Json user = config::default_experiment();
+  config::apply_override(user, "optimizer={\"type\":\"adam\",\"lr\":0.01}");
+  config::apply_override(user, "checkpoint.dir=\"" + checkpoint_dir + "\"");
+  config::apply_override(user, "checkpoint.keep=0");
   return user;
 }
 
 // Trains quietly, resuming from `resume` when it is not empty.
-inline train::RunResult train_run(distributed::Communicator& comm, const train::Json& user,
+inline train::RunResult train_run(distributed::Communicator& comm, const io::Json& user,
                                   const std::string& resume = "") {
   train::TrainOptions options;
   options.quiet = true;
   options.resume = resume;
-  return train::run_training(train::parse_config(user), comm, options);
+  return train::run_training(config::parse_config(user), comm, options);
 }
 
 }  // namespace mpiddp::test

@@ -11,18 +11,18 @@
 namespace mpiddp::train {
 namespace {
 
-Config experiment(const std::string& dtype, int64_t accumulate_steps) {
-  Json user = default_experiment();
-  apply_override(user, "dtype=" + dtype);
-  apply_override(user, "accumulate_steps=" + std::to_string(accumulate_steps));
-  return parse_config(user);
+config::Config experiment(const std::string& dtype, int64_t accumulate_steps) {
+  io::Json user = config::default_experiment();
+  config::apply_override(user, "dtype=" + dtype);
+  config::apply_override(user, "accumulate_steps=" + std::to_string(accumulate_steps));
+  return config::parse_config(user);
 }
 
 template <typename T>
 double max_gradient_difference(int64_t k, Index count) {
   distributed::LocalCommunicator one;
-  const Config whole_config = experiment(sizeof(T) == 4 ? "float32" : "float64", 1);
-  const Config micro_config = experiment(sizeof(T) == 4 ? "float32" : "float64", k);
+  const config::Config whole_config = experiment(sizeof(T) == 4 ? "float32" : "float64", 1);
+  const config::Config micro_config = experiment(sizeof(T) == 4 ? "float32" : "float64", k);
   Trainer<T> whole(whole_config, one), micro(micro_config, one);
   whole.model().initialize(0);
   micro.model().initialize(0);

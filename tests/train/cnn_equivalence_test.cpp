@@ -22,8 +22,8 @@ using test::path_name;
 
 // 96 samples of 2 x 6 x 6 "images" (synthetic_classification read through model.input_shape),
 // 3 classes, global batch 24: 24, 12, 8 or 6 samples per rank at N = 1, 2, 3, 4.
-Json cnn_experiment(const std::string& dtype) {
-  return Json::parse(R"({
+io::Json cnn_experiment(const std::string& dtype) {
+  return io::Json::parse(R"({
     "seed": 5,
     "dtype": ")" + dtype + R"(",
     "model": {"input_shape": [2, 6, 6], "layers": [
@@ -47,11 +47,11 @@ Json cnn_experiment(const std::string& dtype) {
   })");
 }
 
-Config experiment(const std::string& dtype, const Path& path, bool batchnorm_sync = true) {
-  Json user = cnn_experiment(dtype);
+config::Config experiment(const std::string& dtype, const Path& path, bool batchnorm_sync = true) {
+  io::Json user = cnn_experiment(dtype);
   test::apply_path(user, path, 0.001, 0.002);
-  if (!batchnorm_sync) apply_override(user, "batchnorm.sync=false");
-  return parse_config(user);
+  if (!batchnorm_sync) config::apply_override(user, "batchnorm.sync=false");
+  return config::parse_config(user);
 }
 
 // The largest relative difference of the step losses and the epoch eval losses.
@@ -70,7 +70,7 @@ class CnnEquivalence : public ::testing::TestWithParam<Path> {};
 void check_training_equivalence(const Path& path, const std::string& dtype, double rtol) {
   distributed::MpiCommunicator comm;
   distributed::LocalCommunicator one;
-  const Config config = experiment(dtype, path);
+  const config::Config config = experiment(dtype, path);
   const RunResult n_ranks = run_training(config, comm, {.quiet = true});
   const RunResult single = run_training(config, one, {.quiet = true});
   ASSERT_EQ(n_ranks.step_losses.size(), single.step_losses.size());

@@ -20,20 +20,20 @@ using test::path_name;
 
 class Equivalence : public ::testing::TestWithParam<Path> {};
 
-Config experiment(const std::string& dtype, const Path& path, bool sync = true) {
-  Json user = default_experiment();
-  apply_override(user, "dtype=" + dtype);
-  if (!sync) apply_override(user, "sync=false");
+config::Config experiment(const std::string& dtype, const Path& path, bool sync = true) {
+  io::Json user = config::default_experiment();
+  config::apply_override(user, "dtype=" + dtype);
+  if (!sync) config::apply_override(user, "sync=false");
   // Small buckets, so the default model's few kB of gradients go in several collectives.
   test::apply_path(user, path, 0.001, 0.004);
-  return parse_config(user);
+  return config::parse_config(user);
 }
 
 template <typename T>
 void check_gradient_equivalence(const Path& path, double tolerance) {
   distributed::MpiCommunicator comm;
   distributed::LocalCommunicator one;
-  const Config config = experiment(sizeof(T) == 4 ? "float32" : "float64", path);
+  const config::Config config = experiment(sizeof(T) == 4 ? "float32" : "float64", path);
   Trainer<T> distributed(config, comm), single(config, one);
   distributed.model().initialize(config.seed);
   single.model().initialize(config.seed);
@@ -68,7 +68,7 @@ TEST_P(Equivalence, GradientsFloat64) { check_gradient_equivalence<double>(GetPa
 void check_training_equivalence(const Path& path, const std::string& dtype, double rtol) {
   distributed::MpiCommunicator comm;
   distributed::LocalCommunicator one;
-  const Config config = experiment(dtype, path);
+  const config::Config config = experiment(dtype, path);
   const RunResult n_ranks = run_training(config, comm, {.quiet = true});
   const RunResult single = run_training(config, one, {.quiet = true});
   ASSERT_EQ(n_ranks.epochs.size(), single.epochs.size());

@@ -28,16 +28,16 @@ class GemmChoiceTest : public ::testing::Test {
   std::filesystem::path cache_file() const { return dir_ / "cache" / "gemm.json"; }
   std::filesystem::path dir_;
   // A small model's products: forward, weight and input gradients of a 64 -> 32 layer.
-  const std::vector<nn::GemmCall> calls_{
-      {{32, 16, 64, nn::Op::kTranspose, nn::Op::kNone}, 1, nn::GemmRole::kForward},
-      {{64, 32, 16, nn::Op::kNone, nn::Op::kTranspose}, 1, nn::GemmRole::kWeightGradient},
-      {{64, 16, 32, nn::Op::kNone, nn::Op::kNone}, 1, nn::GemmRole::kInputGradient}};
+  const std::vector<kernels::GemmCall> calls_{
+      {{32, 16, 64, kernels::Op::kTranspose, kernels::Op::kNone}, 1, kernels::GemmRole::kForward},
+      {{64, 32, 16, kernels::Op::kNone, kernels::Op::kTranspose}, 1, kernels::GemmRole::kWeightGradient},
+      {{64, 16, 32, kernels::Op::kNone, kernels::Op::kNone}, 1, kernels::GemmRole::kInputGradient}};
 };
 
 TEST_F(GemmChoiceTest, MeasuresOnceThenReadsTheCache) {
   const GemmChoice first = choose_gemm<float>("auto", calls_, 1);
   EXPECT_EQ(first.how, "measured");
-  EXPECT_EQ(first.timings.size(), nn::available_gemm_backends().size());
+  EXPECT_EQ(first.timings.size(), kernels::available_gemm_backends().size());
   for (const auto& t : first.timings) EXPECT_GT(t.seconds, 0.0);
   EXPECT_EQ(first.cache, cache_file().string());
   ASSERT_TRUE(std::filesystem::exists(cache_file()));
@@ -51,7 +51,7 @@ TEST_F(GemmChoiceTest, MeasuresOnceThenReadsTheCache) {
   EXPECT_EQ(choose_gemm<float>("auto", calls_, 1).how, "cached");
   const auto record = gemm_record(again);
   EXPECT_EQ(record["chosen"], "cached");
-  EXPECT_EQ(record["backend"], nn::gemm_backend_name(first.backend));
+  EXPECT_EQ(record["backend"], kernels::gemm_backend_name(first.backend));
   EXPECT_TRUE(record.contains("seconds"));
 }
 
@@ -66,7 +66,7 @@ TEST_F(GemmChoiceTest, TheCachedAnswerIsTheOneUsed) {
   std::ofstream(cache_file()) << cache.dump();
   const GemmChoice read = choose_gemm<float>("auto", calls_, 1);
   EXPECT_EQ(read.how, "cached");
-  EXPECT_EQ(read.backend, nn::GemmBackend::kEigen);
+  EXPECT_EQ(read.backend, kernels::GemmBackend::kEigen);
 }
 
 TEST_F(GemmChoiceTest, ADamagedCacheIsMeasuredAnew) {
@@ -86,7 +86,7 @@ TEST_F(GemmChoiceTest, AnUnwritableCacheOnlyCostsTheMeasurement) {
 TEST_F(GemmChoiceTest, AConfiguredLibraryIsNotMeasured) {
   const GemmChoice choice = choose_gemm<float>("eigen", calls_, 1);
   EXPECT_EQ(choice.how, "config");
-  EXPECT_EQ(choice.backend, nn::GemmBackend::kEigen);
+  EXPECT_EQ(choice.backend, kernels::GemmBackend::kEigen);
   EXPECT_TRUE(choice.timings.empty());
   EXPECT_FALSE(std::filesystem::exists(cache_file()));
 }

@@ -11,7 +11,7 @@
 
 #include "../support/layer_harness.hpp"
 #include "mpiddp/distributed/local_communicator.hpp"
-#include "mpiddp/nn/gemm.hpp"
+#include "mpiddp/kernels/gemm.hpp"
 #include "mpiddp/nn/model.hpp"
 
 namespace mpiddp::train {
@@ -64,7 +64,7 @@ std::vector<double> mean_of_chunks(nn::Model<double>& model, const Pass& p) {
 }
 
 TEST(GradientGrid, GivesTheMeanOfTheChunksGradientsToTheGridsPrecision) {
-  nn::use_gemm_backend(nn::GemmBackend::kEigen, 1);
+  kernels::use_gemm_backend(kernels::GemmBackend::kEigen, 1);
   nn::Model<double> model({9}, specs(kLayers), kChunk * kChunks);
   model.initialize(4);
   const Pass p = make_pass(model);
@@ -85,7 +85,7 @@ TEST(GradientGrid, GivesTheMeanOfTheChunksGradientsToTheGridsPrecision) {
 }
 
 TEST(GradientGrid, ANonFiniteInputMakesItsLayersTensorsNaN) {
-  nn::use_gemm_backend(nn::GemmBackend::kEigen, 1);
+  kernels::use_gemm_backend(kernels::GemmBackend::kEigen, 1);
   nn::Model<double> model({9}, specs(kLayers), kChunk * kChunks);
   model.initialize(4);
   Pass p = make_pass(model);
@@ -100,7 +100,7 @@ TEST(GradientGrid, ANonFiniteInputMakesItsLayersTensorsNaN) {
 TEST(GradientGrid, AProductThatMayOverflowTheDtypeComesOutNaN) {
   // float32 inputs and output gradients near 1e20: finite, but their products (1e40) are
   // not, and the grid cannot hold them.
-  nn::use_gemm_backend(nn::GemmBackend::kEigen, 1);
+  kernels::use_gemm_backend(kernels::GemmBackend::kEigen, 1);
   nn::Model<float> model({9}, specs(R"([{"type": "linear", "out": 12}])"), kChunk * kChunks);
   model.initialize(4);
   distributed::LocalCommunicator comm;

@@ -10,7 +10,7 @@
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/core/interrupt.hpp"
 #include "mpiddp/distributed/local_communicator.hpp"
-#include "mpiddp/train/restart.hpp"
+#include "mpiddp/checkpoint/restart.hpp"
 #include "mpiddp/train/trainer.hpp"
 
 namespace mpiddp::train {
@@ -18,20 +18,20 @@ namespace {
 
 // The default experiment (4 steps per epoch, 4 epochs) with Adam, checkpoints in dir ("": none)
 // and SIGTERM raised in step fail_step (0: never).
-Config experiment(const std::string& dir, int fail_step) {
-  Json user = default_experiment();
-  apply_override(user, "optimizer={\"type\":\"adam\",\"lr\":0.01}");
-  if (!dir.empty()) apply_override(user, "checkpoint.dir=\"" + dir + "\"");
+config::Config experiment(const std::string& dir, int fail_step) {
+  io::Json user = config::default_experiment();
+  config::apply_override(user, "optimizer={\"type\":\"adam\",\"lr\":0.01}");
+  if (!dir.empty()) config::apply_override(user, "checkpoint.dir=\"" + dir + "\"");
   if (fail_step > 0) {
-    apply_override(user, "debug.fail_rank=0");
-    apply_override(user, "debug.fail_step=" + std::to_string(fail_step));
-    apply_override(user, "debug.fail_kind=signal");
+    config::apply_override(user, "debug.fail_rank=0");
+    config::apply_override(user, "debug.fail_step=" + std::to_string(fail_step));
+    config::apply_override(user, "debug.fail_kind=signal");
   }
-  return parse_config(user);
+  return config::parse_config(user);
 }
 
 // Runs until the injected signal stops it; returns the exit code of the Error.
-int run_until_stopped(const Config& config) {
+int run_until_stopped(const config::Config& config) {
   distributed::LocalCommunicator comm;
   install_interrupt_handlers();
   try {
@@ -56,7 +56,7 @@ TEST(Interrupt, StopsAfterTheStepWithACheckpointAndResumesExactly) {
   for (const int step : {6, 8}) {
     const std::string dir = test::scratch_dir("interrupt_" + std::to_string(step));
     EXPECT_EQ(run_until_stopped(experiment(dir, step)), kExitInterrupted);
-    ASSERT_EQ(list_checkpoints(dir), std::vector<std::string>{checkpoint_path(dir, step)});
+    ASSERT_EQ(checkpoint::list_checkpoints(dir), std::vector<std::string>{checkpoint::checkpoint_path(dir, step)});
     distributed::LocalCommunicator comm;
     const RunResult resumed = run_training(experiment(dir, 0), comm, {.quiet = true, .resume = "latest"});
     EXPECT_EQ(resumed.step_losses.size(), static_cast<size_t>(16 - step)) << step;
@@ -83,12 +83,12 @@ TEST(Interrupt, SignalNames) {
 
 TEST(Interrupt, ResumeAutoStartsAfreshWithoutACheckpoint) {
   const std::string dir = test::scratch_dir("interrupt_auto");
-  EXPECT_EQ(resolve_resume_path("auto", ""), "");
-  EXPECT_EQ(resolve_resume_path("auto", dir), "");
+  EXPECT_EQ(checkpoint::resolve_resume_path("auto", ""), "");
+  EXPECT_EQ(checkpoint::resolve_resume_path("auto", dir), "");
   distributed::LocalCommunicator comm;
   const RunResult fresh = run_training(experiment(dir, 0), comm, {.quiet = true, .resume = "auto"});
   EXPECT_EQ(fresh.step_losses.size(), 16u);
-  EXPECT_EQ(resolve_resume_path("auto", dir), checkpoint_path(dir, 16));
+  EXPECT_EQ(checkpoint::resolve_resume_path("auto", dir), checkpoint::checkpoint_path(dir, 16));
   // A restart after the last checkpoint of a finished run only finishes it; "latest" refuses.
   const RunResult again = run_training(experiment(dir, 0), comm, {.quiet = true, .resume = "auto"});
   EXPECT_TRUE(again.step_losses.empty());
@@ -97,16 +97,16 @@ TEST(Interrupt, ResumeAutoStartsAfreshWithoutACheckpoint) {
 }
 
 TEST(Restart, ParsesTheLaunchersObject) {
-  const RestartInfo info = parse_restart_info(
+  const checkpoint::RestartInfo info = checkpoint::parse_restart_info(
       R"({"attempt":2,"exit_code":137,"previous_world_size":4,"reason":"rank killed"})");
   EXPECT_EQ(info.attempt, 2);
   EXPECT_EQ(info.exit_code, 137);
   EXPECT_EQ(info.previous_world_size, 4);
   EXPECT_EQ(info.reason, "rank killed");
-  EXPECT_FALSE(parse_restart_info(R"({"attempt":1})").exit_code.has_value());
+  EXPECT_FALSE(checkpoint::parse_restart_info(R"({"attempt":1})").exit_code.has_value());
   auto key_of = [](const std::string& text) {
     try {
-      parse_restart_info(text);
+      checkpoint::parse_restart_info(text);
     } catch (const ConfigError& e) {
       return e.key_path();
     }
@@ -138,15 +138,15 @@ TEST(Restart, CarriesOnTheRecordsBeforeTheResumePoint) {
   }
   // Resuming at epoch 2 after 1 of its batches, 3 steps done: steps 1-3, epoch 1, the
   // checkpoint and the earlier restart record stay; step 4, epoch 2, the end record go.
-  const std::vector<std::string> kept = log_lines_until(path, {2, 1, 3});
+  const std::vector<std::string> kept = checkpoint::log_lines_until(path, {2, 1, 3});
   const std::vector<std::string> expected(lines.begin(), lines.begin() + 7);
   EXPECT_EQ(kept, expected);
-  EXPECT_TRUE(log_lines_until(path + ".missing", {2, 1, 3}).empty());
+  EXPECT_TRUE(checkpoint::log_lines_until(path + ".missing", {2, 1, 3}).empty());
   {
     std::ofstream out(path);
     out << R"({"kind":"step","epoch":1,"step":1})" << "\n";
   }
-  EXPECT_TRUE(log_lines_until(path, {2, 1, 3}).empty()) << "a log must start with its run record";
+  EXPECT_TRUE(checkpoint::log_lines_until(path, {2, 1, 3}).empty()) << "a log must start with its run record";
 }
 
 }  // namespace

@@ -22,11 +22,11 @@ using test::train_run;
 TEST(ResumeMpi, MidEpochResumeIsBitwiseEqualAtTheSameWorldSize) {
   distributed::MpiCommunicator comm;
   const std::string dir = test::shared_scratch_dir(comm, "resume_mpi_mid");
-  Json user = adam_experiment(dir);
-  apply_override(user, "checkpoint.every_steps=3");
+  io::Json user = adam_experiment(dir);
+  config::apply_override(user, "checkpoint.every_steps=3");
   const RunResult straight = train_run(comm, user);
   // Step 6 is batch 2 of epoch 2 (4 steps per epoch at any N here).
-  const RunResult resumed = train_run(comm, user, checkpoint_path(dir, 6));
+  const RunResult resumed = train_run(comm, user, checkpoint::checkpoint_path(dir, 6));
   ASSERT_EQ(resumed.step_losses.size(), 10u);
   EXPECT_EQ(resumed.step_losses,
             std::vector<double>(straight.step_losses.begin() + 6, straight.step_losses.end()));
@@ -39,16 +39,16 @@ TEST(ResumeMpi, OneProcessCheckpointResumesWithinFloatTolerance) {
   distributed::MpiCommunicator comm;
   distributed::LocalCommunicator one;
   const std::string dir = test::shared_scratch_dir(comm, "resume_mpi_cross");
-  Json user = adam_experiment(dir);
-  apply_override(user, "dtype=float64");
+  io::Json user = adam_experiment(dir);
+  config::apply_override(user, "dtype=float64");
   // The one-process reference runs on every rank: each in its own directory.
-  Json reference = user;
-  apply_override(reference, "checkpoint.dir=\"" + dir + "/single" + std::to_string(comm.rank()) + "\"");
+  io::Json reference = user;
+  config::apply_override(reference, "checkpoint.dir=\"" + dir + "/single" + std::to_string(comm.rank()) + "\"");
   const RunResult single = train_run(one, reference);
   comm.barrier();
-  Json first_half = user;
-  apply_override(first_half, "epochs=2");
-  apply_override(first_half, "checkpoint.dir=\"" + dir + "/half\"");
+  io::Json first_half = user;
+  config::apply_override(first_half, "epochs=2");
+  config::apply_override(first_half, "checkpoint.dir=\"" + dir + "/half\"");
   if (comm.rank() == 0) train_run(one, first_half);  // step 8, written by one process
   comm.barrier();
   const RunResult resumed = train_run(comm, user, dir + "/half/step-000000000008.safetensors");
@@ -71,10 +71,10 @@ TEST(ResumeMpi, ReplayingTheSamplersOwnOrderChangesNothing) {
     test::write_order(dir + "/order.npy", {4, 256}, rows);
   }
   comm.barrier();
-  Json replay = default_experiment();
-  apply_override(replay, "sampler.order=\"" + dir + "/order.npy\"");
+  io::Json replay = config::default_experiment();
+  config::apply_override(replay, "sampler.order=\"" + dir + "/order.npy\"");
   const RunResult replayed = train_run(comm, replay);
-  const RunResult own = train_run(comm, default_experiment());
+  const RunResult own = train_run(comm, config::default_experiment());
   EXPECT_EQ(replayed.step_losses, own.step_losses);
   EXPECT_EQ(replayed.replicas.checksum, own.replicas.checksum);
 }

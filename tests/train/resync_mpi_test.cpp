@@ -13,15 +13,15 @@ namespace {
 
 // The default experiment for 1 epoch of 2 steps, rank 1's parameters perturbed by one ulp
 // after the update of step 2, the last: only the end-of-run check can see it.
-Config perturbed_run(Index hidden) {
-  Json user = default_experiment();
+config::Config perturbed_run(Index hidden) {
+  io::Json user = config::default_experiment();
   for (const char* assignment :
        {"epochs=1", "data.train.samples=96", "batch.global=48", "divergence.action=resync",
         "debug.fail_rank=1", "debug.fail_step=2", "debug.fail_kind=perturb"})
-    apply_override(user, assignment);
-  apply_override(user, "model.layers.0.out=" + std::to_string(hidden));
-  apply_override(user, "model.layers.2.out=" + std::to_string(hidden));
-  return parse_config(user);
+    config::apply_override(user, assignment);
+  config::apply_override(user, "model.layers.0.out=" + std::to_string(hidden));
+  config::apply_override(user, "model.layers.2.out=" + std::to_string(hidden));
+  return config::parse_config(user);
 }
 
 class ResyncAtTheEnd : public ::testing::TestWithParam<Index> {};

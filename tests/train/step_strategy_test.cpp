@@ -19,11 +19,11 @@ namespace {
 
 // The trainer's parts for a config, on a world of one.
 struct OneProcess {
-  explicit OneProcess(const Config& c)
+  explicit OneProcess(const config::Config& c)
       : config(c), train(data::load_source<double>(c.train_data, c.seed, "train")),
         model({train.features}, c.layers, c.per_rank_batch(1), kReservedSlots),
         loss(nn::build_loss<double>(c.loss)), reducer(comm, c.reduce),
-        optimizer(c.optimizer, model.parameter_count(), comm, optim::ShardScope::kNone), statistics(comm),
+        optimizer(c.optimizer, model.parameter_count(), distributed::part_exchange(comm, distributed::ShardScope::kNone)), statistics(comm),
         sampler(train.samples, 0, 1, c.shuffle, c.drop_last, c.seed),
         replica(model, *loss, train, c.per_rank_batch(1), train.outputs, phases) {
     plan_reduction(reducer, model);
@@ -40,7 +40,7 @@ struct OneProcess {
     return step->reduce(local);
   }
 
-  Config config;
+  config::Config config;
   distributed::LocalCommunicator comm;
   data::Dataset<double> train;
   nn::Model<double> model;
@@ -49,18 +49,18 @@ struct OneProcess {
   optim::OptimizerShard<double> optimizer;
   distributed::CommunicatorStatistics statistics;
   data::DistributedSampler sampler;
-  PhaseClock phases;
+  record::PhaseClock phases;
   Replica<double> replica;
   std::unique_ptr<StepStrategy<double>> step;
 };
 
-Config experiment(const std::string& override_text = "") {
-  Json user = default_experiment();
-  apply_override(user, "dtype=float64");
-  apply_override(user, "batch.global=48");
-  apply_override(user, "data.train.samples=240");
-  if (!override_text.empty()) apply_override(user, override_text);
-  return parse_config(user);
+config::Config experiment(const std::string& override_text = "") {
+  io::Json user = config::default_experiment();
+  config::apply_override(user, "dtype=float64");
+  config::apply_override(user, "batch.global=48");
+  config::apply_override(user, "data.train.samples=240");
+  if (!override_text.empty()) config::apply_override(user, override_text);
+  return config::parse_config(user);
 }
 
 TEST(StepStrategy, EachModeDeclaresWhatItNeeds) {
@@ -72,7 +72,7 @@ TEST(StepStrategy, EachModeDeclaresWhatItNeeds) {
   OneProcess exact(experiment("deterministic=true"));
   EXPECT_EQ(exact.step->threads(3), 1);  // one thread fixes the order of the additions
   exact.step->start(1);
-  Json record = Json::object();
+  io::Json record = io::Json::object();
   exact.step->describe(record);
   EXPECT_EQ(record["deterministic"]["chunks"], 24);
 }

@@ -13,10 +13,10 @@ namespace mpiddp::train {
 namespace {
 
 RunResult run_with(const std::vector<std::string>& assignments) {
-  Json user = default_experiment();
-  apply_override(user, "epochs=1");  // 256 samples / 64 = 4 steps
-  for (const auto& a : assignments) apply_override(user, a);
-  const Config config = parse_config(user);
+  io::Json user = config::default_experiment();
+  config::apply_override(user, "epochs=1");  // 256 samples / 64 = 4 steps
+  for (const auto& a : assignments) config::apply_override(user, a);
+  const config::Config config = config::parse_config(user);
   distributed::LocalCommunicator comm;
   return run_training(config, comm, {.quiet = true});
 }

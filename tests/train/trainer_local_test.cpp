@@ -12,7 +12,7 @@ namespace {
 
 TEST(Trainer, DefaultExperimentLearns) {
   distributed::LocalCommunicator comm;
-  const Config config = parse_config(default_experiment());
+  const config::Config config = config::parse_config(config::default_experiment());
   const RunResult r = run_training(config, comm, {.quiet = true});
   ASSERT_EQ(r.epochs.size(), 4u);
   EXPECT_EQ(r.steps, 16);  // 256 samples / 64 per step * 4 epochs
@@ -28,13 +28,13 @@ TEST(Trainer, DefaultExperimentLearns) {
 
 TEST(Trainer, ClassificationReportsAccuracy) {
   distributed::LocalCommunicator comm;
-  Json user = default_experiment();
-  apply_override(user, "data.train={\"source\":\"synthetic_classification\",\"samples\":512,"
+  io::Json user = config::default_experiment();
+  config::apply_override(user, "data.train={\"source\":\"synthetic_classification\",\"samples\":512,"
                        "\"features\":6,\"classes\":3,\"generator\":\"blobs\"}");
-  apply_override(user, "model.layers.4.out=3");
-  apply_override(user, "loss=cross_entropy");
-  apply_override(user, "optimizer={\"type\":\"adam\",\"lr\":0.01}");
-  const RunResult r = run_training(parse_config(user), comm, {.quiet = true});
+  config::apply_override(user, "model.layers.4.out=3");
+  config::apply_override(user, "loss=cross_entropy");
+  config::apply_override(user, "optimizer={\"type\":\"adam\",\"lr\":0.01}");
+  const RunResult r = run_training(config::parse_config(user), comm, {.quiet = true});
   ASSERT_TRUE(r.epochs.back().eval_accuracy.has_value());
   // Well separated blobs (spread 3 in 6 dimensions): the network must get most of them.
   EXPECT_GT(*r.epochs.back().eval_accuracy, 0.9);
@@ -43,10 +43,10 @@ TEST(Trainer, ClassificationReportsAccuracy) {
 
 TEST(Trainer, MismatchedLossAndDataIsAConfigError) {
   distributed::LocalCommunicator comm;
-  Json user = default_experiment();
-  apply_override(user, "loss=cross_entropy");
+  io::Json user = config::default_experiment();
+  config::apply_override(user, "loss=cross_entropy");
   try {
-    run_training(parse_config(user), comm, {.quiet = true});
+    run_training(config::parse_config(user), comm, {.quiet = true});
     FAIL();
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.key_path(), "loss");
@@ -55,9 +55,9 @@ TEST(Trainer, MismatchedLossAndDataIsAConfigError) {
 
 TEST(Trainer, EvalSetIsEvaluatedSeparately) {
   distributed::LocalCommunicator comm;
-  Json user = default_experiment();
-  apply_override(user, "data.eval={\"source\":\"synthetic_regression\",\"samples\":100,\"features\":6}");
-  const RunResult r = run_training(parse_config(user), comm, {.quiet = true});
+  io::Json user = config::default_experiment();
+  config::apply_override(user, "data.eval={\"source\":\"synthetic_regression\",\"samples\":100,\"features\":6}");
+  const RunResult r = run_training(config::parse_config(user), comm, {.quiet = true});
   // Same task, other samples: a different number, but of the same size as the train loss.
   EXPECT_NE(r.epochs.back().eval_loss, r.epochs.back().train_loss);
   EXPECT_LT(r.epochs.back().eval_loss, 3 * r.epochs.back().train_loss);

@@ -1,7 +1,7 @@
 #pragma once
 // The IEEE 754 layout of float and double: sign, biased exponent, mantissa (without its
 // leading 1). For loops that work on a value's bits so that they vectorise as integer code
-// (largest_magnitude in core/finite.hpp, the fixed-point conversion in distributed/fixed_point.cpp).
+// (largest_magnitude in core/finite.hpp, the fixed-point conversion in kernels/fixed_point.cpp).
 #include <cstdint>
 
 namespace mpiddp {

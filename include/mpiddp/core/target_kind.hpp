@@ -23,9 +23,14 @@ inline std::string target_kind_phrase(TargetKind kind) {
   return "";
 }
 
-// What the model's output width is compared with: "10 classes", "3 targets per sample".
+// What the model's output width is compared with: "10 classes", "3 targets per sample",
+// "640 outputs per sample (classes at each position)".
 inline std::string target_width_noun(TargetKind kind) {
-  return kind == TargetKind::kValues ? "targets per sample" : "classes";
+  switch (kind) {
+    case TargetKind::kValues: return "targets per sample";
+    case TargetKind::kClassPerPosition: return "outputs per sample (classes at each position)";
+    default: return "classes";
+  }
 }
 
 }  // namespace mpiddp

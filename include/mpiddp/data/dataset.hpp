@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "mpiddp/core/input_kind.hpp"
 #include "mpiddp/core/target_kind.hpp"
 #include "mpiddp/core/types.hpp"
 
@@ -22,17 +23,25 @@ struct Dataset {
   std::vector<Index> shape;
   Index outputs = 0;        // regression target width; 0 for classification
   Index classes = 0;        // > 0 for classification
+  // Labels per sample: 1, or one per position (a language model's next tokens).
+  Index label_positions = 1;
   const T* x = nullptr;     // (features, samples): sample i is the contiguous column i
+  // Token data instead of x: (features, samples) ids in [0, vocabulary), one per position.
+  const int32_t* token_ids = nullptr;
+  Index vocabulary = 0;
   const T* y = nullptr;     // (outputs, samples), regression only
-  const int32_t* labels = nullptr;  // (samples), classification only
+  const int32_t* labels = nullptr;  // (label_positions, samples), classification only
   std::shared_ptr<const void> storage;  // keeps x, y and labels alive (vectors or a mapping)
 
   bool is_classification() const { return classes > 0; }
+  InputKind input_kind() const { return token_ids ? InputKind::kTokenIds : InputKind::kValues; }
   TargetKind target_kind() const {
-    return classes > 0 ? TargetKind::kClassPerSample : outputs > 0 ? TargetKind::kValues : TargetKind::kNone;
+    if (classes > 0) return label_positions > 1 ? TargetKind::kClassPerPosition : TargetKind::kClassPerSample;
+    return outputs > 0 ? TargetKind::kValues : TargetKind::kNone;
   }
-  // The model output width these targets need: the classes, or the regression outputs.
-  Index target_width() const { return classes > 0 ? classes : outputs; }
+  // The model output width these targets need: the classes (at every position), or the
+  // regression outputs.
+  Index target_width() const { return classes > 0 ? classes * label_positions : outputs; }
 };
 
 }  // namespace mpiddp::data

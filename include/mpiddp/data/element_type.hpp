@@ -29,10 +29,20 @@ template <typename T>
 void read_values(ByteSource& source, Encoding encoding, uint64_t count, uint64_t row_width,
                  double scale, T* out);
 
-// Reads `count` integer class labels into `out`; a DataError names the file and sample of
-// any label outside [0, classes). Float encodings are refused: labels must be integers.
+// What integers read_labels reads, for its messages: how many per sample (a class per
+// position, or a sequence of token ids) and what each is called.
+struct LabelLayout {
+  uint64_t per_sample = 1;
+  const char* singular = "class label";
+  const char* plural = "class labels";
+};
+inline LabelLayout token_id_layout(uint64_t per_sample) { return {per_sample, "token id", "token ids"}; }
+
+// Reads `count` integers (class labels, or token ids) into `out`; a DataError names the file,
+// sample (and position, when a sample holds several) of any outside [0, classes). Float
+// encodings are refused: they must be integers.
 void read_labels(ByteSource& source, Encoding encoding, uint64_t count, Index classes,
-                 int32_t* out);
+                 int32_t* out, const LabelLayout& layout = {});
 
 // The NaN/Inf check on values already in memory: values[0] is element first_element of the
 // whole array, so a chunked caller still reports the right sample (element / row_width).

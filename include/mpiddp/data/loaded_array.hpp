@@ -32,7 +32,7 @@ LoadedArray<T> load_values(ByteSource& source, Encoding encoding, uint64_t count
 
 // `count` class labels in [0, classes), converted to int32.
 LoadedArray<int32_t> load_labels(ByteSource& source, Encoding encoding, uint64_t count,
-                                 Index classes);
+                                 Index classes, const LabelLayout& layout = {});
 
 // A DataError naming the file when `bytes` of private memory exceed the machine's physical
 // memory: a clear refusal instead of the OOM killer halfway through decoding. (A gzip

@@ -4,7 +4,11 @@
 //
 // As a data source: features [samples, ...] (trailing dimensions are flattened, so
 // [samples, 28, 28] gives 784 features; [samples] gives one), and targets [samples] or
-// [samples, outputs]. With classes > 0 the targets are integer class labels.
+// [samples, outputs]. With classes > 0 the targets are integer class labels: [samples] or
+// [samples, 1] one per sample, [samples, T] one per position.
+//
+// Token data (token_ids, set when the model's first layer takes token ids): integer
+// features [samples, T] are token ids in [0, classes), kept as integers.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -19,6 +23,7 @@ struct NpyConfig {
   std::string features;  // path of the [samples, ...] feature array
   std::string targets;   // path of the [samples] or [samples, outputs] target array
   Index classes = 0;     // > 0: targets are class labels in [0, classes); 0: regression
+  bool token_ids = false;  // features are token ids in [0, classes), not values
 };
 
 struct NpyHeader {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "mpiddp/distributed/compression.hpp"
-#include "mpiddp/distributed/fixed_point.hpp"
+#include "mpiddp/kernels/fixed_point.hpp"
 
 namespace mpiddp::distributed {
 
@@ -78,7 +78,7 @@ class Communicator {
   // when both buffers lie in shared windows, sums a slice per rank and writes it converted
   // into every rank's `out` (Note [the fixed-point sum converted in place] in
   // src/distributed/mpi_shared_memory_sum.cpp). Collective.
-  virtual void sum_fixed_point(int64_t* sums, size_t count, const FixedPointGroups& groups, void* out,
+  virtual void sum_fixed_point(int64_t* sums, size_t count, const kernels::FixedPointGroups& groups, void* out,
                                ElementType out_type, ReduceAlgorithm algorithm);
   // Memory for a buffer that start_sum(kShm) then sums where it lies, with no copy in or
   // out: this rank's part of memory the node's ranks share (Note [gradients in the shared

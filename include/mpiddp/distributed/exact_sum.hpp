@@ -23,7 +23,7 @@
 
 #include "mpiddp/core/types.hpp"
 #include "mpiddp/distributed/communicator.hpp"
-#include "mpiddp/distributed/fixed_point.hpp"
+#include "mpiddp/kernels/fixed_point.hpp"
 
 namespace mpiddp::distributed {
 

@@ -32,7 +32,7 @@ struct ReduceConfig {
 };
 
 // When one bucket's reduction was started, waited for and known done (the wait returned),
-// for the step trace (train/step_trace.hpp).
+// for the step trace (record/step_trace.hpp).
 struct BucketTiming {
   size_t bucket;  // index in buckets()
   size_t bytes;

@@ -29,7 +29,7 @@ class MpiCommunicator final : public Communicator {
   ReduceAlgorithm resolve(ReduceAlgorithm algorithm) const override;
   int start_sum(void* data, size_t count, ElementType type, double scale,
                 ReduceAlgorithm algorithm, Compression compress) override;
-  void sum_fixed_point(int64_t* sums, size_t count, const FixedPointGroups& groups, void* out,
+  void sum_fixed_point(int64_t* sums, size_t count, const kernels::FixedPointGroups& groups, void* out,
                        ElementType out_type, ReduceAlgorithm algorithm) override;
   void* allocate_shared_buffer(size_t bytes) override;
   void* share_on_node(const void* data, size_t bytes) override;

@@ -32,7 +32,7 @@ class JsonlLog {
   // The first write renames the temporary file to the final path.
   void write(const Json& record);
   // The same for a record already written out as one line of JSON (without its newline),
-  // carried on verbatim from another log (train/restart.hpp).
+  // carried on verbatim from another log (checkpoint/restart.hpp).
   void write_line(const std::string& line);
 
  private:

@@ -67,7 +67,7 @@ struct PassContext {
   Index chunk_columns = 0;
   GradientGrid* gradient_grid = nullptr;
   // In a chunked pass, the most columns one forward product, and one input-gradient product,
-  // may take (multiples of chunk_columns, the same at every N: nn/gemm_columns.hpp); 0: no limit.
+  // may take (multiples of chunk_columns, the same at every N: kernels/gemm_columns.hpp); 0: no limit.
   Index forward_columns = 0;
   Index input_gradient_columns = 0;
   // Backward writes the parameter gradients instead of adding to them (Note [gradients

@@ -37,7 +37,7 @@ class Conv2d final : public Layer<T> {
     return static_cast<double>(positions()) * static_cast<double>(options_.out) *
            static_cast<double>(taps());
   }
-  void gemm_calls(Index batch, std::vector<GemmCall>& calls) const override;
+  void gemm_calls(Index batch, std::vector<kernels::GemmCall>& calls) const override;
   void bind(const LayerMemory<T>& memory) override;
   // PyTorch's default (kaiming_uniform with a = sqrt 5): weight and bias uniform in
   // [-1/sqrt(K), 1/sqrt(K)), the weight first in memory order, then the bias.

@@ -24,7 +24,7 @@
 #include "mpiddp/core/rng.hpp"
 #include "mpiddp/core/types.hpp"
 #include "mpiddp/nn/context.hpp"
-#include "mpiddp/nn/gemm.hpp"
+#include "mpiddp/kernels/gemm.hpp"
 #include "mpiddp/nn/shape.hpp"
 
 namespace mpiddp::nn {
@@ -80,8 +80,8 @@ class Layer {
   // thread choice and the benchmarks' FLOP figures come from it.
   virtual double multiply_adds_per_sample() const { return 0.0; }
   // The matrix products of one forward and backward pass over `batch` samples, appended to
-  // `calls`: compute.gemm=auto times the libraries on them (nn/gemm_calibration.hpp).
-  virtual void gemm_calls(Index /*batch*/, std::vector<GemmCall>& /*calls*/) const {}
+  // `calls`: compute.gemm=auto times the libraries on them (kernels/gemm_calibration.hpp).
+  virtual void gemm_calls(Index /*batch*/, std::vector<kernels::GemmCall>& /*calls*/) const {}
 
   // The sum of the parameters' sizes.
   Index parameter_count() const;

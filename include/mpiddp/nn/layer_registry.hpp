@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "mpiddp/core/input_kind.hpp"
 #include "mpiddp/io/json_reader.hpp"
 #include "mpiddp/nn/layer.hpp"
 
@@ -34,6 +35,9 @@ struct LayerType {
   std::function<std::any(io::JsonSection&)> parse;
   LayerBuilder<float> build_float;
   LayerBuilder<double> build_double;
+  // What the type takes as a model's first layer: values, or token ids (embedding, whose
+  // class also implements TakesTokenIds, nn/batch_input.hpp). A model's data must give it.
+  InputKind input = InputKind::kValues;
 };
 
 // Registers a type for every parse and build after it; ConfigError-free: a second type of
@@ -59,6 +63,9 @@ LayerType make_layer_type(std::string name) {
   };
   return type;
 }
+
+// What a model with these layers takes: its first layer's input kind.
+InputKind model_input_kind(const std::vector<LayerSpec>& layers);
 
 // Parses the list under `key` of `parent` (a residual's "layers", the model's "layers"):
 // a non-empty array of layer objects, each with a registered "type". Records the resolved

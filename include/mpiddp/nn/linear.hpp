@@ -23,7 +23,7 @@ class Linear final : public Layer<T> {
   double multiply_adds_per_sample() const override {
     return static_cast<double>(this->inputs()) * static_cast<double>(this->outputs());
   }
-  void gemm_calls(Index batch, std::vector<GemmCall>& calls) const override;
+  void gemm_calls(Index batch, std::vector<kernels::GemmCall>& calls) const override;
   bool supports_chunked_pass(Index chunk) const override;
   bool can_overwrite_gradients() const override { return true; }
   void bind(const LayerMemory<T>& memory) override;
@@ -41,7 +41,7 @@ class Linear final : public Layer<T> {
   // The chunked pass's parameter gradients, chunk by chunk, onto context.gradient_grid.
   void parameter_gradients_onto_grid(const PassContext& context, ConstMatrixView<T> x,
                                      ConstMatrixView<T> dy);
-  // Its weight gradient by nn/grid_product.hpp's kernel; false where this build or T has none.
+  // Its weight gradient by kernels/grid_product.hpp's kernel; false where this build or T has none.
   bool weight_gradient_by_grid_product(GradientGrid& grid, ConstMatrixView<T> x, ConstMatrixView<T> dy,
                                        Index chunk, const GradientGrid::Tensor& weights);
   // Chunk by chunk: each chunk's product by the library, in blocks, then onto the grid.

@@ -8,11 +8,13 @@
 
 namespace mpiddp::nn {
 
-// Targets of one batch: regression values (O, B), or class labels (B) for classification.
+// Targets of one batch: regression values (O, B), or class labels (P, B) for classification,
+// one per sample (P = 1) or one per position.
 template <typename T>
 struct BatchTargets {
   const T* values = nullptr;         // (O, B), regression
-  const int32_t* labels = nullptr;   // (B), classification
+  const int32_t* labels = nullptr;   // (positions, B), classification
+  Index positions = 1;               // labels per sample: 1, or one per position
 };
 
 // Sums over a set of samples, for an exact evaluation that can be reduced across ranks.
@@ -48,7 +50,8 @@ class MseLoss final : public Loss<T> {
                   EvalSums& sums) const override;
 };
 
-// Softmax cross-entropy on logits with integer class targets, mean over samples.
+// Softmax cross-entropy on logits with integer class targets, mean over samples (and over
+// their positions, with a class per position).
 template <typename T>
 class CrossEntropyLoss final : public Loss<T> {
  public:

@@ -55,8 +55,8 @@ class Model {
   const std::vector<BufferTensor>& buffer_tensors() const { return buffer_tensors_; }
   // Multiply-adds of one sample's forward pass, the sum of the layers' own figures.
   double multiply_adds_per_sample() const { return stack_.multiply_adds_per_sample(); }
-  std::vector<GemmCall> gemm_calls(Index batch) const {
-    std::vector<GemmCall> calls;
+  std::vector<kernels::GemmCall> gemm_calls(Index batch) const {
+    std::vector<kernels::GemmCall> calls;
     stack_.gemm_calls(batch, calls);
     return calls;
   }
@@ -106,16 +106,27 @@ class Model {
   // only what that pass adds to (Note [gradients written, not cleared] in sequential.cpp).
   void prepare_gradient_overwrite();
 
-  // x: (inputs, B), B <= max_batch -> (outputs, B). The view stays valid until the next forward.
-  ConstMatrixView<T> forward(const PassContext& context, ConstMatrixView<T> x);
+  // What the first layer takes: values, or token ids (nn/batch_input.hpp).
+  InputKind input_kind() const { return stack_.takes_token_ids() ? InputKind::kTokenIds : InputKind::kValues; }
+  // The vocabulary token ids must lie in (0 when the model takes values).
+  Index token_vocabulary() const;
+
+  // x: (inputs, B) values or token ids, B <= max_batch -> (outputs, B). The view stays valid
+  // until the next forward.
+  ConstMatrixView<T> forward(const PassContext& context, const BatchInput<T>& x);
+  ConstMatrixView<T> forward(const PassContext& context, ConstMatrixView<T> x) {
+    return forward(context, BatchInput<T>::of_values(x));
+  }
   // Where the loss writes dLoss/dout: (outputs, B) for the batch of the last forward.
   MatrixView<T> output_gradient();
   // Back-propagates output_gradient() through the last forward pass (of the same context)
   // and adds the parameter gradients into gradients(). x must be the input of that forward
   // pass. A listener hears after each layer with parameters that its gradients (and all
   // later ones) are final.
-  void backward(const PassContext& context, ConstMatrixView<T> x,
-                GradientListener* listener = nullptr);
+  void backward(const PassContext& context, const BatchInput<T>& x, GradientListener* listener = nullptr);
+  void backward(const PassContext& context, ConstMatrixView<T> x, GradientListener* listener = nullptr) {
+    backward(context, BatchInput<T>::of_values(x), listener);
+  }
 
   // A training pass of one process (PassContext's defaults), for tests and tools.
   ConstMatrixView<T> forward(ConstMatrixView<T> x) { return forward(PassContext{}, x); }

@@ -27,7 +27,7 @@ class Residual final : public Layer<T> {
   std::vector<BufferSpec> buffers() const override;
   size_t scratch_bytes(Index max_batch) const override;
   double multiply_adds_per_sample() const override { return body_.multiply_adds_per_sample(); }
-  void gemm_calls(Index batch, std::vector<GemmCall>& calls) const override { body_.gemm_calls(batch, calls); }
+  void gemm_calls(Index batch, std::vector<kernels::GemmCall>& calls) const override { body_.gemm_calls(batch, calls); }
   void check_training_batch(Index smallest) const override { body_.check_training_batch(smallest); }
   bool can_overwrite_gradients() const override { return body_.can_overwrite_gradients(); }
   void bind(const LayerMemory<T>& memory) override;

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "mpiddp/nn/batch_input.hpp"
 #include "mpiddp/nn/layer.hpp"
 #include "mpiddp/nn/layer_registry.hpp"
 
@@ -33,7 +34,7 @@ class Sequential final : public Layer<T> {
   std::vector<BufferSpec> buffers() const override;
   size_t scratch_bytes(Index max_batch) const override;
   double multiply_adds_per_sample() const override;
-  void gemm_calls(Index batch, std::vector<GemmCall>& calls) const override {
+  void gemm_calls(Index batch, std::vector<kernels::GemmCall>& calls) const override {
     for (const auto& layer : layers_) layer->gemm_calls(batch, calls);
   }
   void check_training_batch(Index smallest) const override {
@@ -50,9 +51,13 @@ class Sequential final : public Layer<T> {
   void forward(const PassContext& context, ConstMatrixView<T> x, MatrixView<T> y) override;
   void backward(const PassContext& context, ConstMatrixView<T> x, ConstMatrixView<T> y,
                 ConstMatrixView<T> dy, MatrixView<T>* dx) override;
+  // Whether the first layer takes token ids (embedding): then x below holds ids.
+  bool takes_token_ids() const { return token_input_ != nullptr; }
+  // x: values, or token ids when takes_token_ids().
+  void forward(const PassContext& context, const BatchInput<T>& x, MatrixView<T> y);
   // backward, telling the listener after each layer with parameters where its parameters
   // begin, counted from the first parameter of this stack.
-  void backward(const PassContext& context, ConstMatrixView<T> x, ConstMatrixView<T> y,
+  void backward(const PassContext& context, const BatchInput<T>& x, ConstMatrixView<T> y,
                 ConstMatrixView<T> dy, MatrixView<T>* dx, GradientListener* listener);
 
   size_t size() const { return layers_.size(); }
@@ -67,6 +72,7 @@ class Sequential final : public Layer<T> {
   bool adds_to_gradients(size_t l) const;
 
   Chain layers_;
+  TakesTokenIds<T>* token_input_ = nullptr;  // the first layer, when it takes token ids
   std::vector<Index> parameter_offsets_;  // layer l: [l], [l+1]) of the stack's parameters
   Index max_batch_ = 0;
   std::vector<T*> activations_;  // layer l < last: (outputs of l, max_batch), in scratch

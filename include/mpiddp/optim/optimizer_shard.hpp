@@ -5,12 +5,12 @@
 // optimizer sharded across the world]). The trainer steps it, checkpoints it and
 // resynchronises it through this class alone, so that every form shares one path. The
 // sharding is the optimizer's own (ZeRO-1 is an optimizer concern): of the other ranks it
-// needs only the communicator's parts (world_part, node_rank) and their exchange (allgather
-// and gather of the parts, broadcast), never the trainer.
+// needs only the parts and their exchange (distributed/part_exchange.hpp), never the
+// communicator or the trainer.
 #include <memory>
 #include <vector>
 
-#include "mpiddp/distributed/communicator.hpp"
+#include "mpiddp/distributed/part_exchange.hpp"
 #include "mpiddp/optim/optimizer.hpp"
 
 namespace mpiddp::optim {
@@ -20,32 +20,19 @@ namespace mpiddp::optim {
 // write the same cache line. part_begin(count, n, n, ...) == count.
 Index part_begin(Index count, int parts, int part, size_t element_bytes);
 
-// Among whom the optimizer's state is cut.
-enum class ShardScope { kNone, kNode, kWorld };
-
-// One rank on every node, and several nodes: each rank is its node's leader.
-bool shards_across_leaders(const distributed::Communicator& comm);
-// Where reduce.shard_optimizer (`shard`) cuts the state on this layout: among the world
-// when the nodes' exchange can be a reduce-scatter and an allgather (Note [the optimizer
-// sharded across the world]): one rank per node, or several ranks per node whose gradients
-// and parameters lie in the node's shared memory (shares_node_memory: the shm path) and
-// travel between the nodes uncompressed; else among the ranks of a node.
-ShardScope shard_scope(const distributed::Communicator& comm, bool shard, bool shares_node_memory,
-                       bool compressed);
-
 template <typename T>
 class OptimizerShard {
  public:
-  // kNode: this rank keeps the state of its node rank's part of the P parameters only;
-  // kWorld: of its world part (Communicator::world_part()); kNone: the whole.
+  // This rank keeps the state of its part (exchange.part()) of the P parameters only: of its
+  // node rank's part (kNode), of its world part (kWorld), or of the whole (kNone).
   // Local; validates config (optim::make_optimizer).
   OptimizerShard(const optim::OptimizerConfig& config, Index parameters,
-                 distributed::Communicator& comm, ShardScope scope);
+                 std::unique_ptr<distributed::PartExchange> exchange);
 
-  bool sharded() const { return scope_ != ShardScope::kNone; }
+  bool sharded() const { return exchange_->scope() != distributed::ShardScope::kNone; }
   // The parts are the world's, and the gradients need be summed only into their owner's
   // part (GradientReducer::scatter_into_parts).
-  bool across_world() const { return scope_ == ShardScope::kWorld; }
+  bool across_world() const { return exchange_->scope() == distributed::ShardScope::kWorld; }
   // How many parts the parameters are cut into, and whether this rank's is the last (the
   // one that the gradient buffer's reserved slots extend, across the world).
   int parts() const { return static_cast<int>(part_bytes_.size()) - 1; }
@@ -88,8 +75,7 @@ class OptimizerShard {
 
   optim::OptimizerConfig config_;
   Index parameters_;
-  distributed::Communicator& comm_;
-  ShardScope scope_;
+  std::unique_ptr<distributed::PartExchange> exchange_;
   int part_ = 0;  // this rank's part
   Index begin_ = 0, end_ = 0;
   std::vector<size_t> part_bytes_;  // (parts + 1) where each part begins, in bytes

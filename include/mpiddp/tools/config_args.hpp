@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "mpiddp/train/config.hpp"
+#include "mpiddp/config/config.hpp"
 
 namespace mpiddp::tools {
 
@@ -26,6 +26,6 @@ bool take_config_argument(ConfigArgs& args, int argc, char** argv, int& i);
 [[noreturn]] void reject_argument(const std::string& arg);
 
 // The config file (or, when none was given, `fallback`) with the overrides applied, validated.
-train::Config load_config(const ConfigArgs& args, const train::Json& fallback);
+config::Config load_config(const ConfigArgs& args, const io::Json& fallback);
 
 }  // namespace mpiddp::tools

@@ -24,6 +24,8 @@ class DataParallelStep final : public MicroBatchStep<T> {
  private:
   void before_pass() override;
   nn::GradientListener* before_last_backward(double loss) override;
+  // batchnorm.sync off: rank 0's buffers to every rank, before a step and an evaluation.
+  void share_rank0_buffers();
   // Across the world, each rank holds the sums of its part only: one small allreduce gives
   // every rank the loss, the stop vote and the parts' verdict (Note [the step's verdict
   // from scattered gradients]). Returns whether every rank's part is finite.

@@ -10,7 +10,7 @@
 // any x86-64 machine. The chunked pass makes its products over all of a rank's chunks at
 // once, so it needs a library whose column bits do not follow the width: Eigen's do on whole
 // panels; another library's are measured (Note [column bits by measurement] in
-// nn/gemm_columns.hpp). In a native build, `auto` for a chunked pass takes the library the
+// kernels/gemm_columns.hpp). In a native build, `auto` for a chunked pass takes the library the
 // default mode's `auto` measures as fastest on the pass's own products at the most columns a
 // product takes (the same products at every N, so the same entry of the remembered choice,
 // Note [the choice is remembered]), when its column bits hold; otherwise Eigen. A choice that

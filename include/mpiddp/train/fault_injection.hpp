@@ -6,27 +6,27 @@
 #include <cstdint>
 
 #include "mpiddp/distributed/communicator.hpp"
-#include "mpiddp/train/fault_config.hpp"
+#include "mpiddp/config/fault.hpp"
 
 namespace mpiddp::train {
 
 // During setup (debug.fail_step = 0), before any collective: throw | exit | stall.
-void inject_setup_fault(const FaultInjection& f, int rank);
+void inject_setup_fault(const config::FaultInjection& f, int rank);
 
 // After backward, before the gradients are reduced: throw | nan | stall | exit | kill | signal
 // (SIGTERM to this process: the stop at the step boundary, Note [stopping on a signal]).
 // grads: (P) this rank's gradients; nan poisons the first one.
 template <typename T>
-void inject_step_fault(const FaultInjection& f, int rank, int64_t step, T* grads);
+void inject_step_fault(const config::FaultInjection& f, int rank, int64_t step, T* grads);
 
 // Right before the gradients are reduced: mismatch makes this rank enter a barrier where
 // every other rank enters the gradient sum (a code path that diverged between ranks), so the
 // job hangs in mismatched collectives of the same number until the watchdog ends it.
-void inject_collective_fault(const FaultInjection& f, distributed::Communicator& comm, int64_t step);
+void inject_collective_fault(const config::FaultInjection& f, distributed::Communicator& comm, int64_t step);
 
 // After the optimizer step: perturb moves this rank's first parameter by one ulp, the
 // smallest possible replica divergence.
 template <typename T>
-void inject_update_fault(const FaultInjection& f, int rank, int64_t step, T* params);
+void inject_update_fault(const config::FaultInjection& f, int rank, int64_t step, T* params);
 
 }  // namespace mpiddp::train

@@ -1,5 +1,5 @@
 #pragma once
-// Which library computes the matrix products of a run (compute.gemm; nn/gemm.hpp). With
+// Which library computes the matrix products of a run (compute.gemm; kernels/gemm.hpp). With
 // `auto`, rank 0 times the libraries on the model's own products and every rank takes its
 // answer (the trainer broadcasts it: replicas must not mix libraries, which round apart).
 //
@@ -16,14 +16,14 @@
 #include <vector>
 
 #include "mpiddp/io/json_reader.hpp"
-#include "mpiddp/nn/gemm_calibration.hpp"
+#include "mpiddp/kernels/gemm_calibration.hpp"
 
 namespace mpiddp::train {
 
 struct GemmChoice {
-  nn::GemmBackend backend = nn::GemmBackend::kEigen;
+  kernels::GemmBackend backend = kernels::GemmBackend::kEigen;
   std::string how;                     // "config", "measured" or "cached"
-  std::vector<nn::GemmTiming> timings;  // of the measurement (also when read from the cache)
+  std::vector<kernels::GemmTiming> timings;  // of the measurement (also when read from the cache)
   std::string cache;                   // the cache file, or why there is none
   // Whether later runs will read this answer: read from the cache, or measured and written
   // to it. A measured answer that was not written may differ in the next run.
@@ -32,7 +32,7 @@ struct GemmChoice {
 
 // Rank 0's decision: `configured` is compute.gemm, T the model's number type.
 template <typename T>
-GemmChoice choose_gemm(const std::string& configured, const std::vector<nn::GemmCall>& calls, int threads);
+GemmChoice choose_gemm(const std::string& configured, const std::vector<kernels::GemmCall>& calls, int threads);
 
 // The run record's "gemm" field: {"backend", "library", "chosen": how, "seconds": {library:
 // seconds per pass} when measured, "cache"}.

@@ -30,6 +30,7 @@ class MicroBatchStep : public StepStrategy<T> {
   // Before the last micro-batch's backward, whose mean loss over the rank's samples is
   // `loss`: the listener that hears backward's "gradients ready", or null.
   virtual nn::GradientListener* before_last_backward(double /*loss*/) { return nullptr; }
+  Index statistics_ranks() const { return statistics_ranks_; }
 
   StepParts<T> parts_;
   Replica<T>& replica_;
@@ -40,6 +41,7 @@ class MicroBatchStep : public StepStrategy<T> {
   // (data/sampler.hpp), the same sample at every world size.
   std::vector<Index> positions_;
   std::vector<Index> eval_samples_;  // (b) sample indices of one evaluation block
+  Index statistics_ranks_;
 };
 
 }  // namespace mpiddp::train

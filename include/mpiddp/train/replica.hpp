@@ -11,7 +11,7 @@
 #include "mpiddp/nn/context.hpp"
 #include "mpiddp/nn/loss.hpp"
 #include "mpiddp/nn/model.hpp"
-#include "mpiddp/train/step_profile.hpp"
+#include "mpiddp/record/step_profile.hpp"
 
 namespace mpiddp::train {
 
@@ -19,13 +19,14 @@ template <typename T>
 class Replica {
  public:
   // batch: the most samples one pass gathers (the per-rank batch); target_outputs: the widest
-  // regression target of the sets it will gather (0 for class labels).
+  // regression target of the sets it will gather (0 for class labels). The label and token
+  // buffers take the model's shapes: one label per sample or per position.
   Replica(nn::Model<T>& model, const nn::Loss<T>& loss, const data::Dataset<T>& train,
-          Index batch, Index target_outputs, PhaseClock& phases);
+          Index batch, Index target_outputs, record::PhaseClock& phases);
 
   nn::Model<T>& model() { return model_; }
   const data::Dataset<T>& train_set() const { return train_; }
-  PhaseClock& phases() { return phases_; }
+  record::PhaseClock& phases() { return phases_; }
   // The training passes' context: the seed, the epoch and step (dropout's masks depend on
   // them, the loop sets them before each step) and BatchNorm's statistics reducer.
   nn::PassContext& training_pass() { return training_pass_; }
@@ -52,17 +53,21 @@ class Replica {
  private:
   void gather(const data::Dataset<T>& set, const Index* samples, Index count);
   nn::BatchTargets<T> targets(Index first) const;
+  nn::BatchInput<T> input(Index count) const;
 
   nn::Model<T>& model_;
   const nn::Loss<T>& loss_;
   const data::Dataset<T>& train_;
-  PhaseClock& phases_;
+  record::PhaseClock& phases_;
   nn::PassContext training_pass_;
   Index x_rows_ = 0, y_rows_ = 0;  // the gathered set's features and regression outputs
+  Index label_rows_ = 1;           // the gathered set's labels per sample
+  InputKind input_kind_;           // what the model takes: x_ or token_ids_
   Index columns_ = 0;              // the samples of the last forward_loss
-  nn::AlignedVector<T> x_;         // (features, batch)
+  nn::AlignedVector<T> x_;         // (features, batch), values
+  std::vector<int32_t> token_ids_; // (positions, batch), token ids
   nn::AlignedVector<T> y_;         // (outputs, batch), regression
-  std::vector<int32_t> labels_;    // (batch), classification
+  std::vector<int32_t> labels_;    // (label positions, batch), classification
 };
 
 }  // namespace mpiddp::train

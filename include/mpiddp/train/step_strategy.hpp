@@ -18,7 +18,7 @@
 #include "mpiddp/distributed/gradient_reducer.hpp"
 #include "mpiddp/io/json_reader.hpp"
 #include "mpiddp/nn/loss.hpp"
-#include "mpiddp/train/config.hpp"
+#include "mpiddp/config/config.hpp"
 #include "mpiddp/train/gemm_choice.hpp"
 #include "mpiddp/optim/optimizer_shard.hpp"
 #include "mpiddp/train/replica.hpp"
@@ -73,7 +73,7 @@ class StepStrategy {
 // What every step strategy works on: the trainer's parts, which outlive it.
 template <typename T>
 struct StepParts {
-  const Config& config;
+  const config::Config& config;
   distributed::Communicator& comm;
   Replica<T>& replica;
   distributed::GradientReducer<T>& reducer;
@@ -86,7 +86,7 @@ struct StepParts {
 // Whether the config's modes go together on this layout (shares_node_memory: the gradients
 // lie in the node's shared memory, GradientReducer::shares_node_memory). Local; throws
 // ConfigError naming the key that cannot combine. Before the optimizer is built.
-void check_modes_combine(const Config& config, const distributed::Communicator& comm,
+void check_modes_combine(const config::Config& config, const distributed::Communicator& comm,
                          bool shares_node_memory);
 // The step a config runs. Local; throws ConfigError when the batch does not fit the mode
 // (a layer that needs more samples than a pass gives it).

@@ -33,14 +33,14 @@
 #include "mpiddp/nn/model.hpp"
 #include "mpiddp/train/gemm_choice.hpp"
 #include "mpiddp/optim/optimizer_shard.hpp"
-#include "mpiddp/train/config.hpp"
-#include "mpiddp/train/checkpoint.hpp"
+#include "mpiddp/config/config.hpp"
+#include "mpiddp/checkpoint/checkpoint.hpp"
 #include "mpiddp/train/replica_check.hpp"
-#include "mpiddp/train/restart.hpp"
-#include "mpiddp/train/sample_order.hpp"
-#include "mpiddp/train/step_profile.hpp"
+#include "mpiddp/checkpoint/restart.hpp"
+#include "mpiddp/data/sample_order.hpp"
+#include "mpiddp/record/step_profile.hpp"
 #include "mpiddp/train/step_strategy.hpp"
-#include "mpiddp/train/step_trace.hpp"
+#include "mpiddp/record/step_trace.hpp"
 
 namespace mpiddp::train {
 
@@ -52,8 +52,8 @@ struct TrainOptions {
   std::string resume{};
   // --restart: this run is a launcher's restart of a failed or interrupted attempt; its log
   // carries on the previous attempt's and says why (a `restart` record).
-  std::optional<RestartInfo> restart{};
-  StepProfile* profile = nullptr;  // when set, filled with step timings of epochs 2..last
+  std::optional<checkpoint::RestartInfo> restart{};
+  record::StepProfile* profile = nullptr;  // when set, filled with step timings of epochs 2..last
   // Keep every step's loss and every epoch's result in RunResult (for tests and library
   // callers). The command line turns it off so that memory stays flat however long the run.
   bool keep_history = true;
@@ -91,7 +91,7 @@ template <typename T>
 class Trainer final : public TrainingRun {
  public:
   // Local work only, no collective (see TrainingRun).
-  Trainer(const Config& config, distributed::Communicator& comm, TrainOptions options = {});
+  Trainer(const config::Config& config, distributed::Communicator& comm, TrainOptions options = {});
 
   RunResult run() override;
 
@@ -137,27 +137,27 @@ class Trainer final : public TrainingRun {
   void start();
   // Defined in trainer_interrupt.cpp (Note [stopping on a signal]): the stop of every rank
   // together, which never returns; and rank 0's first records of the log.
-  [[noreturn]] void stop_for_interrupt(const TrainingPosition& resume_at);
-  void open_log(const Json& run_record, const std::vector<std::string>& hosts);
+  [[noreturn]] void stop_for_interrupt(const checkpoint::TrainingPosition& resume_at);
+  void open_log(const io::Json& run_record, const std::vector<std::string>& hosts);
   // {"path", "epoch", "batch", "step"} of the checkpoint this run resumed from.
-  Json resume_point() const;
+  io::Json resume_point() const;
   // Defined in trainer_checkpointing.cpp: where the parameters and optimizer state come
   // from (a checkpoint, init.weights or the seed), and what is written at the end.
-  TrainingPosition initial_state();
+  checkpoint::TrainingPosition initial_state();
   // Every rank calls it (collective when the optimizer is sharded); rank 0 writes.
-  void save_checkpoint(const TrainingPosition& position);
+  void save_checkpoint(const checkpoint::TrainingPosition& position);
   // Rank 0's part: the file from the whole optimizer state, and its log record.
-  void write_checkpoint_file(const TrainingPosition& position, optim::Optimizer<T>& optimizer,
+  void write_checkpoint_file(const checkpoint::TrainingPosition& position, optim::Optimizer<T>& optimizer,
                              std::chrono::steady_clock::time_point start);
   void save_final_weights();
-  RunIdentity identity() const;
+  checkpoint::RunIdentity identity() const;
   const std::vector<Index>* replay_order(int64_t epoch) const;
   // Defined in trainer_trace.cpp: the trace's memory and common time origin (before the
   // first step), and the merged file at the end (collective).
   void start_trace(int64_t total_steps);
   void finish_trace();
 
-  const Config& config_;
+  const config::Config& config_;
   distributed::Communicator& comm_;
   TrainOptions options_;
   data::Dataset<T> train_;
@@ -166,9 +166,9 @@ class Trainer final : public TrainingRun {
   std::unique_ptr<nn::Loss<T>> loss_;
   std::unique_ptr<optim::OptimizerShard<T>> optimizer_;  // whole, or this rank's part (reduce.shard_optimizer)
   distributed::GradientReducer<T> reducer_;
-  StepTrace trace_;              // trace.path: the selected steps' spans
-  StepTrace* traced_ = nullptr;  // &trace_ during a selected step, else null (the one test)
-  PhaseClock phases_;            // the step's laps: the strategy's parts, the update
+  record::StepTrace trace_;              // trace.path: the selected steps' spans
+  record::StepTrace* traced_ = nullptr;  // &trace_ during a selected step, else null (the one test)
+  record::PhaseClock phases_;            // the step's laps: the strategy's parts, the update
   distributed::CommunicatorStatistics statistics_;  // BatchNorm's sums over the ranks
   int threads_ = 1;            // compute threads of this rank (core/threads.hpp)
   GemmChoice gemm_;            // rank 0's reasons; every rank's backend
@@ -177,8 +177,8 @@ class Trainer final : public TrainingRun {
   std::unique_ptr<Replica<T>> replica_;       // the model, loss, data and batch buffers
   std::unique_ptr<StepStrategy<T>> step_;     // what this run's mode does in a step
   std::unique_ptr<io::JsonlLog> log_;
-  std::optional<SampleOrder> order_;  // sampler.order, when set
-  TrainingPosition position_;         // where run() starts (set by start())
+  std::optional<data::SampleOrder> order_;  // sampler.order, when set
+  checkpoint::TrainingPosition position_;         // where run() starts (set by start())
   std::string resumed_from_;          // the checkpoint's path, when resuming
   bool stop_requested_ = false;  // the last reduction carried some rank's stop vote
   int64_t last_checkpoint_step_ = -1;  // the step of the last checkpoint written, -1: none
@@ -187,10 +187,10 @@ class Trainer final : public TrainingRun {
 };
 
 // Builds the trainer for config.dtype (local setup only, see TrainingRun).
-std::unique_ptr<TrainingRun> prepare_training(const Config& config, distributed::Communicator& comm,
+std::unique_ptr<TrainingRun> prepare_training(const config::Config& config, distributed::Communicator& comm,
                                               TrainOptions options = {});
 // prepare_training, then run.
-RunResult run_training(const Config& config, distributed::Communicator& comm, TrainOptions options = {});
+RunResult run_training(const config::Config& config, distributed::Communicator& comm, TrainOptions options = {});
 
 // The model's gradient buffer (P gradients and the reserved slots) as the trainer reduces it,
 // so that `mpiddp bench --reduce-only` times exactly that. plan_reduction, local: the tensors

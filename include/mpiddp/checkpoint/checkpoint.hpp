@@ -1,0 +1,86 @@
+#pragma once
+// Checkpoints: one safetensors file per checkpoint, "<dir>/step-<step, 12 digits>.safetensors",
+// written by rank 0 atomically (io/atomic_file.hpp), so a checkpoint exists only once it
+// is complete. docs/checkpoints.md describes the format and the resume rules.
+//
+//   tensors:   the parameters under their PyTorch names ("0.weight", "0.bias", ...), so the
+//              file also loads as init.weights or in PyTorch; each optimizer state buffer
+//              laid out like them as "optimizer.<buffer>.<name>" (momentum_buffer, exp_avg, ...)
+//   metadata:  "mpiddp_checkpoint": a JSON text with the position (epoch, batch, step), the
+//              optimizer step count, the model and dtype, the resume-relevant config and its
+//              hash, the batch geometry, the RNG description and a checksum of the data section
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mpiddp/io/safetensors.hpp"
+#include "mpiddp/nn/model.hpp"
+#include "mpiddp/optim/optimizer.hpp"
+#include "mpiddp/config/config.hpp"
+
+namespace mpiddp::checkpoint {
+
+// Where training continues.
+struct TrainingPosition {
+  int64_t epoch = 1;  // the epoch to run (1-based)
+  int64_t batch = 0;  // batches of that epoch already done
+  int64_t step = 0;   // optimizer steps taken so far
+};
+
+// What a checkpoint must agree with to be resumed by this run.
+struct RunIdentity {
+  std::string model;  // nn::Model::describe()
+  std::string dtype;
+  io::Json config;        // resume_config()
+  Index global_batch = 0;
+  Index train_samples = 0;
+  int64_t steps_per_epoch = 0;
+  int world_size = 1;  // recorded only: another world size may resume
+};
+
+// The resolved config less the keys a resumed run may change: epochs (unless a cosine
+// schedule with t_max 0 spans the whole run), log, checkpoint, save_weights, init (the
+// parameters come from the checkpoint) and check_every_steps. See docs/checkpoints.md.
+io::Json resume_config(const config::Config& config);
+
+// "<dir>/step-000000000016.safetensors"
+std::string checkpoint_path(const std::string& dir, int64_t step);
+// The complete checkpoints in dir, oldest first; temporary files of an interrupted write
+// are not checkpoints and are skipped.
+std::vector<std::string> list_checkpoints(const std::string& dir);
+// Removes the temporary files of checkpoint writes that a killed run left in dir
+// (".step-*.safetensors.tmp", io::temporary_name) and returns their names. Rank 0, at start:
+// no other writer is running then.
+std::vector<std::string> remove_stale_temporaries(const std::string& dir);
+// --resume PATH|latest|auto: "latest" is the newest checkpoint in checkpoint_dir, a
+// directory means its newest checkpoint, anything else is taken as a file.
+// Error(kExitCheckpoint) when there is none. "auto" is "latest" when checkpoint_dir holds a
+// checkpoint, and "" (start from the beginning) when it holds none or is "".
+std::string resolve_resume_path(const std::string& spec, const std::string& checkpoint_dir);
+
+// Rank 0: writes the checkpoint of `position`, then removes the oldest beyond keep.
+// Returns its path.
+template <typename T>
+std::string write_checkpoint(const config::CheckpointConfig& settings, const TrainingPosition& position,
+                             const RunIdentity& identity, const nn::Model<T>& model,
+                             optim::Optimizer<T>& optimizer);
+
+// Validates a checkpoint against this run (integrity, model, dtype, config, batch geometry)
+// and restores the parameters and optimizer state. Error(kExitCheckpoint) says which check
+// failed and why.
+template <typename T>
+TrainingPosition restore_checkpoint(const io::SafetensorsFile& file, const RunIdentity& identity,
+                                    nn::Model<T>& model, optim::Optimizer<T>& optimizer);
+
+// mpiddp export: writes a checkpoint's parameters alone (no optimizer tensors), with their
+// names, shapes and dtype, as a weights file for init.weights or PyTorch's load_state_dict.
+// Returns the number of tensors written. Error(kExitCheckpoint) when `checkpoint` is not one.
+size_t export_checkpoint_weights(const std::string& checkpoint, const std::string& weights);
+
+// Whether a checkpoint is due after a step that leaves the epoch unfinished, and after an
+// epoch ends (the last epoch always gets one, so a finished run can be extended).
+bool checkpoint_due_mid_epoch(const config::CheckpointConfig& settings, int64_t step);
+bool checkpoint_due_after_epoch(const config::CheckpointConfig& settings, int64_t epoch, int64_t step,
+                                bool last_epoch);
+
+}  // namespace mpiddp::checkpoint

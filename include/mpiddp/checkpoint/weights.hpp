@@ -1,0 +1,60 @@
+#pragma once
+// Moving a model's parameters (and buffers laid out like them, e.g. Adam moments) between
+// the flat buffer and named safetensors tensors. The names are a PyTorch nn.Sequential
+// state_dict's ("0.weight" [out, in], "0.bias" [out], "2.weight", ...), optionally behind a
+// prefix, so a state_dict saved from PyTorch loads as it is and ours load in PyTorch.
+#include <set>
+#include <string>
+#include <vector>
+
+#include "mpiddp/io/safetensors.hpp"
+#include "mpiddp/nn/model.hpp"
+
+namespace mpiddp::checkpoint {
+
+// The tensors of `values` (a flat buffer of P elements laid out as the model's parameters),
+// named prefix + tensor name, pointing into `values` (no copy).
+template <typename T>
+std::vector<io::TensorToWrite> named_tensors(const std::vector<nn::ParameterTensor>& layout,
+                                             const T* values, const std::string& prefix = "");
+
+// Fills `values` (P) from the tensors named prefix + tensor name, converting F32 <-> F64;
+// T = int64_t reads I64 tensors (counters), and a real tensor never fills a counter or back.
+// Every missing or mis-shaped tensor is reported, with its name and both shapes, in one
+// Error(error_code).
+template <typename T>
+void load_named_tensors(const io::SafetensorsFile& file,
+                        const std::vector<nn::ParameterTensor>& layout, T* values,
+                        int error_code, const std::string& prefix = "");
+
+// An Error(error_code) listing the file's tensors whose names are not in `expected`.
+void reject_unexpected_tensors(const io::SafetensorsFile& file,
+                               const std::set<std::string>& expected, int error_code);
+
+// prefix + each tensor name of the layout.
+std::set<std::string> tensor_names(const std::vector<nn::ParameterTensor>& layout,
+                                   const std::string& prefix = "");
+
+// The model's buffers (running statistics in its dtype, counters as I64), named as in a
+// PyTorch state_dict ("1.running_mean", "1.num_batches_tracked"), pointing into the model.
+template <typename T>
+std::vector<io::TensorToWrite> buffer_tensors(const nn::Model<T>& model);
+// Fills the model's buffers from the file's tensors of the same names (Error(error_code)
+// for a missing, mis-shaped or mistyped one).
+template <typename T>
+void load_buffer_tensors(const io::SafetensorsFile& file, nn::Model<T>& model, int error_code);
+// The names of every parameter and buffer: a state_dict's keys.
+template <typename T>
+std::set<std::string> state_tensor_names(const nn::Model<T>& model);
+
+// Writes the model's parameters and buffers (its state_dict) as a safetensors file of its
+// dtype, atomically.
+template <typename T>
+void save_weights(const std::string& path, const nn::Model<T>& model);
+
+// init.weights: fills the model's parameters and buffers from a file holding exactly its
+// tensors (load_state_dict(strict=True)).
+template <typename T>
+void load_weights(const std::string& path, nn::Model<T>& model);
+
+}  // namespace mpiddp::checkpoint

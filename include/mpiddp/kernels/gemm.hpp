@@ -1,0 +1,84 @@
+#pragma once
+// The matrix product under every layer (linear, conv2d), computed by the library the machine
+// runs fastest: Eigen, OpenBLAS, BLIS or oneDNN (config key compute.gemm; docs/config.md, docs/benchmarks.md).
+// Eigen stays for everything elementwise. No single library wins everywhere: on Zen 3
+// (AVX2) OpenBLAS beat Eigen by 1.3-1.7x on our shapes, on AVX-512 machines they were close,
+// so `auto` measures the model's own shapes (kernels/gemm_calibration.hpp) instead of assuming.
+//
+// Every rank must use the same library: two libraries round differently, and the replicas
+// must stay bit-identical. The trainer decides once, on rank 0, and tells the others.
+#include <string>
+#include <vector>
+
+#include "mpiddp/core/types.hpp"
+
+namespace mpiddp::kernels {
+
+enum class GemmBackend { kEigen, kOpenBlas, kBlis, kOneDnn };
+
+// "eigen", "openblas", "blis", "onednn": the names compute.gemm takes.
+const char* gemm_backend_name(GemmBackend backend);
+// Every backend's name, built in or not, in preference order.
+std::vector<std::string> gemm_backend_names();
+// The backends built into this binary (Eigen always; the others when CMake found them).
+std::vector<GemmBackend> available_gemm_backends();
+// The backend of that name among the available ones; false when unknown or not built.
+bool find_gemm_backend(const std::string& name, GemmBackend* backend);
+// Where the backend's code comes from, e.g. "libopenblas.so.0 (pthreads)": the shared
+// library its entry point resolved to, so a run record shows what really computed.
+std::string gemm_backend_library(GemmBackend backend);
+
+// Makes `backend` compute every gemm of this process, with `threads` threads inside the
+// library. OpenBLAS's pthread pool and BLIS keep their own counts, apart from OpenMP's:
+// all of them are set here, so one thread per rank means one thread inside every library.
+void use_gemm_backend(GemmBackend backend, int threads);
+GemmBackend gemm_backend_in_use();
+
+enum class Op { kNone, kTranspose };
+enum class Accumulate { kOverwrite, kAdd };
+
+// c = op(a) op(b), or c += op(a) op(b). Views are column-major (core/types.hpp); op(a) is
+// (m, k), op(b) (k, n), c (m, n). Float and double; oneDNN has no double product, so double
+// goes to Eigen under it.
+template <typename T>
+void multiply(MatrixView<T> c, ConstMatrixView<T> a, Op op_a, ConstMatrixView<T> b, Op op_b,
+              Accumulate mode);
+
+// multiply() with op_b kNone, cut into products of at most `piece` columns of c and b, left
+// to right (piece 0: one product). The deterministic chunked pass caps its products' width
+// this way, so that each product has a width its library was checked at (kernels/gemm_columns.hpp).
+template <typename T>
+void multiply_in_pieces(MatrixView<T> c, ConstMatrixView<T> a, Op op_a, ConstMatrixView<T> b, Accumulate mode,
+                        Index piece);
+
+// One product's dimensions as above, for calibration and the benchmarks.
+struct GemmShape {
+  Index m = 0, n = 0, k = 0;
+  Op op_a = Op::kNone, op_b = Op::kNone;
+  bool operator==(const GemmShape&) const = default;
+};
+std::string gemm_shape_text(const GemmShape& shape);  // "1024x128x784 TN"
+
+// What a product computes in a layer's pass. The deterministic chunked pass cuts forward and
+// input-gradient products into pieces, each kind at the widest at which its library keeps a
+// column's bits (kernels/gemm_columns.hpp).
+enum class GemmRole { kForward, kWeightGradient, kInputGradient };
+
+// A product a layer makes `count` times in one forward and backward pass (a convolution makes
+// its products once per sample).
+struct GemmCall {
+  // The role has no default: a layer that left it out would have its input-gradient
+  // products cut at the forward products' width, and lose the same bits at every N.
+  GemmCall(GemmShape shape_, Index count_, GemmRole role_) : shape(shape_), count(count_), role(role_) {}
+  GemmShape shape;
+  Index count = 1;
+  GemmRole role;
+};
+
+// The multiply-adds (m n k) of a typical product among calls: the weighted median, the size
+// of the product in which the step's middle multiply-add is computed. Whether a second
+// thread pays depends on the size of each product it would split, not on the step's total:
+// a convolution's thousands of per-sample products are each too small to share. 0 for none.
+double typical_product_multiply_adds(const std::vector<GemmCall>& calls);
+
+}  // namespace mpiddp::kernels

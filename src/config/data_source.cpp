@@ -1,0 +1,132 @@
+#include "mpiddp/config/data_source.hpp"
+
+#include <limits>
+
+#include "mpiddp/core/error.hpp"
+
+namespace mpiddp::config {
+
+namespace {
+
+using io::Json;
+using io::JsonSection;
+
+constexpr int64_t kMaxClasses = 1 << 20;
+
+std::string required_text(JsonSection& s, const std::string& key, const std::string& example) {
+  if (!s.has(key)) throw ConfigError(s.key_path(key), "required key is missing; e.g. " + example);
+  const std::string value = s.text(key, "");
+  if (value.empty()) throw ConfigError(s.key_path(key), "must not be empty");
+  return value;
+}
+
+// classes: 0 means regression targets; a classifier needs at least two classes.
+Index classes(JsonSection& s, int64_t fallback) {
+  const Index n = s.integer("classes", fallback, 0, kMaxClasses);
+  if (n == 1) throw ConfigError(s.key_path("classes"), "a classifier needs at least 2 classes");
+  return n;
+}
+
+void parse_synthetic(JsonSection& s, data::SyntheticConfig& syn) {
+  syn.samples = s.integer("samples", 256, 1, io::kMaxConfigCount);
+  syn.features = s.integer("features", 6, 1, 1 << 24);
+  syn.seed = static_cast<uint64_t>(s.integer("seed", 0, 0, std::numeric_limits<int64_t>::max()));
+  if (syn.source == "synthetic_regression") {
+    syn.outputs = s.integer("outputs", 1, 1, 1 << 20);
+    syn.noise = s.number("noise", 0.1, 0.0, 1e6);
+  } else {
+    syn.classes = s.integer("classes", 10, 2, kMaxClasses);
+    syn.generator = s.choice("generator", "teacher", {"teacher", "blobs"});
+    if (syn.generator == "blobs") syn.spread = s.number("spread", 3.0, 0.0, 1e6);
+  }
+}
+
+void parse_npy(JsonSection& s, data::NpyConfig& npy) {
+  npy.features = required_text(s, "features", "\"x.npy\"");
+  npy.targets = required_text(s, "targets", "\"y.npy\"");
+  npy.classes = classes(s, 0);
+}
+
+std::vector<data::CsvColumn> parse_target_columns(JsonSection& s) {
+  const Json* value = s.raw("target_columns");
+  const std::string path = s.key_path("target_columns");
+  const char* expected = "expected a non-empty list of column indices (0-based, -1 = last) or "
+                         "header names, like [-1] or [\"price\"]";
+  if (!value) {
+    s.put("target_columns", Json::array({-1}));
+    return {data::CsvColumn{}};
+  }
+  if (!value->is_array() || value->empty()) throw ConfigError(path, expected);
+  std::vector<data::CsvColumn> columns;
+  for (const Json& item : *value) {
+    data::CsvColumn c;
+    if (item.is_number_integer()) {
+      c.index = item.get<Index>();
+    } else if (item.is_string() && !item.get<std::string>().empty()) {
+      c.name = item.get<std::string>();
+    } else {
+      throw ConfigError(path, std::string(expected) + "; got " + item.dump());
+    }
+    columns.push_back(c);
+  }
+  s.put("target_columns", *value);
+  return columns;
+}
+
+void parse_csv(JsonSection& s, data::CsvConfig& csv) {
+  csv.path = required_text(s, "path", "\"data.csv\"");
+  csv.header = s.boolean("header", false);
+  const std::string delimiter = s.text("delimiter", ",");
+  if (delimiter.size() != 1 || delimiter == "\"" || delimiter == "\n")
+    throw ConfigError(s.key_path("delimiter"), "expected one character like \",\" or \";\"");
+  csv.delimiter = delimiter[0];
+  csv.target_columns = parse_target_columns(s);
+  csv.classes = classes(s, 0);
+}
+
+void parse_idx(JsonSection& s, data::IdxConfig& idx) {
+  idx.images = required_text(s, "images", "\"train-images-idx3-ubyte.gz\"");
+  idx.labels = required_text(s, "labels", "\"train-labels-idx1-ubyte.gz\"");
+  idx.classes = s.integer("classes", 10, 2, kMaxClasses);
+  idx.scale = s.number("scale", 1.0 / 255.0, -1e30, 1e30);
+}
+
+void parse_fashion_mnist(JsonSection& s, data::FashionMnistConfig& f) {
+  if (!s.has("split")) throw ConfigError(s.key_path("split"), "required key is missing; \"train\" or \"test\"");
+  f.split = s.choice("split", "train", {"train", "test"});
+  f.dir = s.text("dir", data::kFashionMnistDir);
+}
+
+}  // namespace
+
+data::SourceConfig parse_data_source(JsonSection& s, InputKind model_input) {
+  data::SourceConfig d;
+  d.source = s.required_choice("source", {"synthetic_regression", "synthetic_classification",
+                                          "npy", "csv", "idx", "fashion_mnist"});
+  if (model_input == InputKind::kTokenIds) {
+    if (d.source != "npy")
+      throw ConfigError(s.key_path("source"), "the model's first layer takes token ids, which come from "
+                                              "\"npy\" integer features; \"" + d.source + "\" gives values");
+    parse_npy(s, d.npy);
+    if (d.npy.classes == 0)
+      throw ConfigError(s.key_path("classes"), "required for token ids: the vocabulary, which bounds the ids "
+                                               "and the targets");
+    d.npy.token_ids = true;
+    return d;
+  }
+  if (d.source == "npy") {
+    parse_npy(s, d.npy);
+  } else if (d.source == "csv") {
+    parse_csv(s, d.csv);
+  } else if (d.source == "idx") {
+    parse_idx(s, d.idx);
+  } else if (d.source == "fashion_mnist") {
+    parse_fashion_mnist(s, d.fashion_mnist);
+  } else {
+    d.synthetic.source = d.source;
+    parse_synthetic(s, d.synthetic);
+  }
+  return d;
+}
+
+}  // namespace mpiddp::config

@@ -1,0 +1,35 @@
+// The performance keys of a config: how many threads, how gradients are reduced, how many
+// micro-batches make one step, and which library computes the matrix products. None of them
+// changes the arithmetic of training beyond float rounding (docs/config.md).
+#include "mpiddp/core/error.hpp"
+#include "mpiddp/kernels/gemm.hpp"
+#include "mpiddp/config/config.hpp"
+
+namespace mpiddp::config {
+
+void parse_performance(io::JsonSection& root, Config& c) {
+  c.threads = root.integer("threads", 0, 0, 1024);
+  c.accumulate_steps = root.integer("accumulate_steps", 1, 1, int64_t{1} << 20);
+  auto reduce = root.section("reduce");
+  c.reduce.algorithm = reduce.choice("algorithm", "auto", {"auto", "mpi", "shm"});
+  c.reduce.bucket_cap_mb = reduce.number("bucket_cap_mb", 25.0, 0.001, 1024.0);
+  c.reduce.first_bucket_mb = reduce.number("first_bucket_mb", 1.0, 0.001, 1024.0);
+  c.reduce.overlap = reduce.boolean("overlap", true);
+  c.reduce.compress = reduce.choice("compress", "none", {"none", "bf16"});
+  c.reduce.shard_optimizer = reduce.boolean("shard_optimizer", false);
+  reduce.finish();
+  auto compute = root.section("compute");
+  std::vector<std::string> choices = kernels::gemm_backend_names();
+  choices.insert(choices.begin(), "auto");
+  c.gemm = compute.choice("gemm", "auto", choices);
+  kernels::GemmBackend backend;
+  if (c.gemm != "auto" && !kernels::find_gemm_backend(c.gemm, &backend)) {
+    std::string built;
+    for (kernels::GemmBackend b : kernels::available_gemm_backends()) built += std::string(built.empty() ? "" : ", ") + kernels::gemm_backend_name(b);
+    throw ConfigError(compute.key_path("gemm"), c.gemm + " is not built into this mpiddp (built in: " + built +
+                                                    "); scripts/install-deps.sh installs the libraries, then rebuild");
+  }
+  compute.finish();
+}
+
+}  // namespace mpiddp::config

@@ -1,0 +1,122 @@
+#include "mpiddp/kernels/fixed_point.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <limits>
+#include <type_traits>
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+#include <immintrin.h>
+#endif
+
+#include "mpiddp/core/ieee.hpp"
+
+namespace mpiddp::kernels {
+
+int fixed_point_shift(double max_abs, int64_t terms) {
+  int e = 0;
+  std::frexp(max_abs, &e);  // max_abs = f 2^e, 0.5 <= f < 1: max_abs < 2^e
+  int h = 0;
+  while ((int64_t{1} << h) < terms) ++h;
+  // At most 1000, so that 2^shift is a finite double: a group whose largest value is below
+  // 2^-938 (gradients that small are zeros in effect) keeps only what lies above 2^-1000.
+  return std::min(62 - h - e, 1000);
+}
+
+double from_fixed(int64_t value, int shift) { return static_cast<double>(value) * power_of_two(-shift); }
+
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+// AVX-512DQ converts eight doubles to int64 in one instruction (vcvtpd2qq), rounding as
+// to_fixed's cvtsd2si does (to nearest, ties to even: the MXCSR mode), and v 2^shift is
+// exact in double: the same integers as the loop of bits below, in a fraction of its
+// instructions. Returns how many values it added: the whole vectors of eight.
+template <typename V>
+size_t add_vectors_to_grid(const V* values, size_t count, int shift, int64_t* sums, OntoGrid how) {
+  const __m512d scale = _mm512_set1_pd(power_of_two(shift));
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    __m512d v;
+    if constexpr (std::is_same_v<V, float>)
+      v = _mm512_cvtps_pd(_mm256_loadu_ps(values + i));
+    else
+      v = _mm512_loadu_pd(values + i);
+    const __m512i fixed = _mm512_cvtpd_epi64(_mm512_mul_pd(v, scale));
+    _mm512_storeu_si512(sums + i, how == OntoGrid::kSet ? fixed : _mm512_add_epi64(_mm512_loadu_si512(sums + i), fixed));
+  }
+  return i;
+}
+#endif
+
+template <typename V>
+void add_to_grid_by_bits(const V* values, size_t count, int shift, int64_t* sums, OntoGrid how) {
+  using Bits = typename Ieee<V>::Bits;
+  constexpr int kMantissaBits = Ieee<V>::kMantissaBits;
+  constexpr int kSignBit = static_cast<int>(sizeof(Bits)) * 8 - 1;
+  constexpr Bits kMantissa = (Bits{1} << kMantissaBits) - 1;
+  constexpr Bits kExponent = (Bits{1} << (kSignBit - kMantissaBits)) - 1;
+  // A finite v is m 2^(E - bias - mantissa bits), with m the mantissa and its leading 1
+  // (none for a subnormal, whose E is 0 but counts as 1); so v 2^shift = m 2^k, k = max(E, 1) + offset.
+  const int64_t offset = int64_t{shift} - Ieee<V>::kBias - kMantissaBits;
+  // All in 64-bit lanes, the shift counts unsigned like the values they shift: the form
+  // GCC vectorises (variable shifts of 64-bit lanes are AVX2's vpsllvq and vpsrlvq).
+  for (size_t i = 0; i < count; ++i) {
+    const uint64_t bits = std::bit_cast<Bits>(values[i]);
+    const uint64_t biased = (bits >> kMantissaBits) & kExponent;
+    const uint64_t m = (bits & kMantissa) | (biased != 0 ? uint64_t{1} << kMantissaBits : uint64_t{0});
+    const int64_t k = static_cast<int64_t>(biased != 0 ? biased : 1) + offset;
+    // k >= 0: m 2^k is an integer, below 2^62 by the caller's bound.
+    const uint64_t up = m << static_cast<uint64_t>(std::clamp<int64_t>(k, 0, 63));
+    // k < 0: m / 2^r rounded to nearest, ties to even, as cvtsd2si and llrint round: the
+    // quotient goes up when the half bit (r - 1) is set and either a bit below it is set or
+    // the quotient is odd. From r = 63 on, m < 2^53 rounds to 0, as for every larger r.
+    const uint64_t r = static_cast<uint64_t>(std::clamp<int64_t>(-k, 1, 63));
+    const uint64_t quotient = m >> r;
+    const uint64_t half = (m >> (r - 1)) & 1;
+    const uint64_t below_half = ((m << (64 - r)) << 1) != 0 ? 1 : 0;  // bits 0 .. r-2
+    const uint64_t down = quotient + (half & (below_half | (quotient & 1)));
+    const uint64_t magnitude = k >= 0 ? up : down;
+    const uint64_t negative = bits >> kSignBit;  // 0 or 1
+    // Two's complement negation when negative: (x xor all ones) + 1.
+    const auto fixed = static_cast<int64_t>((magnitude ^ (uint64_t{0} - negative)) + negative);
+    sums[i] = how == OntoGrid::kSet ? fixed : sums[i] + fixed;
+  }
+}
+
+template <typename V>
+void add_to_grid(const V* values, size_t count, int shift, int64_t* sums, OntoGrid how) {
+  size_t done = 0;
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+  done = add_vectors_to_grid(values, count, shift, sums, how);
+#endif
+  add_to_grid_by_bits(values + done, count - done, shift, sums + done, how);
+}
+
+template <typename T>
+void fixed_point_to_values(const int64_t* sums, size_t first, size_t count, const FixedPointGroups& groups, T* out) {
+  const size_t* ends = groups.begins + 1;
+  const size_t last = first + count;
+  size_t g = static_cast<size_t>(std::upper_bound(ends, ends + groups.groups, first) - ends);
+  for (size_t i = first; i < last; ++g) {
+    const size_t end = std::min(last, ends[g]);
+    T* to = out + (i - first);
+    T* to_end = out + (end - first);
+    if (!groups.finite[g]) {
+      std::fill(to, to_end, std::numeric_limits<T>::quiet_NaN());
+    } else {
+      // Branch-free, so that it vectorises (int64 -> double, the scale, the division): with
+      // the finiteness test inside, it ran a value at a time, 6 % of a deterministic mlp step.
+      const double unscale = power_of_two(-groups.shifts[g]), divisor = groups.divisor;
+      const int64_t* from = sums + (i - first);
+      for (; to != to_end; ++to, ++from) *to = static_cast<T>(from_fixed_divided(*from, unscale, divisor));
+    }
+    i = end;
+  }
+}
+
+template void fixed_point_to_values(const int64_t*, size_t, size_t, const FixedPointGroups&, float*);
+template void fixed_point_to_values(const int64_t*, size_t, size_t, const FixedPointGroups&, double*);
+template void add_to_grid(const float*, size_t, int, int64_t*, OntoGrid);
+template void add_to_grid(const double*, size_t, int, int64_t*, OntoGrid);
+template void add_to_grid_by_bits(const float*, size_t, int, int64_t*, OntoGrid);
+template void add_to_grid_by_bits(const double*, size_t, int, int64_t*, OntoGrid);
+
+}  // namespace mpiddp::kernels

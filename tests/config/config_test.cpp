@@ -1,0 +1,139 @@
+#include "mpiddp/config/config.hpp"
+#include "mpiddp/kernels/gemm.hpp"
+#include "mpiddp/nn/linear.hpp"
+
+#include <gtest/gtest.h>
+
+#include "../support/config_errors.hpp"
+#include "mpiddp/core/error.hpp"
+
+namespace mpiddp::config {
+namespace {
+
+using test::override_error_key;
+
+TEST(Config, DefaultExperimentResolves) {
+  const Config c = parse_config(default_experiment());
+  EXPECT_EQ(c.dtype, "float32");
+  EXPECT_EQ(c.layers.size(), 5u);
+  EXPECT_EQ(std::any_cast<const nn::LinearOptions&>(c.layers[2].options).out, 48);
+  EXPECT_EQ(c.train_data.synthetic.samples, 256);
+  EXPECT_DOUBLE_EQ(c.train_data.synthetic.noise, 0.1);
+  EXPECT_EQ(c.batch_global, 64);
+  EXPECT_EQ(c.per_rank_batch(4), 16);
+  EXPECT_DOUBLE_EQ(c.optimizer.lr, 0.03);
+  EXPECT_EQ(c.epochs, 4);
+  EXPECT_TRUE(c.shuffle);
+  EXPECT_TRUE(c.sync);
+  // The resolved config holds every default, so a log says exactly what ran.
+  EXPECT_EQ(c.resolved["optimizer"]["momentum"], 0.0);
+  EXPECT_EQ(c.resolved["sampler"]["drop_last"], false);
+  EXPECT_EQ(c.resolved["log"]["every_steps"], 1);
+}
+
+TEST(Config, OverridesReachNestedKeysAndListItems) {
+  io::Json user = default_experiment();
+  apply_override(user, "optimizer.lr=0.1");
+  apply_override(user, "model.layers.0.out=64");
+  apply_override(user, "model.layers[2].out=32");
+  apply_override(user, "dtype=float64");  // a bare word is a string
+  apply_override(user, "optimizer.type=\"adam\"");
+  const Config c = parse_config(user);
+  EXPECT_DOUBLE_EQ(c.optimizer.lr, 0.1);
+  EXPECT_EQ(std::any_cast<const nn::LinearOptions&>(c.layers[0].options).out, 64);
+  EXPECT_EQ(std::any_cast<const nn::LinearOptions&>(c.layers[2].options).out, 32);
+  EXPECT_EQ(c.dtype, "float64");
+  EXPECT_EQ(c.optimizer.type, "adam");
+}
+
+TEST(Config, EachErrorNamesItsKey) {
+  EXPECT_EQ(override_error_key("bogus=1"), "bogus");
+  EXPECT_EQ(override_error_key("optimizer.lrr=0.1"), "optimizer.lrr");
+  EXPECT_EQ(override_error_key("optimizer.lr=\"fast\""), "optimizer.lr");
+  EXPECT_EQ(override_error_key("optimizer.lr=-1"), "optimizer.lr");
+  EXPECT_EQ(override_error_key("optimizer.type=rmsprop"), "optimizer.type");
+  EXPECT_EQ(override_error_key("optimizer.momentum=0.9"), "(no error)");
+  EXPECT_EQ(override_error_key("optimizer.dampening=2"), "optimizer.dampening");
+  EXPECT_EQ(override_error_key("epochs=0"), "epochs");
+  EXPECT_EQ(override_error_key("epochs=2.5"), "epochs");
+  EXPECT_EQ(override_error_key("dtype=float16"), "dtype");
+  EXPECT_EQ(override_error_key("loss=hinge"), "loss");
+  EXPECT_EQ(override_error_key("sync=1"), "sync");
+  EXPECT_EQ(override_error_key("model.layers.1.type=softplus"), "model.layers[1].type");
+  EXPECT_EQ(override_error_key("model.layers.0.out=0"), "model.layers[0].out");
+  EXPECT_EQ(override_error_key("model.layers=[]"), "model.layers");
+  EXPECT_EQ(override_error_key("data.train.source=mnist"), "data.train.source");
+  EXPECT_EQ(override_error_key("data.train.samples=-5"), "data.train.samples");
+  EXPECT_EQ(override_error_key("batch.per_rank=8"), "batch");  // both global and per_rank
+  EXPECT_EQ(override_error_key("batch.global=63"), "batch.global");  // not divisible by 2 ranks
+  EXPECT_EQ(override_error_key("schedule.type=step"), "(no error)");
+  EXPECT_EQ(override_error_key("schedule.step_size=0"), "schedule.step_size");
+  EXPECT_EQ(override_error_key("log.every_steps=0"), "log.every_steps");
+  EXPECT_EQ(override_error_key("model.layers.9.out=3"), "model.layers.9.out");  // past the end
+}
+
+TEST(Config, GemmLibraryIsChosenOrMeasured) {
+  EXPECT_EQ(parse_config(default_experiment()).gemm, "auto");
+  EXPECT_EQ(override_error_key("compute.gemm=mkl"), "compute.gemm");
+  EXPECT_EQ(override_error_key("compute.gemm=eigen"), "(no error)");
+  EXPECT_EQ(override_error_key("compute.threads=2"), "compute.threads");
+  // Deterministic mode takes any library built in, as named (auto is Eigen there).
+  io::Json user = default_experiment();
+  apply_override(user, "deterministic={\"chunks\": 16}");
+  for (kernels::GemmBackend b : kernels::available_gemm_backends()) {
+    io::Json u = user;
+    apply_override(u, std::string("compute.gemm=") + kernels::gemm_backend_name(b));
+    EXPECT_EQ(parse_config(u).gemm, kernels::gemm_backend_name(b));
+  }
+}
+
+TEST(Config, AdamKeysAreNotSgdKeys) {
+  io::Json user = default_experiment();
+  apply_override(user, "optimizer={\"type\":\"adam\",\"momentum\":0.9}");
+  try {
+    parse_config(user);
+    FAIL() << "momentum is not an adam key";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key_path(), "optimizer.momentum");
+  }
+}
+
+TEST(Config, HashIgnoresTheLogPathOnly) {
+  io::Json a = default_experiment(), b = default_experiment(), c = default_experiment();
+  apply_override(b, "log.path=\"/tmp/other.jsonl\"");
+  apply_override(c, "optimizer.lr=0.031");
+  EXPECT_EQ(config_hash(parse_config(a)), config_hash(parse_config(b)));
+  EXPECT_NE(config_hash(parse_config(a)), config_hash(parse_config(c)));
+}
+
+TEST(Config, InputShapeComesFromTheKeyTheInputsOrTheData) {
+  io::Json user = default_experiment();
+  Config c = parse_config(user);
+  // model.inputs 6 and flat data of 6 features.
+  EXPECT_EQ(model_input_shape(c, {}, 6, "data.train"), (nn::Shape{6}));
+  apply_override(user, "model.inputs=0");
+  c = parse_config(user);
+  EXPECT_EQ(model_input_shape(c, {1, 28, 28}, 784, "data.train"), (nn::Shape{1, 28, 28}));
+  apply_override(user, "model.input_shape=[1,28,28]");
+  c = parse_config(user);
+  EXPECT_EQ(c.resolved["model"]["input_shape"], io::Json::parse("[1, 28, 28]"));
+  EXPECT_EQ(model_input_shape(c, {}, 784, "data.train"), (nn::Shape{1, 28, 28}));  // flat csv as images
+  EXPECT_EQ(model_input_shape(c, {28, 28}, 784, "data.train"), (nn::Shape{1, 28, 28}));  // npy [N, 28, 28]
+  auto key_of = [&](const std::vector<Index>& data_shape, Index features) {
+    try {
+      model_input_shape(c, data_shape, features, "data.train");
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("data.train"), std::string::npos) << e.what();
+      return e.key_path();
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_EQ(key_of({}, 780), "model.input_shape");          // another size
+  EXPECT_EQ(key_of({4, 14, 14}, 784), "model.input_shape");  // the same size, another shape
+  EXPECT_EQ(override_error_key("model.input_shape=[1,0,28]"), "model.input_shape");
+  EXPECT_EQ(override_error_key("model.input_shape=[1,2,3,4]"), "model.input_shape");
+  EXPECT_EQ(override_error_key("model.input_shape=\"big\""), "model.input_shape");
+}
+
+}  // namespace
+}  // namespace mpiddp::config

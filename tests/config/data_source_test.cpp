@@ -1,0 +1,95 @@
+#include "mpiddp/config/data_source.hpp"
+
+#include <gtest/gtest.h>
+
+#include "../support/config_errors.hpp"
+#include "mpiddp/core/error.hpp"
+#include "mpiddp/config/config.hpp"
+
+namespace mpiddp::config {
+namespace {
+
+// The default experiment with data.train replaced by `source`.
+Config with_train_source(const std::string& source) {
+  io::Json user = default_experiment();
+  user["data"]["train"] = io::Json::parse(source);
+  return parse_config(user);
+}
+
+std::string source_error_key(const std::string& source) {
+  return test::config_error_key([&] { with_train_source(source); });
+}
+
+TEST(DataSourceConfig, NpyKeysAndDefaults) {
+  const Config c = with_train_source(R"({"source":"npy","features":"x.npy","targets":"y.npy"})");
+  EXPECT_EQ(c.train_data.source, "npy");
+  EXPECT_EQ(c.train_data.npy.features, "x.npy");
+  EXPECT_EQ(c.train_data.npy.targets, "y.npy");
+  EXPECT_EQ(c.train_data.npy.classes, 0);
+  EXPECT_EQ(c.resolved["data"]["train"]["classes"], 0);
+}
+
+TEST(DataSourceConfig, CsvKeysAndDefaults) {
+  Config c = with_train_source(R"({"source":"csv","path":"d.csv"})");
+  EXPECT_FALSE(c.train_data.csv.header);
+  EXPECT_EQ(c.train_data.csv.delimiter, ',');
+  ASSERT_EQ(c.train_data.csv.target_columns.size(), 1u);
+  EXPECT_EQ(c.train_data.csv.target_columns[0].index, -1);  // the last column
+  EXPECT_EQ(c.resolved["data"]["train"]["target_columns"], io::Json::parse("[-1]"));
+  c = with_train_source(
+      R"({"source":"csv","path":"d.csv","header":true,"delimiter":";","target_columns":[0,"label"],"classes":0})");
+  EXPECT_TRUE(c.train_data.csv.header);
+  EXPECT_EQ(c.train_data.csv.delimiter, ';');
+  EXPECT_EQ(c.train_data.csv.target_columns[0].index, 0);
+  EXPECT_EQ(c.train_data.csv.target_columns[1].name, "label");
+}
+
+TEST(DataSourceConfig, IdxAndFashionMnist) {
+  Config c = with_train_source(R"({"source":"idx","images":"i.gz","labels":"l.gz"})");
+  EXPECT_EQ(c.train_data.idx.classes, 10);
+  EXPECT_DOUBLE_EQ(c.train_data.idx.scale, 1.0 / 255.0);
+  c = with_train_source(R"({"source":"fashion_mnist","split":"test"})");
+  EXPECT_EQ(c.train_data.fashion_mnist.split, "test");
+  EXPECT_EQ(c.train_data.fashion_mnist.dir, "/usr/share/datasets/fashion-mnist");
+  c = with_train_source(R"({"source":"fashion_mnist","split":"train","dir":"/data/fm"})");
+  EXPECT_EQ(c.train_data.fashion_mnist.dir, "/data/fm");
+}
+
+// A model whose first layer takes token ids reads npy integer features as ids, bounded by
+// "classes" (the vocabulary); other sources give values.
+Config with_token_model(const std::string& source) {
+  io::Json user = default_experiment();
+  user["model"] = io::Json::parse(R"({"layers": [{"type": "embedding", "vocab": 65, "dim": 65}]})");
+  user["data"]["train"] = io::Json::parse(source);
+  return parse_config(user);
+}
+
+TEST(DataSourceConfig, TokenIdsForAModelThatTakesThem) {
+  const Config c = with_token_model(R"({"source":"npy","features":"x.npy","targets":"y.npy","classes":65})");
+  EXPECT_TRUE(c.train_data.npy.token_ids);
+  EXPECT_FALSE(with_train_source(R"({"source":"npy","features":"x.npy","targets":"y.npy"})").train_data.npy.token_ids);
+  auto key = [](const std::string& source) { return test::config_error_key([&] { with_token_model(source); }); };
+  EXPECT_EQ(key(R"({"source":"npy","features":"x.npy","targets":"y.npy"})"), "data.train.classes");
+  EXPECT_EQ(key(R"({"source":"csv","path":"d.csv"})"), "data.train.source");
+  EXPECT_EQ(key(R"({"source":"synthetic_classification","samples":64})"), "data.train.source");
+}
+
+TEST(DataSourceConfig, EachErrorNamesItsKey) {
+  EXPECT_EQ(source_error_key(R"({"source":"parquet"})"), "data.train.source");
+  EXPECT_EQ(source_error_key(R"({"source":"npy","targets":"y.npy"})"), "data.train.features");
+  EXPECT_EQ(source_error_key(R"({"source":"npy","features":"x.npy"})"), "data.train.targets");
+  EXPECT_EQ(source_error_key(R"({"source":"npy","features":"","targets":"y.npy"})"), "data.train.features");
+  EXPECT_EQ(source_error_key(R"({"source":"npy","features":"x","targets":"y","classes":1})"), "data.train.classes");
+  EXPECT_EQ(source_error_key(R"({"source":"npy","features":"x","targets":"y","path":"p"})"), "data.train.path");
+  EXPECT_EQ(source_error_key(R"({"source":"csv"})"), "data.train.path");
+  EXPECT_EQ(source_error_key(R"({"source":"csv","path":"p","target_columns":[]})"), "data.train.target_columns");
+  EXPECT_EQ(source_error_key(R"({"source":"csv","path":"p","target_columns":[1.5]})"), "data.train.target_columns");
+  EXPECT_EQ(source_error_key(R"({"source":"csv","path":"p","delimiter":";;"})"), "data.train.delimiter");
+  EXPECT_EQ(source_error_key(R"({"source":"idx","images":"i"})"), "data.train.labels");
+  EXPECT_EQ(source_error_key(R"({"source":"fashion_mnist"})"), "data.train.split");
+  EXPECT_EQ(source_error_key(R"({"source":"fashion_mnist","split":"validation"})"), "data.train.split");
+  EXPECT_EQ(source_error_key(R"({"source":"fashion_mnist","split":"test","samples":10})"), "data.train.samples");
+}
+
+}  // namespace
+}  // namespace mpiddp::config

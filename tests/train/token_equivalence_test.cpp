@@ -1,0 +1,113 @@
+// Token data through the whole trainer: a bigram language model (an embedding whose row for
+// token v is the logits of the token after v) on npy token ids with a class per position,
+// trained at the launcher's world size N and in one process. The N-rank run reproduces the
+// single-process run (float64, to 1e-12), and in deterministic mode bit for bit.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mpiddp/config/config.hpp"
+#include "mpiddp/distributed/local_communicator.hpp"
+#include "mpiddp/distributed/mpi_communicator.hpp"
+#include "mpiddp/train/trainer.hpp"
+#include "../data/fixture_files.hpp"
+#include "../support/scratch_dir.hpp"
+
+namespace mpiddp::train {
+namespace {
+
+constexpr int kVocab = 7, kPositions = 8, kSamples = 48;
+
+// A text of kSamples windows of kPositions + 1 tokens from a Markov chain with a favourite
+// next token (v -> 2v + 1 mod 7, half of the time), so a bigram model has something to learn:
+// x the window's first kPositions tokens, y its last kPositions.
+void write_token_files(const std::string& dir) {
+  std::vector<int64_t> text;
+  uint64_t s = 12345;
+  int64_t token = 0;
+  for (int i = 0; i < kSamples * kPositions + 1; ++i) {
+    text.push_back(token);
+    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+    const uint64_t draw = s >> 33;
+    token = draw % 2 == 0 ? (2 * token + 1) % kVocab : static_cast<int64_t>((draw >> 1) % kVocab);
+  }
+  std::vector<int64_t> x, y;
+  for (int k = 0; k < kSamples; ++k)
+    for (int t = 0; t < kPositions; ++t) {
+      x.push_back(text[static_cast<size_t>(k * kPositions + t)]);
+      y.push_back(text[static_cast<size_t>(k * kPositions + t + 1)]);
+    }
+  const std::string shape = "(" + std::to_string(kSamples) + ", " + std::to_string(kPositions) + ")";
+  data::testing::write_file(dir + "/x.npy", data::testing::npy_bytes("<i8", shape, data::testing::bytes_of(x)));
+  data::testing::write_file(dir + "/y.npy", data::testing::npy_bytes("<i8", shape, data::testing::bytes_of(y)));
+}
+
+// The token files in a directory every rank sees, written by rank 0.
+std::string shared_token_files(distributed::Communicator& comm, const std::string& name) {
+  const std::string dir = test::shared_scratch_dir(comm, name);
+  if (comm.rank() == 0) write_token_files(dir);
+  comm.barrier();
+  return dir;
+}
+
+config::Config bigram(const std::string& dir, bool deterministic) {
+  const std::string source = R"({"source": "npy", "features": ")" + dir + R"(/x.npy", "targets": ")" + dir +
+                             R"(/y.npy", "classes": 7})";
+  io::Json user = io::Json::parse(R"({
+    "seed": 5, "dtype": "float64", "epochs": 8,
+    "model": {"layers": [{"type": "embedding", "vocab": 7, "dim": 7}]},
+    "loss": "cross_entropy",
+    "batch": {"global": 12},
+    "optimizer": {"type": "adam", "lr": 0.1},
+    "compute": {"gemm": "eigen"}
+  })");
+  user["data"]["train"] = io::Json::parse(source);
+  user["data"]["eval"] = io::Json::parse(source);
+  if (deterministic) user["deterministic"] = io::Json::parse(R"({"chunks": 12})");
+  return config::parse_config(user);
+}
+
+TEST(TokenData, BigramTrainsAtNRanksAsInOneProcess) {
+  distributed::MpiCommunicator comm;
+  distributed::LocalCommunicator one;
+  const config::Config config = bigram(shared_token_files(comm, "token_equivalence"), false);
+  const RunResult n_ranks = run_training(config, comm, {.quiet = true, .keep_history = true});
+  const RunResult single = run_training(config, one, {.quiet = true, .keep_history = true});
+  ASSERT_EQ(n_ranks.step_losses.size(), 32u);  // 48 samples / 12, 8 epochs
+  ASSERT_EQ(single.step_losses.size(), 32u);
+  for (size_t s = 0; s < single.step_losses.size(); ++s)
+    EXPECT_NEAR(n_ranks.step_losses[s], single.step_losses[s], 1e-12 * single.step_losses[s]) << "step " << s + 1;
+  ASSERT_EQ(n_ranks.epochs.size(), 8u);
+  for (size_t e = 0; e < 8; ++e) {
+    EXPECT_NEAR(n_ranks.epochs[e].eval_loss, single.epochs[e].eval_loss, 1e-12 * single.epochs[e].eval_loss);
+    EXPECT_NEAR(*n_ranks.epochs[e].eval_accuracy, *single.epochs[e].eval_accuracy, 1e-12);
+  }
+  // It learns: N(0, 1) logits start near ln 7 + 1/2; the chain's favourite is worth far less.
+  EXPECT_GT(single.step_losses.front(), 2.0);
+  EXPECT_LT(single.epochs.back().eval_loss, single.step_losses.front() - 0.5);
+  if (comm.rank() == 0)
+    std::printf("[token data] N=%d: step 1 loss %.6f, final eval_loss %.6f, eval_accuracy %.4f\n", comm.size(),
+                single.step_losses.front(), single.epochs.back().eval_loss, *single.epochs.back().eval_accuracy);
+  EXPECT_GT(*single.epochs.back().eval_accuracy, 0.3);  // the favourite, predicted at each position
+  EXPECT_TRUE(n_ranks.replicas.identical);
+}
+
+TEST(TokenData, DeterministicModeGivesTheSameBitsAtEveryWorldSize) {
+  distributed::MpiCommunicator comm;
+  distributed::LocalCommunicator one;
+  const config::Config config = bigram(shared_token_files(comm, "token_deterministic"), true);
+  const RunResult n_ranks = run_training(config, comm, {.quiet = true, .keep_history = true});
+  const RunResult single = run_training(config, one, {.quiet = true, .keep_history = true});
+  ASSERT_EQ(n_ranks.step_losses.size(), single.step_losses.size());
+  for (size_t s = 0; s < single.step_losses.size(); ++s)
+    EXPECT_EQ(n_ranks.step_losses[s], single.step_losses[s]) << "step " << s + 1;
+  EXPECT_EQ(n_ranks.epochs.back().eval_loss, single.epochs.back().eval_loss);
+  EXPECT_EQ(*n_ranks.epochs.back().eval_accuracy, *single.epochs.back().eval_accuracy);
+  EXPECT_EQ(n_ranks.replicas.checksum, single.replicas.checksum);
+}
+
+}  // namespace
+}  // namespace mpiddp::train
