@@ -64,7 +64,7 @@ std::string config_differences(const io::Json& saved, const io::Json& now) {
 
 // A text field of the metadata; refuses the checkpoint when it is absent or not text (found
 // by fuzz_checkpoint: nlohmann's value() threw its type_error for a number).
-std::string text_field(const io::Json& state, const char* key, const std::string& path) {
+std::string checkpoint_text(const io::Json& state, const char* key, const std::string& path) {
   const auto it = state.find(key);
   if (it == state.end() || !it->is_string())
     refuse(path, std::string("corrupt: its mpiddp_checkpoint metadata has no text field '") + key +
@@ -75,7 +75,7 @@ std::string text_field(const io::Json& state, const char* key, const std::string
 // An integer field of the metadata: a JSON integer that fits int64_t. nlohmann's get<int64_t>
 // of a number written with a fraction or beyond 2^64 (parsed as a double) would cast a double
 // that may not fit, which is undefined behaviour (fuzz_checkpoint found "epoch" 1.9e19).
-int64_t integer_field(const io::Json& state, const char* key, const std::string& path) {
+int64_t checkpoint_integer(const io::Json& state, const char* key, const std::string& path) {
   const auto it = state.find(key);
   const bool fits = it != state.end() && it->is_number_integer() &&
                     (!it->is_number_unsigned() ||
@@ -260,9 +260,9 @@ TrainingPosition restore_checkpoint(const io::SafetensorsFile& file, const RunId
                        " at this world size but was " + state.at("global_batch").dump() +
                        " (batch.per_rank times the world size must stay the same)");
     TrainingPosition position;
-    position.epoch = integer_field(state, "epoch", path);
-    position.batch = integer_field(state, "batch", path);
-    position.step = integer_field(state, "step", path);
+    position.epoch = checkpoint_integer(state, "epoch", path);
+    position.batch = checkpoint_integer(state, "batch", path);
+    position.step = checkpoint_integer(state, "step", path);
     if (position.batch > 0 && state.at("steps_per_epoch") != identity.steps_per_epoch)
       refuse(path, "it stopped mid-epoch (after batch " + std::to_string(position.batch) +
                        " of " + state.at("steps_per_epoch").dump() + ") but at this world size " +
@@ -284,7 +284,7 @@ TrainingPosition restore_checkpoint(const io::SafetensorsFile& file, const RunId
       expected.insert(names.begin(), names.end());
     }
     reject_unexpected_tensors(file, expected, kExitCheckpoint);
-    optimizer.set_steps(integer_field(state, "optimizer_steps", path));
+    optimizer.set_steps(checkpoint_integer(state, "optimizer_steps", path));
     return position;
   } catch (const io::Json::exception& e) {
     refuse(path, std::string("corrupt: its mpiddp_checkpoint metadata lacks a field (") + e.what() + ")");
@@ -299,7 +299,7 @@ size_t export_checkpoint_weights(const std::string& checkpoint, const std::strin
   const io::Json state = io::Json::parse(meta->second, nullptr, /*allow_exceptions=*/false);
   if (!state.is_object())
     refuse(checkpoint, "corrupt: its mpiddp_checkpoint metadata is not a JSON object");
-  if (hex64(fnv1a(file.data(), file.data_bytes())) != text_field(state, "data_checksum", checkpoint))
+  if (hex64(fnv1a(file.data(), file.data_bytes())) != checkpoint_text(state, "data_checksum", checkpoint))
     refuse(checkpoint, "corrupt: the data checksum does not match");
   std::vector<io::TensorToWrite> parameters;
   for (const auto& t : file.tensors())
@@ -307,7 +307,7 @@ size_t export_checkpoint_weights(const std::string& checkpoint, const std::strin
       parameters.push_back({t.name, t.dtype, t.shape, file.data() + t.begin});
   io::write_safetensors(weights, parameters,
                         {{"producer", std::string("mpiddp ") + MPIDDP_VERSION},
-                         {"model", text_field(state, "model", checkpoint)},
+                         {"model", checkpoint_text(state, "model", checkpoint)},
                          {"exported_from", checkpoint}});
   return parameters.size();
 }

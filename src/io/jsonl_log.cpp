@@ -12,7 +12,7 @@ namespace mpiddp::io {
 
 namespace {
 
-[[noreturn]] void fail(const std::string& what, const std::string& path) {
+[[noreturn]] void fail_log_file(const std::string& what, const std::string& path) {
   throw Error(kExitOutput, "cannot " + what + " the log file '" + path + "': " +
                                std::strerror(errno) +
                                " (does its directory exist, is it writable, is the disk full?)");
@@ -23,10 +23,10 @@ namespace {
 JsonlLog::JsonlLog(const std::string& path) : path_(path), temporary_(temporary_name(path)) {
   if (path.empty() || path.back() == '/') {
     errno = EISDIR;
-    fail("create", path);
+    fail_log_file("create", path);
   }
   file_ = std::fopen(temporary_.c_str(), "w");
-  if (!file_) fail("create", temporary_);
+  if (!file_) fail_log_file("create", temporary_);
 }
 
 JsonlLog::~JsonlLog() {
@@ -48,12 +48,12 @@ void JsonlLog::write(const Json& record) {
 void JsonlLog::write_line(const std::string& record) {
   if (!file_) return;
   if (!published_) {
-    if (std::rename(temporary_.c_str(), path_.c_str()) != 0) fail("create", path_);
+    if (std::rename(temporary_.c_str(), path_.c_str()) != 0) fail_log_file("create", path_);
     published_ = true;
   }
   const std::string line = record + "\n";
   if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0)
-    fail("write", path_);
+    fail_log_file("write", path_);
 }
 
 }  // namespace mpiddp::io

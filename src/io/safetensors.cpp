@@ -18,7 +18,7 @@ static_assert(std::endian::native == std::endian::little,
 namespace {
 
 // The reference implementation's limit: a longer header is a damaged length field, not a model.
-constexpr uint64_t kMaxHeaderBytes = 100u << 20;
+constexpr uint64_t kMaxSafetensorsHeader = 100u << 20;
 constexpr const char* kMetadataKey = "__metadata__";
 
 }  // namespace
@@ -66,9 +66,9 @@ SafetensorsFile::SafetensorsFile(std::vector<char> bytes, std::string name, int 
   if (size < 8) fail("truncated: " + std::to_string(size) + " bytes, less than the 8-byte header length");
   uint64_t header_bytes = 0;
   std::memcpy(&header_bytes, bytes_.data(), 8);
-  if (header_bytes > kMaxHeaderBytes)
+  if (header_bytes > kMaxSafetensorsHeader)
     fail("header length " + std::to_string(header_bytes) + " exceeds the limit of " +
-         std::to_string(kMaxHeaderBytes) + " bytes (not a safetensors file, or damaged)");
+         std::to_string(kMaxSafetensorsHeader) + " bytes (not a safetensors file, or damaged)");
   if (header_bytes > size - 8)
     fail("truncated: the header length says " + std::to_string(header_bytes) +
          " bytes but only " + std::to_string(size - 8) + " follow");

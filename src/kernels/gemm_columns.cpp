@@ -45,7 +45,7 @@ std::vector<T> random_values(Rng& rng, Index count) {
   return values;
 }
 
-bool same_bits(const void* x, const void* y, size_t bytes) { return std::memcmp(x, y, bytes) == 0; }
+bool columns_equal(const void* x, const void* y, size_t bytes) { return std::memcmp(x, y, bytes) == 0; }
 
 }  // namespace
 
@@ -73,7 +73,7 @@ bool column_bits_hold(const std::vector<GemmShape>& products, Index chunk, const
         c = start;
         multiply_in_pieces(MatrixView<T>(c.data(), m, used), av, shape.op_a,
                            ConstMatrixView<T>(b.data(), k, used), mode, width);
-        if (!same_bits(c.data(), reference.data(), static_cast<size_t>(m * used) * sizeof(T))) return false;
+        if (!columns_equal(c.data(), reference.data(), static_cast<size_t>(m * used) * sizeof(T))) return false;
       }
     }
   }
@@ -97,7 +97,7 @@ bool address_bits_hold(const std::vector<GemmShape>& products) {
       multiply(MatrixView<T>(shift == 0 ? first.data() : c.data(), shape.m, shape.n),
                ConstMatrixView<T>(a_at.data() + shift, a_rows, a_size / a_rows), shape.op_a,
                ConstMatrixView<T>(b_at.data() + shift, b_rows, b_size / b_rows), shape.op_b, Accumulate::kOverwrite);
-      if (shift > 0 && !same_bits(c.data(), first.data(), c.size() * sizeof(T))) return false;
+      if (shift > 0 && !columns_equal(c.data(), first.data(), c.size() * sizeof(T))) return false;
     }
   }
   return true;

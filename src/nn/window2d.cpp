@@ -9,7 +9,7 @@ namespace {
 // Large enough for any image, small enough that H + 2 p never overflows.
 constexpr Index kMaxWindow = Index(1) << 20;
 
-std::string shown(const io::Json& value) {
+std::string shown_value(const io::Json& value) {
   return value.dump(-1, ' ', false, io::Json::error_handler_t::replace);
 }
 
@@ -24,7 +24,7 @@ Pair2d parse_pair(io::JsonSection& section, const std::string& key,
     pair = *fallback;
   } else if (!value->is_number()) {
     const std::string expected = "expected an integer >= " + std::to_string(min) +
-                                 " or a list of two, " + form + ", got " + shown(*value);
+                                 " or a list of two, " + form + ", got " + shown_value(*value);
     if (!value->is_array() || value->size() != 2)
       throw ConfigError(section.key_path(key), expected);
     Index both[2];

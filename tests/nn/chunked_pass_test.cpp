@@ -28,7 +28,7 @@ using mpiddp::testing::specs;
 using mpiddp::testing::test_values;
 
 // Odd sizes, so that the products have row tails and the chunks start off cache lines.
-const Shape kInput = {37};
+const Shape kChunkedInput = {37};
 const char* const kLayers = R"([
     {"type": "linear", "out": 29}, {"type": "relu"}, {"type": "dropout", "p": 0.3},
     {"type": "linear", "out": 11}, {"type": "relu"}, {"type": "flatten"},
@@ -134,7 +134,7 @@ Together together(Model<T>& model, const Chunks<T>& c, const std::vector<Index>&
 template <typename T>
 void expect_chunks_keep_their_bits() {
   kernels::use_gemm_backend(kernels::GemmBackend::kEigen, 1);
-  Model<T> model(kInput, specs(kLayers), kChunks * kChunk);
+  Model<T> model(kChunkedInput, specs(kLayers), kChunks * kChunk);
   ASSERT_TRUE(model.layers().supports_chunked_pass(kChunk));
   model.initialize(9);
   const Chunks<T> c = make_chunks(model);
@@ -224,7 +224,7 @@ Recorded recorded(Model<T>& model, const Chunks<T>& c, const std::vector<Index>&
 template <typename T>
 void expect_chunk_gradients_keep_their_bits() {
   kernels::use_gemm_backend(kernels::GemmBackend::kEigen, 1);
-  Model<T> model(kInput, specs(kLayers), kChunks * kChunk);
+  Model<T> model(kChunkedInput, specs(kLayers), kChunks * kChunk);
   model.initialize(9);
   const Chunks<T> c = make_chunks(model);
   for (const std::vector<Index>& order : {std::vector<Index>{0, 1, 2, 3, 4}, std::vector<Index>{4, 2, 1}}) {
@@ -260,7 +260,7 @@ TEST(ChunkedPass, EveryChunksGradientsKeepTheirBitsAtAnyWidthInDouble) { expect_
 // (Eigen's row sums split rows between vector and scalar code by that address).
 TEST(ChunkedPass, BiasGradientDoesNotFollowTheBuffersAddress) {
   kernels::use_gemm_backend(kernels::GemmBackend::kEigen, 1);
-  Model<float> model(kInput, specs(kLayers), kChunk);
+  Model<float> model(kChunkedInput, specs(kLayers), kChunk);
   model.initialize(9);
   const Chunks<float> c = make_chunks(model);
   const Index p = model.parameter_count();
@@ -288,22 +288,22 @@ TEST(ChunkedPass, EveryChunkKeepsItsBitsAtAnyPlaceInDouble) { expect_chunks_keep
 
 TEST(ChunkedPass, LinearNeedsWholePanelsAndAGemmSizedProduct) {
   const char* linear = R"([{"type": "linear", "out": 7}])";
-  EXPECT_TRUE(Model<float>(kInput, specs(linear), 8).layers().supports_chunked_pass(8));
-  EXPECT_FALSE(Model<float>(kInput, specs(linear), 8).layers().supports_chunked_pass(6));  // not whole panels
+  EXPECT_TRUE(Model<float>(kChunkedInput, specs(linear), 8).layers().supports_chunked_pass(8));
+  EXPECT_FALSE(Model<float>(kChunkedInput, specs(linear), 8).layers().supports_chunked_pass(6));  // not whole panels
   // 3 inputs + 2 outputs + 4 columns is below Eigen's size for a GEMM at one chunk a pass.
   EXPECT_FALSE(Model<float>({3}, specs(R"([{"type": "linear", "out": 2}])"), 8).layers().supports_chunked_pass(4));
   EXPECT_TRUE(Model<float>({3}, specs(R"([{"type": "linear", "out": 2}])"), 16).layers().supports_chunked_pass(16));
 }
 
 TEST(ChunkedPass, OnlyLayersThatKeepColumnsApartSupportIt) {
-  EXPECT_TRUE(Model<float>(kInput, specs(kLayers), 4).layers().supports_chunked_pass(kChunk));
+  EXPECT_TRUE(Model<float>(kChunkedInput, specs(kLayers), 4).layers().supports_chunked_pass(kChunk));
   // Transcendental functions round differently in vector and scalar code; BatchNorm
   // normalises over the batch; a convolution and a residual have not been made to.
   for (const char* layers : {R"([{"type": "linear", "out": 3}, {"type": "tanh"}])",
                              R"([{"type": "linear", "out": 3}, {"type": "sigmoid"}])",
                              R"([{"type": "linear", "out": 3}, {"type": "gelu"}])",
                              R"([{"type": "linear", "out": 3}, {"type": "batchnorm1d"}])"})
-    EXPECT_FALSE(Model<float>(kInput, specs(layers), 4).layers().supports_chunked_pass(kChunk)) << layers;
+    EXPECT_FALSE(Model<float>(kChunkedInput, specs(layers), 4).layers().supports_chunked_pass(kChunk)) << layers;
 }
 
 }  // namespace
