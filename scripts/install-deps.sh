@@ -15,7 +15,7 @@ packages=(build-essential cmake pkg-config libopenmpi-dev openmpi-bin
 for arg in "$@"; do
   case "$arg" in
     --with-mpich) packages+=(mpich libmpich-dev) ;;
-    --with-data)  packages+=(dataset-fashion-mnist) ;;
+    --with-data)  packages+=(dataset-fashion-mnist bible-kjv) ;;  # bible-kjv: scripts/get-kjv.sh
     --with-slurm) packages+=(slurm-wlm munge libpmix-dev iproute2 util-linux) ;;  # iproute2, util-linux: launch/local-cluster
     --with-chromium) packages+=(chromium) ;;  # the optional plot render test
     --with-torch) packages+=(python3-torch python3-numpy) ;;

@@ -47,6 +47,43 @@ void parse_npy(JsonSection& s, data::NpyConfig& npy) {
   npy.classes = classes(s, 0);
 }
 
+// range: [a, b], fractions of the file with 0 <= a < b <= 1.
+void parse_range(JsonSection& s, double& begin, double& end) {
+  const Json* range = s.raw("range");
+  if (range) {
+    const bool pair = range->is_array() && range->size() == 2 && (*range)[0].is_number() && (*range)[1].is_number();
+    if (!pair) throw ConfigError(s.key_path("range"), "expected two fractions of the file like [0, 0.9]");
+    begin = (*range)[0].get<double>();
+    end = (*range)[1].get<double>();
+    if (!(begin >= 0.0 && begin < end && end <= 1.0))
+      throw ConfigError(s.key_path("range"), "expected 0 <= a < b <= 1, got [" + range->at(0).dump() + ", " +
+                                                 range->at(1).dump() + "]");
+  }
+  s.put("range", Json::array({begin, end}));
+}
+
+// block, stride and range: the windows of the text and tokens sources.
+void parse_windows(JsonSection& s, data::WindowConfig& windows) {
+  if (!s.has("block")) throw ConfigError(s.key_path("block"), "required key is missing: the positions per sample, T");
+  windows.block = s.integer("block", 0, 1, 1 << 20);
+  windows.stride = s.integer("stride", windows.block, 1, 1 << 20);
+  parse_range(s, windows.range_begin, windows.range_end);
+}
+
+void parse_text(JsonSection& s, data::TextConfig& text) {
+  text.path = required_text(s, "path", "\"input.txt\"");
+  text.encoding = s.choice("encoding", "chars", {"chars", "bytes"});
+  parse_windows(s, text.windows);
+}
+
+void parse_tokens(JsonSection& s, data::TokensConfig& tokens) {
+  tokens.path = required_text(s, "path", "\"train.bin\"");
+  if (!s.has("vocab")) throw ConfigError(s.key_path("vocab"), "required key is missing: the vocabulary, which bounds the ids");
+  tokens.vocab = s.integer("vocab", 0, 1, 1 << 24);
+  tokens.header_bytes = s.integer("header_bytes", 0, 0, 1 << 30);
+  parse_windows(s, tokens.windows);
+}
+
 std::vector<data::CsvColumn> parse_target_columns(JsonSection& s) {
   const Json* value = s.raw("target_columns");
   const std::string path = s.key_path("target_columns");
@@ -102,11 +139,20 @@ void parse_fashion_mnist(JsonSection& s, data::FashionMnistConfig& f) {
 data::SourceConfig parse_data_source(JsonSection& s, InputKind model_input) {
   data::SourceConfig d;
   d.source = s.required_choice("source", {"synthetic_regression", "synthetic_classification",
-                                          "npy", "csv", "idx", "fashion_mnist"});
+                                          "npy", "csv", "idx", "fashion_mnist", "text", "tokens"});
+  if (d.source == "text" || d.source == "tokens") {
+    if (model_input != InputKind::kTokenIds)
+      throw ConfigError(s.key_path("source"), "\"" + d.source + "\" gives token ids, and the model's first layer "
+                                              "takes values; start the model with an embedding");
+    if (d.source == "text") parse_text(s, d.text);
+    else parse_tokens(s, d.tokens);
+    return d;
+  }
   if (model_input == InputKind::kTokenIds) {
     if (d.source != "npy")
       throw ConfigError(s.key_path("source"), "the model's first layer takes token ids, which come from "
-                                              "\"npy\" integer features; \"" + d.source + "\" gives values");
+                                              "\"text\", \"tokens\" or \"npy\" integer features; \"" + d.source +
+                                              "\" gives values");
     parse_npy(s, d.npy);
     if (d.npy.classes == 0)
       throw ConfigError(s.key_path("classes"), "required for token ids: the vocabulary, which bounds the ids "

@@ -138,7 +138,7 @@ void read_labels(ByteSource& source, Encoding encoding, uint64_t count, Index cl
         const uint64_t element = first + i;
         const std::string position =
             layout.per_sample > 1 ? ", position " + std::to_string(element % layout.per_sample) + "," : "";
-        throw DataError(source.name() + ": sample " + std::to_string(element / layout.per_sample) +
+        throw DataError(source.name() + ": " + layout.element + " " + std::to_string(element / layout.per_sample) +
                         " (0-based)" + position + " has " + layout.singular + " " + std::to_string(label) +
                         ", outside [0, " + std::to_string(classes) + ")");
       }

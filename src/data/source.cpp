@@ -11,6 +11,8 @@ Dataset<T> load_source(const SourceConfig& config, uint64_t run_seed, const std:
   if (config.source == "csv") return load_csv<T>(config.csv);
   if (config.source == "idx") return load_idx<T>(config.idx);
   if (config.source == "fashion_mnist") return load_fashion_mnist<T>(config.fashion_mnist);
+  if (config.source == "text") return load_text<T>(config.text);
+  if (config.source == "tokens") return load_tokens<T>(config.tokens);
   const uint64_t task_seed =
       config.synthetic.seed != 0 ? config.synthetic.seed : mix_seed(run_seed, fnv1a("task"));
   return make_synthetic<T>(config.synthetic, task_seed, mix_seed(task_seed, fnv1a(split)));

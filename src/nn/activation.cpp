@@ -10,7 +10,8 @@ std::string Activation<T>::type() const {
     case ActivationKind::kTanh: return "tanh";
     case ActivationKind::kRelu: return "relu";
     case ActivationKind::kSigmoid: return "sigmoid";
-    case ActivationKind::kGelu: return "gelu";
+    case ActivationKind::kGelu:
+    case ActivationKind::kGeluTanh: return "gelu";
   }
   return "?";
 }
@@ -25,6 +26,12 @@ void Activation<T>::forward(const PassContext&, ConstMatrixView<T> x, MatrixView
       // The exact form, as PyTorch's default: x * Phi(x) with Phi(x) = (1 + erf(x/sqrt 2)) / 2.
       y.array() = x.array().unaryExpr(
           [](T v) { return T(0.5) * v * (T(1) + std::erf(v * T(M_SQRT1_2))); });
+      break;
+    case ActivationKind::kGeluTanh:
+      // PyTorch's approximate="tanh" (GPT-2's): x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) / 2.
+      y.array() = x.array().unaryExpr([](T v) {
+        return T(0.5) * v * (T(1) + std::tanh(T(M_2_SQRTPI * M_SQRT1_2) * (v + T(0.044715) * v * v * v)));
+      });
       break;
   }
 }
@@ -46,6 +53,15 @@ void Activation<T>::backward(const PassContext&, ConstMatrixView<T> x, ConstMatr
         const T cdf = T(0.5) * (T(1) + std::erf(v * T(M_SQRT1_2)));
         const T pdf = std::exp(T(-0.5) * v * v) * T(0.5 * M_2_SQRTPI * M_SQRT1_2);
         return cdf + v * pdf;
+      });
+      break;
+    case ActivationKind::kGeluTanh:
+      // With u = sqrt(2/pi) (x + 0.044715 x^3) and t = tanh(u):
+      // d/dx = (1 + t) / 2 + x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2) / 2.
+      dx->array() = dy.array() * x.array().unaryExpr([](T v) {
+        const T k = T(M_2_SQRTPI * M_SQRT1_2);
+        const T t = std::tanh(k * (v + T(0.044715) * v * v * v));
+        return T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * k * (T(1) + T(3 * 0.044715) * v * v);
       });
       break;
   }

@@ -5,6 +5,7 @@
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/core/registry.hpp"
 #include "mpiddp/nn/activation.hpp"
+#include "mpiddp/nn/attention.hpp"
 #include "mpiddp/nn/avgpool2d.hpp"
 #include "mpiddp/nn/batchnorm.hpp"
 #include "mpiddp/nn/conv2d.hpp"
@@ -12,8 +13,10 @@
 #include "mpiddp/nn/embedding.hpp"
 #include "mpiddp/nn/flatten.hpp"
 #include "mpiddp/nn/global_avgpool.hpp"
+#include "mpiddp/nn/layernorm.hpp"
 #include "mpiddp/nn/linear.hpp"
 #include "mpiddp/nn/maxpool2d.hpp"
+#include "mpiddp/nn/position_embedding.hpp"
 #include "mpiddp/nn/residual.hpp"
 
 namespace mpiddp::nn {
@@ -33,6 +36,18 @@ LayerType activation_type(std::string name, ActivationKind kind) {
   return type;
 }
 
+// gelu's "approximate": "none" (the erf form, PyTorch's default) or "tanh". Read only when
+// given, so a config without it resolves as it always did.
+LayerType gelu_type() {
+  LayerType type = activation_type("gelu", ActivationKind::kGelu);
+  type.parse = [](io::JsonSection& section) -> std::any {
+    if (!section.has("approximate")) return ActivationKind::kGelu;
+    return section.choice("approximate", "none", {"none", "tanh"}) == "tanh" ? ActivationKind::kGeluTanh
+                                                                              : ActivationKind::kGelu;
+  };
+  return type;
+}
+
 // Every built-in layer type: the one list (docs/config.md describes their keys).
 std::vector<LayerType> builtin_layer_types() {
   std::vector<LayerType> types;
@@ -40,7 +55,7 @@ std::vector<LayerType> builtin_layer_types() {
   types.push_back(activation_type("tanh", ActivationKind::kTanh));
   types.push_back(activation_type("relu", ActivationKind::kRelu));
   types.push_back(activation_type("sigmoid", ActivationKind::kSigmoid));
-  types.push_back(activation_type("gelu", ActivationKind::kGelu));
+  types.push_back(gelu_type());
   types.push_back(make_layer_type<Conv2dOptions, Conv2d>("conv2d"));
   types.push_back(make_layer_type<Pool2dOptions, MaxPool2d>("maxpool2d"));
   types.push_back(make_layer_type<Pool2dOptions, AvgPool2d>("avgpool2d"));
@@ -50,6 +65,9 @@ std::vector<LayerType> builtin_layer_types() {
   types.push_back(make_layer_type<BatchNorm2dOptions, BatchNorm>("batchnorm2d"));
   types.push_back(make_layer_type<DropoutOptions, Dropout>("dropout"));
   types.push_back(make_layer_type<ResidualOptions, Residual>("residual"));
+  types.push_back(make_layer_type<PositionEmbeddingOptions, PositionEmbedding>("position_embedding"));
+  types.push_back(make_layer_type<LayerNormOptions, LayerNorm>("layernorm"));
+  types.push_back(make_layer_type<AttentionOptions, Attention>("attention"));
   LayerType embedding = make_layer_type<EmbeddingOptions, Embedding>("embedding");
   embedding.input = InputKind::kTokenIds;
   types.push_back(std::move(embedding));

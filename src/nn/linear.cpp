@@ -19,27 +19,33 @@ LinearOptions LinearOptions::parse(io::JsonSection& section) {
 
 namespace {
 
+// nn.Linear acts on the last dimension: (F) -> (out), and a sequence (T, F) -> (T, out).
 Shape linear_output(const LinearOptions& options, const Shape& input, const std::string& key) {
-  if (input.size() != 1)
-    throw ConfigError(key, "linear needs a flat input but gets " + shape_text(input) +
+  if (input.size() != 1 && input.size() != 2)
+    throw ConfigError(key, "linear needs a flat input (F) or a sequence (T, F) but gets " + shape_text(input) +
                                "; put a flatten (or global_avgpool) layer before it");
-  return {options.out};
+  Shape output = input;
+  output.back() = options.out;
+  return output;
 }
 
 }  // namespace
 
 template <typename T>
 Linear<T>::Linear(const LinearOptions& options, const Shape& input, const std::string& key)
-    : Layer<T>(input, linear_output(options, input, key)) {}
+    : Layer<T>(input, linear_output(options, input, key)),
+      in_(input.back()),
+      out_(options.out),
+      positions_(input.size() == 2 ? input.front() : 1) {}
 
 template <typename T>
 std::vector<TensorSpec> Linear<T>::parameters() const {
-  return {{"weight", {this->outputs(), this->inputs()}}, {"bias", {this->outputs()}}};
+  return {{"weight", {out_, in_}}, {"bias", {out_}}};
 }
 
 template <typename T>
 void Linear<T>::bind(const LayerMemory<T>& memory) {
-  const Index weights = this->outputs() * this->inputs();
+  const Index weights = out_ * in_;
   weight_ = memory.parameters;
   bias_ = memory.parameters + weights;
   weight_grad_ = memory.gradients;
@@ -47,20 +53,22 @@ void Linear<T>::bind(const LayerMemory<T>& memory) {
 
 template <typename T>
 void Linear<T>::initialize(Rng& rng) {
-  const double bound = 1.0 / std::sqrt(static_cast<double>(this->inputs()));
-  const Index count = this->outputs() * this->inputs() + this->outputs();
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in_));
+  const Index count = out_ * in_ + out_;
   for (Index i = 0; i < count; ++i) weight_[i] = static_cast<T>(rng.uniform(-bound, bound));
 }
 
 template <typename T>
 void Linear<T>::forward(const PassContext& context, ConstMatrixView<T> x, MatrixView<T> y) {
-  ConstMatrixView<T> wt(weight_, this->inputs(), this->outputs());
-  VectorView<T> b(bias_, this->outputs());
+  ConstMatrixView<T> wt(weight_, in_, out_);
+  VectorView<T> b(bias_, out_);
   // y = W x + b, written as (W^T)^T x so Eigen's GEMM reads the weights in place. The bias
   // goes in first and the product is added to it: "=" would zero y and then add anyway, so
-  // the bias costs no pass of its own.
-  y.colwise() = b;
-  kernels::multiply_in_pieces(y, wt, kernels::Op::kTranspose, x, kernels::Accumulate::kAdd, context.forward_columns);
+  // the bias costs no pass of its own. A sequence's positions are columns of their own.
+  MatrixView<T> ys = by_position(y);
+  ys.colwise() = b;
+  kernels::multiply_in_pieces(ys, wt, kernels::Op::kTranspose, by_position(x), kernels::Accumulate::kAdd,
+                              context.forward_columns);
 }
 
 namespace {
@@ -86,15 +94,16 @@ bool Linear<T>::supports_chunked_pass(Index chunk) const {
   // number of its nr-column panels; below EIGEN_GEMM_TO_COEFFBASED_THRESHOLD (rows + columns
   // + depth) it takes a coefficient-based product instead, whose sums are ordered otherwise,
   // so a pass of one chunk (at N = C) and one of many must both stay above it.
+  // On a sequence a chunk's columns are its samples' positions: not taken (chunk by chunk).
   constexpr Index kPanel = Eigen::internal::gebp_traits<T, T>::nr;
-  return chunk % kPanel == 0 && this->inputs() + this->outputs() + chunk >= EIGEN_GEMM_TO_COEFFBASED_THRESHOLD;
+  return positions_ == 1 && chunk % kPanel == 0 && in_ + out_ + chunk >= EIGEN_GEMM_TO_COEFFBASED_THRESHOLD;
 }
 
 template <typename T>
 void Linear<T>::parameter_gradients_onto_grid(const PassContext& context, ConstMatrixView<T> x,
                                               ConstMatrixView<T> dy) {
   GradientGrid& grid = *context.gradient_grid;
-  const Index f = this->inputs(), o = this->outputs(), chunk = context.chunk_columns;
+  const Index f = in_, o = out_, chunk = context.chunk_columns;
   const Index chunks = x.cols() / chunk;
   // A chunk's gradient of weight (o, f) sums `chunk` products x[f, s] dy[o, s], each at most
   // max|x| max|dy|, and float rounding adds less than chunk * eps of that: twice the sum
@@ -124,7 +133,7 @@ bool Linear<T>::weight_gradient_by_grid_product(GradientGrid& grid, ConstMatrixV
     return false;  // the kernel is float's
   } else {
     if (!kernels::grid_product_serves<T>()) return false;
-    const Index f = this->inputs(), o = this->outputs();
+    const Index f = in_, o = out_;
     if (weights.finite)
       kernels::grid_product(x.data(), f, dy.data(), o, chunk, x.cols() / chunk, weights.shift, weights.sums, false,
                    static_cast<float*>(grid.scratch(kernels::grid_product_scratch_bytes(f, o, x.cols()))));
@@ -137,7 +146,7 @@ bool Linear<T>::weight_gradient_by_grid_product(GradientGrid& grid, ConstMatrixV
 template <typename T>
 void Linear<T>::weight_gradient_by_library(GradientGrid& grid, ConstMatrixView<T> x, ConstMatrixView<T> dy,
                                            Index chunk, const GradientGrid::Tensor& weights) {
-  const Index f = this->inputs(), o = this->outputs(), chunks = x.cols() / chunk;
+  const Index f = in_, o = out_, chunks = x.cols() / chunk;
   // Blocks of `width` outputs: dW^T[:, block] = x_t dy_t[block, :]^T for each chunk t, each
   // product of the same shape at every N, then onto the grid while the block is in cache.
   const Index fitting = static_cast<Index>(kGridBlockBytes / (static_cast<size_t>(f) * sizeof(T))) / 4 * 4;
@@ -157,11 +166,12 @@ void Linear<T>::weight_gradient_by_library(GradientGrid& grid, ConstMatrixView<T
 }
 
 template <typename T>
-void Linear<T>::backward(const PassContext& context, ConstMatrixView<T> x, ConstMatrixView<T>,
-                         ConstMatrixView<T> dy, MatrixView<T>* dx) {
+void Linear<T>::backward(const PassContext& context, ConstMatrixView<T> x_samples, ConstMatrixView<T>,
+                         ConstMatrixView<T> dy_samples, MatrixView<T>* dx) {
+  const ConstMatrixView<T> x = by_position(x_samples), dy = by_position(dy_samples);
   if (context.chunk_columns == 0) {
-    MatrixView<T> dwt(weight_grad_, this->inputs(), this->outputs());
-    VectorView<T> db(weight_grad_ + this->inputs() * this->outputs(), this->outputs());
+    MatrixView<T> dwt(weight_grad_, in_, out_);
+    VectorView<T> db(weight_grad_ + in_ * out_, out_);
     // dW^T (+)= x dy^T: (F, B)(B, O), written on a step's first micro-batch (Note [gradients
     // written, not cleared] in sequential.cpp).
     kernels::multiply(dwt, x, kernels::Op::kNone, dy, kernels::Op::kTranspose,
@@ -172,15 +182,17 @@ void Linear<T>::backward(const PassContext& context, ConstMatrixView<T> x, Const
     parameter_gradients_onto_grid(context, x, dy);
   }
   if (dx) {
-    ConstMatrixView<T> wt(weight_, this->inputs(), this->outputs());
+    ConstMatrixView<T> wt(weight_, in_, out_);
     // dx = W^T dy: (F, O)(O, B)
-    kernels::multiply_in_pieces(*dx, wt, kernels::Op::kNone, dy, kernels::Accumulate::kOverwrite, context.input_gradient_columns);
+    MatrixView<T> dxs = by_position(*dx);
+    kernels::multiply_in_pieces(dxs, wt, kernels::Op::kNone, dy, kernels::Accumulate::kOverwrite,
+                                context.input_gradient_columns);
   }
 }
 
 template <typename T>
-void Linear<T>::gemm_calls(Index batch, std::vector<kernels::GemmCall>& calls) const {
-  const Index f = this->inputs(), o = this->outputs();
+void Linear<T>::gemm_calls(Index samples, std::vector<kernels::GemmCall>& calls) const {
+  const Index f = in_, o = out_, batch = samples * positions_;
   calls.push_back({{o, batch, f, kernels::Op::kTranspose, kernels::Op::kNone}, 1, kernels::GemmRole::kForward});
   calls.push_back({{f, o, batch, kernels::Op::kNone, kernels::Op::kTranspose}, 1, kernels::GemmRole::kWeightGradient});
   calls.push_back({{f, batch, o, kernels::Op::kNone, kernels::Op::kNone}, 1, kernels::GemmRole::kInputGradient});

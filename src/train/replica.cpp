@@ -26,11 +26,11 @@ void Replica<T>::gather(const data::Dataset<T>& set, const Index* samples, Index
   for (Index j = 0; j < count; ++j) {
     const Index i = samples[j];
     if (set.token_ids)
-      std::copy_n(set.token_ids + i * f, f, token_ids_.data() + j * f);
+      std::copy_n(set.token_ids + set.token_offset(i), f, token_ids_.data() + j * f);
     else
       std::copy_n(set.x + i * f, f, x_.data() + j * f);
     if (set.is_classification()) {
-      std::copy_n(set.labels + i * l, l, labels_.data() + j * l);
+      std::copy_n(set.labels + set.label_offset(i), l, labels_.data() + j * l);
     } else {
       std::memcpy(y_.data() + j * set.outputs, set.y + i * set.outputs,
                   static_cast<size_t>(set.outputs) * sizeof(T));

@@ -74,6 +74,35 @@ TEST(DataSourceConfig, TokenIdsForAModelThatTakesThem) {
   EXPECT_EQ(key(R"({"source":"synthetic_classification","samples":64})"), "data.train.source");
 }
 
+TEST(DataSourceConfig, TextAndTokensKeysAndDefaults) {
+  const Config c = with_token_model(R"({"source":"text","path":"input.txt","block":64})");
+  EXPECT_EQ(c.train_data.text.path, "input.txt");
+  EXPECT_EQ(c.train_data.text.encoding, "chars");
+  EXPECT_EQ(c.train_data.text.windows.block, 64);
+  EXPECT_EQ(c.train_data.text.windows.stride, 64);  // the block
+  EXPECT_EQ(c.resolved["data"]["train"]["range"], io::Json::parse("[0.0, 1.0]"));
+  const Config split = with_token_model(R"({"source":"text","path":"t","block":8,"stride":1,"range":[0.9,1],"encoding":"bytes"})");
+  EXPECT_EQ(split.train_data.text.windows.stride, 1);
+  EXPECT_EQ(split.train_data.text.windows.range_begin, 0.9);
+  EXPECT_EQ(split.train_data.text.encoding, "bytes");
+  auto key = [](const std::string& source) { return test::config_error_key([&] { with_token_model(source); }); };
+  EXPECT_EQ(key(R"({"source":"text","path":"t"})"), "data.train.block");
+  EXPECT_EQ(key(R"({"source":"text","block":8})"), "data.train.path");
+  EXPECT_EQ(key(R"({"source":"text","path":"t","block":8,"range":[0.5,0.5]})"), "data.train.range");
+  EXPECT_EQ(key(R"({"source":"text","path":"t","block":8,"range":[0.5]})"), "data.train.range");
+  EXPECT_EQ(key(R"({"source":"text","path":"t","block":8,"encoding":"utf8"})"), "data.train.encoding");
+  const Config bin = with_token_model(R"({"source":"tokens","path":"train.bin","vocab":65,"block":8,"header_bytes":1024})");
+  EXPECT_EQ(bin.train_data.tokens.vocab, 65);
+  EXPECT_EQ(bin.train_data.tokens.header_bytes, 1024);
+  EXPECT_EQ(bin.train_data.tokens.windows.block, 8);
+  EXPECT_EQ(key(R"({"source":"tokens","path":"t.bin","block":8})"), "data.train.vocab");
+  EXPECT_EQ(key(R"({"source":"tokens","path":"t.bin","vocab":65})"), "data.train.block");
+  EXPECT_EQ(key(R"({"source":"tokens","path":"t.bin","vocab":65,"block":8,"header_bytes":-1})"), "data.train.header_bytes");
+  // Text gives token ids: a model that takes values cannot read it.
+  EXPECT_EQ(source_error_key(R"({"source":"text","path":"t","block":8})"), "data.train.source");
+  EXPECT_EQ(source_error_key(R"({"source":"tokens","path":"t","vocab":3,"block":8})"), "data.train.source");
+}
+
 TEST(DataSourceConfig, EachErrorNamesItsKey) {
   EXPECT_EQ(source_error_key(R"({"source":"parquet"})"), "data.train.source");
   EXPECT_EQ(source_error_key(R"({"source":"npy","targets":"y.npy"})"), "data.train.features");

@@ -100,7 +100,7 @@ TEST(Embedding, InitialisesFromTheStandardNormal) {
   EXPECT_NEAR(squares / n, 1.0, 0.06);     // and the variance's about 0.02
 }
 
-std::string build_error(const char* layers, const Shape& input = {4}) {
+std::string model_build_error(const char* layers, const Shape& input = {4}) {
   try {
     Model<float> model(input, specs(layers), 2);
   } catch (const ConfigError& e) {
@@ -110,18 +110,18 @@ std::string build_error(const char* layers, const Shape& input = {4}) {
 }
 
 TEST(Embedding, ConfigErrorsNameTheKey) {
-  EXPECT_NE(build_error(R"([{"type": "linear", "out": 4}, {"type": "embedding", "vocab": 5, "dim": 4}])")
+  EXPECT_NE(model_build_error(R"([{"type": "linear", "out": 4}, {"type": "embedding", "vocab": 5, "dim": 4}])")
                 .find("model.layers[1]: embedding takes token ids, so it must be the model's first layer"),
             std::string::npos);
-  EXPECT_NE(build_error(R"([{"type": "residual", "layers": [{"type": "embedding", "vocab": 5, "dim": 1}]}])")
+  EXPECT_NE(model_build_error(R"([{"type": "residual", "layers": [{"type": "embedding", "vocab": 5, "dim": 1}]}])")
                 .find("model.layers[0]: the residual's body starts with a layer that takes token ids"),
             std::string::npos);
-  EXPECT_NE(build_error(R"([{"type": "embedding", "vocab": 5, "dim": 4}])", {1, 2, 2})
+  EXPECT_NE(model_build_error(R"([{"type": "embedding", "vocab": 5, "dim": 4}])", {1, 2, 2})
                 .find("model.layers[0]: embedding takes a sequence of token ids, shape (T), but gets"),
             std::string::npos);
-  EXPECT_NE(build_error(R"([{"type": "embedding", "dim": 4}])").find("model.layers[0].vocab: required key is missing"),
+  EXPECT_NE(model_build_error(R"([{"type": "embedding", "dim": 4}])").find("model.layers[0].vocab: required key is missing"),
             std::string::npos);
-  EXPECT_NE(build_error(R"([{"type": "embedding", "vocab": 5, "dim": 0}])").find("model.layers[0].dim"),
+  EXPECT_NE(model_build_error(R"([{"type": "embedding", "vocab": 5, "dim": 0}])").find("model.layers[0].dim"),
             std::string::npos);
 }
 

@@ -1,5 +1,7 @@
-// conv2d and the pools against PyTorch: every case of tests/golden/conv_pool.json, which
-// tools/golden/conv_pool.py writes (its docstring describes the cases and the layout).
+// Layers against PyTorch: every case of tests/golden/conv_pool.json (conv2d and the pools)
+// and tests/golden/sequence_layers.json (linear on a sequence, layernorm, position_embedding,
+// gelu), which tools/golden/conv_pool.py and sequence_layers.py write (their docstrings
+// describe the cases and the layout).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,16 +20,37 @@ using mpiddp::testing::LayerHarness;
 // mpiddp add in different orders, which moves results by a few ulp, far below this bound.
 constexpr double kTolerance = 1e-12;
 
-const std::string kPath = std::string(MPIDDP_SOURCE_DIR) + "/tests/golden/conv_pool.json";
+// A file of golden cases and the layer types its cases must cover.
+struct GoldenFile {
+  std::string name;  // "conv_pool": tests/golden/conv_pool.json, from tools/golden/conv_pool.py
+  std::set<std::string> types;
+};
 
-// The cases, or none when the file cannot be read (ConvPoolGoldenFile then fails, naming it).
+const std::vector<GoldenFile> kFiles = {
+    {"conv_pool", {"conv2d", "maxpool2d", "avgpool2d", "global_avgpool", "flatten"}},
+    {"sequence_layers", {"linear", "layernorm", "position_embedding", "gelu", "attention"}},
+};
+
+std::string path_of(const GoldenFile& file) {
+  return std::string(MPIDDP_SOURCE_DIR) + "/tests/golden/" + file.name + ".json";
+}
+
+// A file's cases, or none when it cannot be read (GoldenFiles then fails, naming it).
+io::Json cases_of(const GoldenFile& file) {
+  std::ifstream in(path_of(file));
+  std::stringstream text;
+  text << in.rdbuf();
+  const io::Json all = io::Json::parse(text.str(), nullptr, false);
+  return all.is_object() && all.contains("cases") ? all["cases"] : io::Json::array();
+}
+
+// Every file's cases, one list.
 const io::Json& golden() {
   static const io::Json cases = [] {
-    std::ifstream file(kPath);
-    std::stringstream text;
-    text << file.rdbuf();
-    const io::Json all = io::Json::parse(text.str(), nullptr, false);
-    return all.is_object() && all.contains("cases") ? all["cases"] : io::Json::array();
+    io::Json all = io::Json::array();
+    for (const GoldenFile& file : kFiles)
+      for (const io::Json& c : cases_of(file)) all.push_back(c);
+    return all;
   }();
   return cases;
 }
@@ -45,9 +68,9 @@ void expect_close(const std::vector<double>& actual, const std::vector<double>& 
   ::testing::Test::RecordProperty(what + "_maxdiff", std::to_string(worst));
 }
 
-class ConvPoolGolden : public ::testing::TestWithParam<size_t> {};
+class LayerGolden : public ::testing::TestWithParam<size_t> {};
 
-TEST_P(ConvPoolGolden, MatchesPyTorch) {
+TEST_P(LayerGolden, MatchesPyTorch) {
   const io::Json& c = golden()[GetParam()];
   SCOPED_TRACE(c["name"].get<std::string>());
   const Shape input = c["input_shape"].get<Shape>();
@@ -66,19 +89,20 @@ TEST_P(ConvPoolGolden, MatchesPyTorch) {
   expect_close(h.grads, values(c["gradients"]), "gradients");
 }
 
-INSTANTIATE_TEST_SUITE_P(ConvPool, ConvPoolGolden, ::testing::Range<size_t>(0, golden().size()),
+INSTANTIATE_TEST_SUITE_P(PyTorch, LayerGolden, ::testing::Range<size_t>(0, golden().size()),
                          [](const ::testing::TestParamInfo<size_t>& info) {
                            return golden()[info.param]["name"].get<std::string>();
                          });
 
-TEST(ConvPoolGoldenFile, CoversEveryType) {
-  ASSERT_FALSE(golden().empty())
-      << "no cases in " << kPath
-      << "; regenerate it with /usr/bin/python3 tools/golden/conv_pool.py";
-  std::set<std::string> types;
-  for (const io::Json& c : golden()) types.insert(c["layer"]["type"].get<std::string>());
-  EXPECT_EQ(types, (std::set<std::string>{"conv2d", "maxpool2d", "avgpool2d", "global_avgpool",
-                                          "flatten"}));
+TEST(GoldenFiles, CoverEveryType) {
+  for (const GoldenFile& file : kFiles) {
+    const io::Json cases = cases_of(file);
+    ASSERT_FALSE(cases.empty()) << "no cases in " << path_of(file) << "; regenerate it with /usr/bin/python3 tools/golden/"
+                                << file.name << ".py";
+    std::set<std::string> types;
+    for (const io::Json& c : cases) types.insert(c["layer"]["type"].get<std::string>());
+    EXPECT_EQ(types, file.types) << file.name;
+  }
 }
 
 }  // namespace

@@ -40,6 +40,11 @@ void write_token_files(const std::string& dir) {
       x.push_back(text[static_cast<size_t>(k * kPositions + t)]);
       y.push_back(text[static_cast<size_t>(k * kPositions + t + 1)]);
     }
+  // The same chain as text, token v the letter 'a' + v: the text source's windows of 8 at
+  // stride 8 are the npy's samples, and its vocabulary (the sorted letters) the same ids.
+  std::string letters;
+  for (const int64_t t : text) letters += static_cast<char>('a' + t);
+  data::testing::write_file(dir + "/input.txt", letters);
   const std::string shape = "(" + std::to_string(kSamples) + ", " + std::to_string(kPositions) + ")";
   data::testing::write_file(dir + "/x.npy", data::testing::npy_bytes("<i8", shape, data::testing::bytes_of(x)));
   data::testing::write_file(dir + "/y.npy", data::testing::npy_bytes("<i8", shape, data::testing::bytes_of(y)));
@@ -53,9 +58,13 @@ std::string shared_token_files(distributed::Communicator& comm, const std::strin
   return dir;
 }
 
-config::Config bigram(const std::string& dir, bool deterministic) {
-  const std::string source = R"({"source": "npy", "features": ")" + dir + R"(/x.npy", "targets": ")" + dir +
-                             R"(/y.npy", "classes": 7})";
+enum class Source { kNpy, kText };
+
+config::Config bigram(const std::string& dir, bool deterministic, Source from = Source::kNpy) {
+  const std::string source =
+      from == Source::kNpy ? R"({"source": "npy", "features": ")" + dir + R"(/x.npy", "targets": ")" + dir +
+                                 R"(/y.npy", "classes": 7})"
+                           : R"({"source": "text", "path": ")" + dir + R"(/input.txt", "block": 8})";
   io::Json user = io::Json::parse(R"({
     "seed": 5, "dtype": "float64", "epochs": 8,
     "model": {"layers": [{"type": "embedding", "vocab": 7, "dim": 7}]},
@@ -107,6 +116,18 @@ TEST(TokenData, DeterministicModeGivesTheSameBitsAtEveryWorldSize) {
   EXPECT_EQ(n_ranks.epochs.back().eval_loss, single.epochs.back().eval_loss);
   EXPECT_EQ(*n_ranks.epochs.back().eval_accuracy, *single.epochs.back().eval_accuracy);
   EXPECT_EQ(n_ranks.replicas.checksum, single.replicas.checksum);
+}
+
+// The text source reads the same windows from one token array: the same losses, bit for bit,
+// as the npy files, at every world size.
+TEST(TokenData, TheTextSourceGivesTheNpyRun) {
+  distributed::MpiCommunicator comm;
+  const std::string dir = shared_token_files(comm, "token_text");
+  const RunResult npy = run_training(bigram(dir, false), comm, {.quiet = true, .keep_history = true});
+  const RunResult text = run_training(bigram(dir, false, Source::kText), comm, {.quiet = true, .keep_history = true});
+  EXPECT_EQ(text.step_losses, npy.step_losses);
+  EXPECT_EQ(text.replicas.checksum, npy.replicas.checksum);
+  EXPECT_TRUE(text.replicas.identical);
 }
 
 }  // namespace

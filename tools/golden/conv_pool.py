@@ -4,7 +4,7 @@
 Each case builds the PyTorch module that a layer config means, feeds it a fixed input
 (float64, from a seeded generator), and back-propagates L = sum(y * dy) for a fixed dy, so
 that dL/dy = dy. It records the config, the input and parameters, dy, and PyTorch's y, dx
-and parameter gradients; tests/nn/conv_pool_golden_test.cpp replays every case through
+and parameter gradients; tests/nn/layer_golden_test.cpp replays every case through
 mpiddp's layer and expects the same numbers to 1e-12.
 
 Every tensor is written flat in PyTorch's row-major order, batch first: sample b of a batch
@@ -53,13 +53,15 @@ def flat(tensor):
     return [float(v) for v in tensor.detach().reshape(-1).tolist()]
 
 
-def case(name, layer, input_shape, batch, generator, integer_inputs=False):
-    module = module_for(layer, input_shape).double()
+def case(name, layer, input_shape, batch, generator, integer_inputs=False, scale=1.0, modules=module_for):
+    """One case: `modules` gives the PyTorch module of a layer config (tools/golden/
+    sequence_layers.py passes its own); inputs uniform in [-scale, scale), or small integers."""
+    module = modules(layer, input_shape).double()
     if integer_inputs:
         # Small integers: many ties inside the windows, to pin down which maximum wins.
         x = torch.randint(-2, 3, (batch, *input_shape), generator=generator).double()
     else:
-        x = torch.rand((batch, *input_shape), generator=generator, dtype=torch.float64) * 2 - 1
+        x = (torch.rand((batch, *input_shape), generator=generator, dtype=torch.float64) * 2 - 1) * scale
     x.requires_grad_(True)
     parameters = dict(module.named_parameters())
     with torch.no_grad():

@@ -31,9 +31,15 @@ struct Dataset {
   Index vocabulary = 0;
   const T* y = nullptr;     // (outputs, samples), regression only
   const int32_t* labels = nullptr;  // (label_positions, samples), classification only
+  // Token data read as overlapping windows of one array (the text source): sample i's ids
+  // start at token_ids + i * sample_stride, its labels at labels + i * sample_stride. 0: each
+  // sample's values follow the last's (features ids, label_positions labels).
+  Index sample_stride = 0;
   std::shared_ptr<const void> storage;  // keeps x, y and labels alive (vectors or a mapping)
 
   bool is_classification() const { return classes > 0; }
+  Index token_offset(Index i) const { return i * (sample_stride > 0 ? sample_stride : features); }
+  Index label_offset(Index i) const { return i * (sample_stride > 0 ? sample_stride : label_positions); }
   InputKind input_kind() const { return token_ids ? InputKind::kTokenIds : InputKind::kValues; }
   TargetKind target_kind() const {
     if (classes > 0) return label_positions > 1 ? TargetKind::kClassPerPosition : TargetKind::kClassPerSample;

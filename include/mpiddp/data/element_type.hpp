@@ -35,8 +35,9 @@ struct LabelLayout {
   uint64_t per_sample = 1;
   const char* singular = "class label";
   const char* plural = "class labels";
+  const char* element = "sample";  // what a message counts: "sample 3 (0-based)"
 };
-inline LabelLayout token_id_layout(uint64_t per_sample) { return {per_sample, "token id", "token ids"}; }
+inline LabelLayout token_id_layout(uint64_t per_sample) { return {per_sample, "token id", "token ids", "sample"}; }
 
 // Reads `count` integers (class labels, or token ids) into `out`; a DataError names the file,
 // sample (and position, when a sample holds several) of any outside [0, classes). Float

@@ -10,12 +10,16 @@
 #include "mpiddp/data/idx.hpp"
 #include "mpiddp/data/npy.hpp"
 #include "mpiddp/data/synthetic.hpp"
+#include "mpiddp/data/text.hpp"
+#include "mpiddp/data/tokens.hpp"
 
 namespace mpiddp::data {
 
 struct SourceConfig {
-  // synthetic_regression | synthetic_classification | npy | csv | idx | fashion_mnist
+  // synthetic_regression | synthetic_classification | npy | csv | idx | fashion_mnist | text | tokens
   std::string source;
+  TextConfig text;
+  TokensConfig tokens;
   SyntheticConfig synthetic;
   NpyConfig npy;
   CsvConfig csv;

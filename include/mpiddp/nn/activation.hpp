@@ -4,7 +4,8 @@
 
 namespace mpiddp::nn {
 
-enum class ActivationKind { kTanh, kRelu, kSigmoid, kGelu };
+// kGelu: the exact erf form (PyTorch's default); kGeluTanh: approximate="tanh".
+enum class ActivationKind { kTanh, kRelu, kSigmoid, kGelu, kGeluTanh };
 
 template <typename T>
 class Activation final : public Layer<T> {
@@ -12,6 +13,7 @@ class Activation final : public Layer<T> {
   Activation(ActivationKind kind, const Shape& input) : Layer<T>(input, input), kind_(kind) {}
 
   std::string type() const override;
+  std::string describe() const override { return kind_ == ActivationKind::kGeluTanh ? "gelutanh" : type(); }
   // relu is a comparison and a select; tanh, sigmoid and gelu call functions whose
   // vectorised forms round otherwise than their scalar ones, so a column's bits could follow
   // its place in the batch.

@@ -10,7 +10,8 @@ struct LinearOptions {
 };
 
 // y = W x + b, W: [O, F] row-major as in PyTorch (read as W^T: (F, O) column-major), b: (O).
-// Parameters: "weight" [O, F], then "bias" [O]. The input must be flat: (F).
+// Parameters: "weight" [O, F], then "bias" [O]. As nn.Linear, it acts on the last dimension:
+// a flat input (F) -> (O), a sequence (T, F) -> (T, O), each position alike.
 template <typename T>
 class Linear final : public Layer<T> {
  public:
@@ -18,10 +19,10 @@ class Linear final : public Layer<T> {
   Linear(Index inputs, Index outputs) : Linear(LinearOptions{outputs}, Shape{inputs}, "linear") {}
 
   std::string type() const override { return "linear"; }
-  std::string describe() const override { return "linear" + std::to_string(this->outputs()); }
+  std::string describe() const override { return "linear" + std::to_string(out_); }
   std::vector<TensorSpec> parameters() const override;
   double multiply_adds_per_sample() const override {
-    return static_cast<double>(this->inputs()) * static_cast<double>(this->outputs());
+    return static_cast<double>(in_) * static_cast<double>(out_) * static_cast<double>(positions_);
   }
   void gemm_calls(Index batch, std::vector<kernels::GemmCall>& calls) const override;
   bool supports_chunked_pass(Index chunk) const override;
@@ -34,6 +35,13 @@ class Linear final : public Layer<T> {
                 ConstMatrixView<T> dy, MatrixView<T>* dx) override;
 
  private:
+  // A batch of (positions, features) samples as (features, B * positions): one column per
+  // position, which is how a sample's column already lies in memory (features last).
+  template <typename View>
+  View by_position(View v) const { return View(v.data(), v.rows() / positions_, v.cols() * positions_); }
+
+  Index in_, out_;       // F and O: the last dimension of the input and of the output
+  Index positions_;      // T for a sequence (T, F), else 1
   T* weight_ = nullptr;       // W^T: (F, O)
   T* bias_ = nullptr;         // (O)
   T* weight_grad_ = nullptr;  // dW^T: (F, O), then db: (O)

@@ -1,0 +1,238 @@
+#include "mpiddp/nn/attention.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "mpiddp/core/error.hpp"
+#include "mpiddp/kernels/gemm.hpp"
+
+namespace mpiddp::nn {
+
+AttentionOptions AttentionOptions::parse(io::JsonSection& section) {
+  if (!section.has("heads")) throw ConfigError(section.key_path("heads"), "required key is missing");
+  AttentionOptions options;
+  options.heads = section.integer("heads", 0, 1, 1 << 16);
+  options.causal = section.boolean("causal", true);
+  options.bias = section.boolean("bias", true);
+  if (section.number("dropout", 0.0, 0.0, 1.0) > 0.0)
+    throw ConfigError(section.key_path("dropout"), "attention's own dropout is not built yet; 0, or a dropout "
+                                                   "layer after the attention (in its residual)");
+  return options;
+}
+
+namespace {
+
+const Shape& attention_input(const AttentionOptions& options, const Shape& input, const std::string& key) {
+  if (input.size() != 2)
+    throw ConfigError(key, "attention takes a sequence (T, C) but gets " + shape_text(input));
+  if (input[1] % options.heads != 0)
+    throw ConfigError(key + ".heads", std::to_string(options.heads) + " heads do not divide the width " +
+                                          std::to_string(input[1]));
+  return input;
+}
+
+template <typename T>
+using Strided = Eigen::Map<Matrix<T>, 0, Eigen::OuterStride<>>;
+template <typename T>
+using ConstStrided = Eigen::Map<const Matrix<T>, 0, Eigen::OuterStride<>>;
+
+// Adds the row sums of m to db, column after column (the order Linear's bias gradient takes).
+template <typename T>
+void add_bias_gradient(ConstMatrixView<T> m, T* db) {
+  VectorView<T> sums(db, m.rows());
+  for (Index s = 0; s < m.cols(); ++s) sums += m.col(s);
+}
+
+}  // namespace
+
+template <typename T>
+Attention<T>::Attention(const AttentionOptions& options, const Shape& input, const std::string& key)
+    : Layer<T>(attention_input(options, input, key), input),
+      t_(input[0]),
+      c_(input[1]),
+      heads_(options.heads),
+      d_(input[1] / options.heads),
+      causal_(options.causal),
+      bias_(options.bias) {}
+
+template <typename T>
+std::string Attention<T>::describe() const {
+  return "attention" + std::to_string(heads_) + "h" + (causal_ ? "" : "full") + (bias_ ? "" : "nobias");
+}
+
+template <typename T>
+std::vector<TensorSpec> Attention<T>::parameters() const {
+  std::vector<TensorSpec> specs = {{"c_attn.weight", {3 * c_, c_}}};
+  if (bias_) specs.push_back({"c_attn.bias", {3 * c_}});
+  specs.push_back({"c_proj.weight", {c_, c_}});
+  if (bias_) specs.push_back({"c_proj.bias", {c_}});
+  return specs;
+}
+
+template <typename T>
+size_t Attention<T>::scratch_bytes(Index max_batch) const {
+  const Index n = max_batch * t_;
+  return 2 * scratch_values_bytes<T>(3 * c_ * n) + 2 * scratch_values_bytes<T>(c_ * n) +
+         scratch_values_bytes<T>(t_ * t_ * heads_ * max_batch) + scratch_values_bytes<T>(t_ * t_);
+}
+
+template <typename T>
+double Attention<T>::multiply_adds_per_sample() const {
+  const double t = static_cast<double>(t_), c = static_cast<double>(c_);
+  return 4.0 * t * c * c + 2.0 * t * t * c;  // the two projections, then q k^T and p v
+}
+
+template <typename T>
+void Attention<T>::gemm_calls(Index batch, std::vector<kernels::GemmCall>& calls) const {
+  const Index n = batch * t_;
+  using kernels::GemmRole;
+  using kernels::Op;
+  for (const Index out : {3 * c_, c_}) {
+    calls.push_back({{out, n, c_, Op::kTranspose, Op::kNone}, 1, GemmRole::kForward});
+    calls.push_back({{c_, out, n, Op::kNone, Op::kTranspose}, 1, GemmRole::kWeightGradient});
+    calls.push_back({{c_, n, out, Op::kNone, Op::kNone}, 1, GemmRole::kInputGradient});
+  }
+}
+
+template <typename T>
+void Attention<T>::bind(const LayerMemory<T>& memory) {
+  T* p = memory.parameters;
+  T* g = memory.gradients;
+  auto take = [&](T*& value, T*& gradient, Index count) {
+    value = p;
+    gradient = g;
+    p += count;
+    g += count;
+  };
+  take(attn_weight_, attn_weight_grad_, 3 * c_ * c_);
+  if (bias_) take(attn_bias_, attn_bias_grad_, 3 * c_);
+  take(proj_weight_, proj_weight_grad_, c_ * c_);
+  if (bias_) take(proj_bias_, proj_bias_grad_, c_);
+  const Index n = memory.max_batch * t_;
+  T* s = reinterpret_cast<T*>(memory.scratch);
+  auto carve = [&](T*& buffer, Index count) {
+    buffer = s;
+    s += scratch_values_bytes<T>(count) / sizeof(T);
+  };
+  carve(qkv_, 3 * c_ * n);
+  carve(heads_out_, c_ * n);
+  carve(probabilities_, t_ * t_ * heads_ * memory.max_batch);
+  carve(d_qkv_, 3 * c_ * n);
+  carve(d_heads_out_, c_ * n);
+  carve(d_scores_, t_ * t_);
+}
+
+template <typename T>
+void Attention<T>::initialize(Rng& rng) {
+  const double bound = 1.0 / std::sqrt(static_cast<double>(c_));
+  // The tensors lie one after another from c_attn.weight, in parameters()' order.
+  for (T* p = attn_weight_; p != attn_weight_ + this->parameter_count(); ++p)
+    *p = static_cast<T>(rng.uniform(-bound, bound));
+}
+
+// Scores and probabilities of head h of sample b: column i of p is the query at position i,
+// p(j, i) = softmax over j of q_i . k_j / sqrt(D), with the keys after i masked when causal.
+template <typename T>
+void Attention<T>::attend(Index b, Index h) {
+  const Index stride = 3 * c_;
+  const T* base = qkv_ + b * t_ * stride + h * d_;
+  const ConstStrided<T> q(base, d_, t_, Eigen::OuterStride<>(stride));
+  const ConstStrided<T> k(base + c_, d_, t_, Eigen::OuterStride<>(stride));
+  const ConstStrided<T> v(base + 2 * c_, d_, t_, Eigen::OuterStride<>(stride));
+  MatrixView<T> p(probabilities(b, h), t_, t_);
+  p.noalias() = k.transpose() * q;
+  const T scale = T(1) / std::sqrt(static_cast<T>(d_));
+  for (Index i = 0; i < t_; ++i) {
+    T* column = p.col(i).data();
+    const Index keys = causal_ ? i + 1 : t_;
+    T max = -std::numeric_limits<T>::infinity();
+    for (Index j = 0; j < keys; ++j) max = std::max(max, column[j] * scale);
+    T sum = 0;
+    for (Index j = 0; j < keys; ++j) {
+      column[j] = std::exp(column[j] * scale - max);
+      sum += column[j];
+    }
+    const T inv = T(1) / sum;
+    for (Index j = 0; j < keys; ++j) column[j] *= inv;
+    std::fill(column + keys, column + t_, T(0));
+  }
+  Strided<T> out(heads_out_ + b * t_ * c_ + h * d_, d_, t_, Eigen::OuterStride<>(c_));
+  out.noalias() = v * p;
+}
+
+// With P the probabilities and dO the head's output gradient: dv = dO P^T, dP = v^T dO, the
+// softmax's dS(j, i) = P(j, i) (dP(j, i) - sum_j' P(j', i) dP(j', i)) / sqrt(D), then
+// dq = k dS and dk = q dS^T. Masked entries have P = 0, so they pass no gradient.
+template <typename T>
+void Attention<T>::attend_backward(Index b, Index h) {
+  const Index stride = 3 * c_, offset = b * t_ * stride + h * d_;
+  const ConstStrided<T> q(qkv_ + offset, d_, t_, Eigen::OuterStride<>(stride));
+  const ConstStrided<T> k(qkv_ + offset + c_, d_, t_, Eigen::OuterStride<>(stride));
+  const ConstStrided<T> v(qkv_ + offset + 2 * c_, d_, t_, Eigen::OuterStride<>(stride));
+  Strided<T> dq(d_qkv_ + offset, d_, t_, Eigen::OuterStride<>(stride));
+  Strided<T> dk(d_qkv_ + offset + c_, d_, t_, Eigen::OuterStride<>(stride));
+  Strided<T> dv(d_qkv_ + offset + 2 * c_, d_, t_, Eigen::OuterStride<>(stride));
+  const ConstStrided<T> d_out(d_heads_out_ + b * t_ * c_ + h * d_, d_, t_, Eigen::OuterStride<>(c_));
+  const ConstMatrixView<T> p(probabilities(b, h), t_, t_);
+  dv.noalias() = d_out * p.transpose();
+  MatrixView<T> ds(d_scores_, t_, t_);
+  ds.noalias() = v.transpose() * d_out;
+  const T scale = T(1) / std::sqrt(static_cast<T>(d_));
+  for (Index i = 0; i < t_; ++i) {
+    const T dot = p.col(i).dot(ds.col(i));
+    ds.col(i) = (p.col(i).array() * (ds.col(i).array() - dot) * scale).matrix();
+  }
+  dq.noalias() = k * ds;
+  dk.noalias() = q * ds.transpose();
+}
+
+template <typename T>
+void Attention<T>::forward(const PassContext&, ConstMatrixView<T> x, MatrixView<T> y) {
+  const Index n = x.cols() * t_;
+  const ConstMatrixView<T> xs(x.data(), c_, n);
+  MatrixView<T> qkv(qkv_, 3 * c_, n);
+  if (bias_) qkv.colwise() = VectorView<T>(attn_bias_, 3 * c_);
+  else qkv.setZero();
+  kernels::multiply(qkv, ConstMatrixView<T>(attn_weight_, c_, 3 * c_), kernels::Op::kTranspose, xs,
+                    kernels::Op::kNone, kernels::Accumulate::kAdd);
+  for (Index b = 0; b < x.cols(); ++b)
+    for (Index h = 0; h < heads_; ++h) attend(b, h);
+  MatrixView<T> ys(y.data(), c_, n);
+  if (bias_) ys.colwise() = VectorView<T>(proj_bias_, c_);
+  else ys.setZero();
+  kernels::multiply(ys, ConstMatrixView<T>(proj_weight_, c_, c_), kernels::Op::kTranspose,
+                    ConstMatrixView<T>(heads_out_, c_, n), kernels::Op::kNone, kernels::Accumulate::kAdd);
+}
+
+template <typename T>
+void Attention<T>::backward(const PassContext&, ConstMatrixView<T> x, ConstMatrixView<T>, ConstMatrixView<T> dy,
+                            MatrixView<T>* dx) {
+  const Index n = x.cols() * t_;
+  const ConstMatrixView<T> xs(x.data(), c_, n), dys(dy.data(), c_, n);
+  const ConstMatrixView<T> heads_out(heads_out_, c_, n);
+  // c_proj, as Linear: dW^T += heads_out dy^T, db += row sums of dy, d heads_out = W^T dy.
+  MatrixView<T> d_proj(proj_weight_grad_, c_, c_);
+  kernels::multiply(d_proj, heads_out, kernels::Op::kNone, dys, kernels::Op::kTranspose, kernels::Accumulate::kAdd);
+  if (bias_) add_bias_gradient(dys, proj_bias_grad_);
+  MatrixView<T> d_heads_out(d_heads_out_, c_, n);
+  kernels::multiply(d_heads_out, ConstMatrixView<T>(proj_weight_, c_, c_), kernels::Op::kNone, dys,
+                    kernels::Op::kNone, kernels::Accumulate::kOverwrite);
+  for (Index b = 0; b < x.cols(); ++b)
+    for (Index h = 0; h < heads_; ++h) attend_backward(b, h);
+  // c_attn, the same with the (3C) gradient of q, k and v.
+  const ConstMatrixView<T> d_qkv(d_qkv_, 3 * c_, n);
+  MatrixView<T> d_attn(attn_weight_grad_, c_, 3 * c_);
+  kernels::multiply(d_attn, xs, kernels::Op::kNone, d_qkv, kernels::Op::kTranspose, kernels::Accumulate::kAdd);
+  if (bias_) add_bias_gradient(d_qkv, attn_bias_grad_);
+  if (dx) {
+    MatrixView<T> dxs(dx->data(), c_, n);
+    kernels::multiply(dxs, ConstMatrixView<T>(attn_weight_, c_, 3 * c_), kernels::Op::kNone, d_qkv,
+                      kernels::Op::kNone, kernels::Accumulate::kOverwrite);
+  }
+}
+
+template class Attention<float>;
+template class Attention<double>;
+
+}  // namespace mpiddp::nn

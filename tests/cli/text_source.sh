@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# A character-level GPT on real text (the King James Bible from Debian's bible-kjv, written by
+# scripts/get-kjv.sh), through the command line: token ids from the text source, an embedding,
+# a position embedding, a pre-LayerNorm block (causal self-attention, then linear layers on
+# every position with gelu's tanh form, each in a residual), a final layernorm and a head that
+# gives a class per position. np=2 reproduces np=1 (`mpiddp compare`), deterministic mode gives
+# the same bits, the loss falls well below uniform guessing, and bad input exits 2 or 3 with a
+# message. Skipped (exit 77) without the bible-kjv package.
+source "$(dirname "$0")/lib.sh"
+command -v bible > /dev/null || {
+  echo "SKIP: bible-kjv is not installed (scripts/install-deps.sh --with-data)"
+  exit 77
+}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+"$root/scripts/get-kjv.sh" "$WORK/kjv.txt" > /dev/null
+# The vocabulary: the file's distinct bytes (63 for Debian's text).
+vocab=$(perl -0777 -ne 'my %seen = map { $_ => 1 } split //; print scalar keys %seen' "$WORK/kjv.txt")
+[ "$vocab" -ge 30 ] || fail "the text has only $vocab distinct characters"
+
+# 2 % of the text for training (about 2,600 windows of 32), the last 0.5 % for evaluation.
+cat > "$WORK/chars.json" <<JSON
+{"seed": 7,
+ "model": {"layers": [{"type": "embedding", "vocab": $vocab, "dim": 32},
+                      {"type": "position_embedding", "positions": 32},
+                      {"type": "residual", "layers": [{"type": "layernorm"}, {"type": "attention", "heads": 4}]},
+                      {"type": "residual", "layers": [{"type": "layernorm"}, {"type": "linear", "out": 128},
+                                                      {"type": "gelu", "approximate": "tanh"},
+                                                      {"type": "linear", "out": 32}]},
+                      {"type": "layernorm"},
+                      {"type": "linear", "out": $vocab}]},
+ "loss": "cross_entropy",
+ "data": {"train": {"source": "text", "path": "$WORK/kjv.txt", "block": 32, "range": [0, 0.02]},
+          "eval": {"source": "text", "path": "$WORK/kjv.txt", "block": 32, "range": [0.995, 1]}},
+ "batch": {"global": 64}, "optimizer": {"type": "adam", "lr": 0.01}, "epochs": 1,
+ "compute": {"gemm": "eigen"}}
+JSON
+
+for np in 1 2; do
+  run_np "$np" train "$WORK/chars.json" --quiet --log "$WORK/chars$np.jsonl"
+done
+"$MPIDDP" compare "$WORK/chars1.jsonl" "$WORK/chars2.jsonl" > "$WORK/compare.txt" ||
+  { cat "$WORK/compare.txt"; fail "np=2 differs from np=1"; }
+loss=$(epoch_field eval_loss "$WORK/chars1.jsonl")
+# Uniform guessing costs ln(vocab) (4.14 nats for 63 characters); a model of the previous
+# character alone reaches about 2.5.
+awk -v l="$loss" -v v="$vocab" 'BEGIN { exit !(l < log(v) - 1.0) }' ||
+  fail "eval_loss $loss after one epoch: not below ln($vocab) - 1"
+
+# Deterministic mode: the same bits at np 1 and 2. Its chunks must divide the training
+# samples: a range of exactly 2,560 windows of 33 tokens (81,921 tokens) and 16 chunks of 4.
+size=$(wc -c < "$WORK/kjv.txt")
+end=$(awk -v n="$size" 'BEGIN { printf "%.12f", (2559 * 32 + 33 + 0.5) / n }')
+for np in 1 2; do
+  run_np "$np" train "$WORK/chars.json" --deterministic --set deterministic.chunks=16 \
+    --set "data.train.range=[0, $end]" --quiet --log "$WORK/det$np.jsonl"
+done
+[ "$(grep -c '"kind":"step"' "$WORK/det1.jsonl")" -eq 40 ] || fail "deterministic: expected 40 steps of 64 windows"
+[ "$(checksum_of "$WORK/det1.jsonl")" = "$(checksum_of "$WORK/det2.jsonl")" ] ||
+  fail "deterministic: np=2's parameters differ from np=1's"
+
+# expect_exit CODE TEXT ARGS...: `mpiddp train` with ARGS exits CODE, and stderr holds TEXT.
+expect_exit() {
+  local code=$1 text=$2 rc=0
+  shift 2
+  timeout 60 "$MPIEXEC" -n 2 $MPIEXEC_FLAGS "$MPIDDP" train "$WORK/chars.json" --quiet "$@" \
+    > "$WORK/out" 2> "$WORK/err" || rc=$?
+  [ "$rc" -eq "$code" ] || { cat "$WORK/err"; fail "$*: exit code $rc, expected $code"; }
+  grep -qF -- "$text" "$WORK/err" || { cat "$WORK/err"; fail "$*: message lacks '$text'"; }
+}
+expect_exit 3 "fewer than one window of block + 1 = 33" --set 'data.train.range=[0.999995, 1]'
+: > "$WORK/empty.txt"
+expect_exit 3 "the text is empty" --set "data.train.path=\"$WORK/empty.txt\""
+expect_exit 2 "data.train.source" --set 'model.layers=[{"type": "linear", "out": 4}]'
+expect_exit 2 "model.layers[1].positions" --set 'data.train.block=40' --set 'data.eval.block=40'
+expect_exit 2 "the last layer has $((32 * (vocab + 1))) outputs" --set "model.layers[5].out=$((vocab + 1))"
+echo "cli text source: np=1 and np=2 agree on the King James Bible (eval_loss $loss after one epoch), deterministic bits equal, bad input exits 2 or 3"
