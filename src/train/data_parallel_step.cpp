@@ -3,6 +3,8 @@
 
 #include <cmath>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "mpiddp/core/finite.hpp"
 #include "mpiddp/train/replica_check.hpp"
@@ -29,6 +31,13 @@ DataParallelStep<T>::DataParallelStep(const StepParts<T>& parts)
   broadcast_buffers_each_step_ =
       !config.batchnorm_sync && world > 1 &&
       this->model_.buffer_value_count() + this->model_.buffer_counter_count() > 0;
+  if (parts.optimizer.across_world()) {
+    // The optimizer owns a part of the world's parameters: each rank's part of the sum, the
+    // last one with the loss and stop slots after the parameters.
+    std::vector<size_t> owned = parts.optimizer.part_begins();
+    owned.back() = static_cast<size_t>(this->model_.gradient_count());
+    reducer_.scatter_into_parts(std::move(owned));
+  }
 }
 
 template <typename T>

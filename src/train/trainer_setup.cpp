@@ -85,12 +85,6 @@ Trainer<T>::Trainer(const config::Config& config, distributed::Communicator& com
                   reducer_.compression() != distributed::Compression::kNone);
   optimizer_ = std::make_unique<optim::OptimizerShard<T>>(config.optimizer, model_->parameter_count(),
                                                           distributed::part_exchange(comm, scope));
-  if (optimizer_->across_world()) {
-    // Each rank's part of the sum, the last one with the loss and stop slots after the parameters.
-    std::vector<size_t> parts = optimizer_->part_begins();
-    parts.back() = static_cast<size_t>(model_->gradient_count());
-    reducer_.scatter_into_parts(std::move(parts));
-  }
   replica_ = std::make_unique<Replica<T>>(*model_, *loss_, train_, batch_per_rank_,
                                           std::max<Index>(train_.outputs, eval_ ? eval_->outputs : 0),
                                           phases_);
