@@ -165,6 +165,13 @@ Config parse_config(const io::Json& user) {
     if (data.has("eval")) {
       auto eval = data.section("eval");
       c.eval_data = parse_data_source(eval, nn::model_input_kind(c.layers));
+      // "chars" numbers a file's own sorted characters: another file would number them otherwise.
+      const data::TextConfig &train_text = c.train_data.text, &eval_text = c.eval_data->text;
+      if (c.train_data.source == "text" && c.eval_data->source == "text" &&
+          (eval_text.encoding != train_text.encoding || (eval_text.encoding == "chars" && eval_text.path != train_text.path)))
+        throw ConfigError("data.eval.path", "with encoding \"chars\" the ids are the file's own sorted characters; "
+                                            "evaluate on another range of " + train_text.path +
+                                            " with the same encoding, or use \"bytes\" for both");
       eval.finish();
     } else {
       data.accept("eval");

@@ -127,8 +127,8 @@ template <typename T>
 void Attention<T>::initialize(Rng& rng) {
   const double bound = 1.0 / std::sqrt(static_cast<double>(c_));
   // The tensors lie one after another from c_attn.weight, in parameters()' order.
-  for (T* p = attn_weight_; p != attn_weight_ + this->parameter_count(); ++p)
-    *p = static_cast<T>(rng.uniform(-bound, bound));
+  const T* end = attn_weight_ + this->parameter_count();
+  for (T* p = attn_weight_; p != end; ++p) *p = static_cast<T>(rng.uniform(-bound, bound));
 }
 
 // Scores and probabilities of head h of sample b: column i of p is the query at position i,

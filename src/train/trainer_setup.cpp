@@ -76,6 +76,13 @@ Trainer<T>::Trainer(const config::Config& config, distributed::Communicator& com
   loss_ = nn::build_loss<T>(config.loss);
   check_data_fits(config, train_, "data.train", *model_);
   if (eval_) check_data_fits(config, *eval_, "data.eval", *model_);
+  // One evaluation reads the eval set's targets as the training set's: the same kind, and as
+  // many per sample (a class per sample and one per position can give the same width).
+  if (eval_ && (eval_->target_kind() != train_.target_kind() || eval_->label_positions != train_.label_positions))
+    throw ConfigError("data.eval", "its targets: " + std::to_string(eval_->label_positions) + " per sample (it " +
+                                       target_kind_phrase(eval_->target_kind()) + "), but data.train's: " +
+                                       std::to_string(train_.label_positions) + " (it " +
+                                       target_kind_phrase(train_.target_kind()) + ")");
   if (sampler_.per_rank() == 0)
     throw ConfigError("data.train.samples", "fewer samples than ranks with drop_last: every "
                                             "rank would get an empty epoch");

@@ -69,7 +69,8 @@ expect_exit() {
 }
 expect_exit 3 "fewer than one window of block + 1 = 33" --set 'data.train.range=[0.999995, 1]'
 : > "$WORK/empty.txt"
-expect_exit 3 "the text is empty" --set "data.train.path=\"$WORK/empty.txt\""
+expect_exit 3 "the text is empty" --set "data.train.path=\"$WORK/empty.txt\"" --set "data.eval.path=\"$WORK/empty.txt\""
+expect_exit 2 "data.eval.path" --set "data.eval.path=\"$WORK/empty.txt\""
 expect_exit 2 "data.train.source" --set 'model.layers=[{"type": "linear", "out": 4}]'
 expect_exit 2 "model.layers[1].positions" --set 'data.train.block=40' --set 'data.eval.block=40'
 expect_exit 2 "the last layer has $((32 * (vocab + 1))) outputs" --set "model.layers[5].out=$((vocab + 1))"

@@ -103,6 +103,29 @@ TEST(DataSourceConfig, TextAndTokensKeysAndDefaults) {
   EXPECT_EQ(source_error_key(R"({"source":"tokens","path":"t","vocab":3,"block":8})"), "data.train.source");
 }
 
+// With "chars" the ids are a file's own sorted characters: evaluation must read the same file
+// (another range of it) with the same encoding.
+TEST(DataSourceConfig, TextEvaluationNumbersCharactersAsTraining) {
+  auto with_eval = [](const std::string& train, const std::string& eval) {
+    io::Json user = default_experiment();
+    user["model"] = io::Json::parse(R"({"layers": [{"type": "embedding", "vocab": 256, "dim": 4}]})");
+    user["data"]["train"] = io::Json::parse(train);
+    user["data"]["eval"] = io::Json::parse(eval);
+    return parse_config(user);
+  };
+  const std::string train = R"({"source":"text","path":"a.txt","block":8,"range":[0,0.9]})";
+  EXPECT_EQ(with_eval(train, R"({"source":"text","path":"a.txt","block":8,"range":[0.9,1]})").eval_data->text.path,
+            "a.txt");
+  EXPECT_EQ(test::config_error_key([&] { with_eval(train, R"({"source":"text","path":"b.txt","block":8})"); }),
+            "data.eval.path");
+  EXPECT_EQ(test::config_error_key(
+                [&] { with_eval(train, R"({"source":"text","path":"a.txt","block":8,"encoding":"bytes"})"); }),
+            "data.eval.path");
+  const std::string bytes = R"({"source":"text","path":"a.txt","block":8,"encoding":"bytes"})";
+  EXPECT_EQ(with_eval(bytes, R"({"source":"text","path":"b.txt","block":8,"encoding":"bytes"})").eval_data->text.path,
+            "b.txt");  // bytes are the same ids in every file
+}
+
 TEST(DataSourceConfig, EachErrorNamesItsKey) {
   EXPECT_EQ(source_error_key(R"({"source":"parquet"})"), "data.train.source");
   EXPECT_EQ(source_error_key(R"({"source":"npy","targets":"y.npy"})"), "data.train.features");

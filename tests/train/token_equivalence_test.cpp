@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "mpiddp/config/config.hpp"
+#include "mpiddp/core/error.hpp"
 #include "mpiddp/distributed/local_communicator.hpp"
 #include "mpiddp/distributed/mpi_communicator.hpp"
 #include "mpiddp/train/trainer.hpp"
@@ -128,6 +129,31 @@ TEST(TokenData, TheTextSourceGivesTheNpyRun) {
   EXPECT_EQ(text.step_losses, npy.step_losses);
   EXPECT_EQ(text.replicas.checksum, npy.replicas.checksum);
   EXPECT_TRUE(text.replicas.identical);
+}
+
+// A class per sample (40 classes) and 4 classes per position of 10 give the same width, 40:
+// the evaluation would read the eval set's targets as the training set's. A config error.
+TEST(TokenData, EvaluationTargetsOfAnotherKindAreRefused) {
+  distributed::LocalCommunicator one;
+  const std::string dir = test::scratch_dir("eval_kind");
+  const std::vector<float> x(8 * 4, 0.5f);
+  data::testing::write_file(dir + "/x.npy", data::testing::npy_bytes("<f4", "(8, 4)", data::testing::bytes_of(x)));
+  data::testing::write_file(dir + "/per_sample.npy",
+                            data::testing::npy_bytes("<i4", "(8,)", data::testing::bytes_of(std::vector<int32_t>(8, 3))));
+  data::testing::write_file(dir + "/per_position.npy",
+                            data::testing::npy_bytes("<i4", "(8, 4)", data::testing::bytes_of(std::vector<int32_t>(32, 1))));
+  io::Json user = io::Json::parse(R"({"model": {"layers": [{"type": "linear", "out": 40}]}, "loss": "cross_entropy",
+                                      "batch": {"global": 4}})");
+  user["data"]["train"] = {{"source", "npy"}, {"features", dir + "/x.npy"}, {"targets", dir + "/per_sample.npy"},
+                           {"classes", 40}};
+  user["data"]["eval"] = {{"source", "npy"}, {"features", dir + "/x.npy"}, {"targets", dir + "/per_position.npy"},
+                          {"classes", 10}};
+  try {
+    Trainer<float> trainer(config::parse_config(user), one);
+    ADD_FAILURE() << "no ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("data.eval: its targets: 4 per sample"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
