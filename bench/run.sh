@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs one benchmark workload and prints mpiddp bench's JSON line.
 # Usage: bench/run.sh WORKLOAD NP [THREADS] [-- EXTRA mpiddp bench ARGS...]
-#   WORKLOAD: seed | mlp | wide | fmnist (bench/WORKLOAD.json)
+#   WORKLOAD: seed | mlp | wide | cnn | fmnist | gpt (bench/WORKLOAD.json)
 #   NP:       ranks (mpirun -np)
 #   THREADS:  compute threads per rank; default: the cores of the node shared among ranks
 # Environment: MPIDDP (the binary; default build/mpiddp), MPIEXEC (default mpirun).

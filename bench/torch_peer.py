@@ -7,8 +7,16 @@ way a PyTorch user would, timed the same way, printed as one JSON line.
 
 Debian's python3-torch belongs to /usr/bin/python3. Optional: never a build or CI dependency.
 The data are random tensors of the workload's shape (throughput does not depend on the
-values); the model, loss, optimizer, batch and epochs are the config's. As in mpiddp bench,
-the first epoch is warm-up and samples/s is over the remaining epochs. The best settings
+values); the model, loss, optimizer, batch and epochs are the config's. The model is built by
+tools/mpiddp_torch.py, mpiddp's layers with their state_dict names. As in mpiddp bench,
+the first epoch is warm-up and samples/s is over the remaining epochs.
+
+A language model (bench/gpt.json: its first layer an embedding, its data a text, tokens or
+npy token source) gets random token ids [samples, T] and a class per position, as many
+windows as the source holds (the text file must exist: scripts/get-kjv.sh); attention is
+nanoGPT's non-flash path; it reports tokens/s (samples/s x T) too.
+
+  /usr/bin/python3 bench/torch_peer.py gpt --steps 3   # a smoke test: 3 steps per epoch The best settings
 found for the peer are OMP_WAIT_POLICY=passive GLIBC_TUNABLES=glibc.malloc.hugetlb=1
 (bench/compare.sh sets them).
 """
@@ -35,12 +43,15 @@ def _threads_from_argv(argv):
 # samples per CPU-second gives away. The pool reads the variable once, when it loads.
 os.environ["OPENBLAS_NUM_THREADS"] = _threads_from_argv(sys.argv)
 
+import numpy as np  # noqa: E402
 import torch  # noqa: E402  (after the thread count is in the environment)
 import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 import torch.nn as nn  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tools"))
+import mpiddp_torch as mt  # noqa: E402
 
 
 def load_workload(name):
@@ -48,61 +59,16 @@ def load_workload(name):
         return json.load(f)
 
 
-class Residual(nn.Module):
-    """y = x + body(x): mpiddp's residual layer, with its state_dict names (<i>.body.<j>.*)."""
-
-    def __init__(self, body):
-        super().__init__()
-        self.body = body
-
-    def forward(self, x):
-        return x + self.body(x)
-
-
-def pair(value):
-    return tuple(value) if isinstance(value, list) else (value, value)
-
-
 def build_layers(specs, shape):
-    """nn.Sequential of the config's layers for per-sample input `shape` (C, H, W) or (F,);
-    returns it and the output shape."""
-    layers = []
-    for spec in specs:
-        kind = spec["type"]
-        if kind == "linear":
-            layers.append(nn.Linear(shape[0], spec["out"]))
-            shape = (spec["out"],)
-        elif kind == "conv2d":
-            k, s, p = pair(spec["kernel"]), pair(spec.get("stride", 1)), pair(spec.get("padding", 0))
-            layers.append(nn.Conv2d(shape[0], spec["out"], k, s, p, bias=spec.get("bias", True)))
-            shape = (spec["out"],) + tuple((shape[1 + i] + 2 * p[i] - k[i]) // s[i] + 1 for i in range(2))
-        elif kind in ("maxpool2d", "avgpool2d"):
-            k = pair(spec["kernel"])
-            s, p = pair(spec.get("stride", spec["kernel"])), pair(spec.get("padding", 0))
-            layers.append((nn.MaxPool2d if kind == "maxpool2d" else nn.AvgPool2d)(k, s, p))
-            shape = (shape[0],) + tuple((shape[1 + i] + 2 * p[i] - k[i]) // s[i] + 1 for i in range(2))
-        elif kind == "global_avgpool":
-            layers.append(nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten()))
-            shape = (shape[0],)
-        elif kind == "flatten":
-            layers.append(nn.Flatten())
-            shape = (int(torch.tensor(shape).prod()),)
-        elif kind in ("batchnorm1d", "batchnorm2d"):
-            bn = nn.BatchNorm1d if kind == "batchnorm1d" else nn.BatchNorm2d
-            layers.append(bn(shape[0], eps=spec.get("eps", 1e-5), momentum=spec.get("momentum", 0.1),
-                             affine=spec.get("affine", True)))
-        elif kind == "dropout":
-            layers.append(nn.Dropout(spec.get("p", 0.5)))
-        elif kind == "residual":
-            body, _ = build_layers(spec["layers"], shape)
-            layers.append(Residual(body))
-        else:
-            layers.append({"relu": nn.ReLU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid, "gelu": nn.GELU}[kind]())
-    return nn.Sequential(*layers), shape
+    """nn.Sequential of the config's layers for per-sample input `shape` (C, H, W), (F,) or,
+    for token ids, (T,); returns it and the output shape."""
+    return mt.build_model(specs, shape), mt.output_shape(specs, shape)
 
 
 def input_shape(cfg, x):
     model = cfg["model"]
+    if mt.takes_tokens(model["layers"]):
+        return (x.shape[1],)
     if "input_shape" in model:
         return tuple(model["input_shape"])
     return tuple(x.shape[1:])
@@ -129,9 +95,31 @@ def fashion_mnist(train, image_model):
     return x, y
 
 
+def token_shape(train):
+    """(windows, T) of a text, tokens or npy token source, without reading its tokens."""
+    if train["source"] == "npy":
+        return tuple(np.load(train["features"], mmap_mode="r").shape)
+    path = train["path"]
+    if not os.path.exists(path):
+        hint = " (scripts/get-kjv.sh writes data/kjv.txt)" if path.endswith("kjv.txt") else ""
+        raise SystemExit(f"torch_peer: {path}: no such file{hint}; run from the repository's root")
+    if train["source"] == "text":
+        n = os.path.getsize(path)  # chars and bytes: one token per byte
+    elif path.endswith(".npy"):
+        n = np.load(path, mmap_mode="r").shape[0]
+    else:
+        n = (os.path.getsize(path) - train.get("header_bytes", 0)) // 2  # uint16 tokens
+    return len(mt.window_starts(n, train)), train["block"]
+
+
 def make_data(cfg):
     train = cfg["data"]["train"]
     g = torch.Generator().manual_seed(0)
+    if mt.takes_tokens(cfg["model"]["layers"]):
+        n, block = token_shape(train)
+        vocab = cfg["model"]["layers"][0]["vocab"]
+        return (torch.randint(0, vocab, (n, block), generator=g),
+                torch.randint(0, vocab, (n, block), generator=g))
     if train["source"] == "fashion_mnist":
         image_model = any(l["type"] in ("conv2d", "maxpool2d", "avgpool2d", "batchnorm2d")
                           for l in cfg["model"]["layers"])
@@ -145,14 +133,7 @@ def make_data(cfg):
     return x, y
 
 
-def make_optimizer(cfg, params):
-    o = cfg["optimizer"]
-    if o.get("type", "sgd") == "sgd":
-        return torch.optim.SGD(params, lr=o.get("lr", 0.03), momentum=o.get("momentum", 0.0))
-    return torch.optim.Adam(params, lr=o.get("lr", 0.001))
-
-
-def train(rank, world, cfg, threads, result_queue):
+def train(rank, world, cfg, threads, max_steps, result_queue):
     torch.set_num_threads(threads)
     if world > 1:
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
@@ -163,14 +144,17 @@ def train(rank, world, cfg, threads, result_queue):
     shape = input_shape(cfg, x)
     model, _ = build_layers(cfg["model"]["layers"], shape)
     x = x.reshape((x.shape[0],) + shape)
+    opt = mt.make_optimizer(cfg.get("optimizer"), model)  # decay: the module's own names
+    clip = mt.clip_grad_norm(cfg.get("optimizer"))
     if world > 1:
         model = nn.parallel.DistributedDataParallel(model)
-    loss_fn = nn.CrossEntropyLoss() if cfg["loss"] == "cross_entropy" else nn.MSELoss()
-    opt = make_optimizer(cfg, model.parameters())
     n = x.shape[0]
     batch = cfg["batch"]["global"] // world
     per_rank = (n + world - 1) // world
+    if max_steps > 0:  # a smoke test
+        per_rank = min(per_rank, max_steps * batch)
     epochs = cfg.get("epochs", 4)
+    schedule = mt.lr_scheduler(opt, cfg.get("schedule"), (per_rank + batch - 1) // batch, epochs)
     times, cpu = [], []
     for epoch in range(epochs):
         perm = torch.randperm(n, generator=torch.Generator().manual_seed(epoch))
@@ -179,9 +163,12 @@ def train(rank, world, cfg, threads, result_queue):
         for first in range(0, per_rank, batch):
             idx = mine[first:first + batch]
             opt.zero_grad(set_to_none=True)
-            loss = loss_fn(model(x[idx]), y[idx])
+            loss = mt.loss_of(cfg["loss"], model(x[idx]), y[idx])
             loss.backward()
+            if clip > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
             opt.step()
+            schedule.step()
         times.append(time.perf_counter() - start)
         cpu.append(time.process_time() - cpu_start)
     skip = 1 if len(times) > 1 else 0
@@ -197,16 +184,17 @@ def main():
     parser.add_argument("workload")
     parser.add_argument("--procs", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--steps", type=int, default=0, help="at most this many steps per epoch (a smoke test)")
     args = parser.parse_args()
     cfg = load_workload(args.workload)
     if args.procs == 1:
         q = mp.get_context("fork").SimpleQueue()
-        train(0, 1, cfg, args.threads, q)
+        train(0, 1, cfg, args.threads, args.steps, q)
         results = [q.get()]
     else:
         ctx = mp.get_context("spawn")
         q = ctx.SimpleQueue()
-        procs = [ctx.Process(target=train, args=(r, args.procs, cfg, args.threads, q)) for r in range(args.procs)]
+        procs = [ctx.Process(target=train, args=(r, args.procs, cfg, args.threads, args.steps, q)) for r in range(args.procs)]
         for p in procs:
             p.start()
         results = [q.get() for _ in procs]
@@ -214,9 +202,16 @@ def main():
             p.join()
     rate = next(r[1] for r in results if r[0] == 0)
     cpu_per_sample = sum(r[2] for r in results)  # CPU seconds per sample, all processes
-    print(json.dumps({"workload": args.workload, "impl": "torch", "torch": torch.__version__,
-                      "procs": args.procs, "threads": args.threads, "samples_per_s": rate,
-                      "samples_per_cpu_s": 1.0 / cpu_per_sample}))
+    line = {"workload": args.workload, "impl": "torch", "torch": torch.__version__,
+            "procs": args.procs, "threads": args.threads, "samples_per_s": rate,
+            "samples_per_cpu_s": 1.0 / cpu_per_sample}
+    if mt.takes_tokens(cfg["model"]["layers"]):  # a sample is a window of T tokens
+        block = token_shape(cfg["data"]["train"])[1]
+        line["tokens_per_s"] = rate * block
+        line["tokens_per_cpu_s"] = block / cpu_per_sample
+    if args.steps > 0:
+        line["steps_per_epoch"] = args.steps  # a smoke test, not a measurement
+    print(json.dumps(line))
 
 
 if __name__ == "__main__":

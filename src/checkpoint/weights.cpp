@@ -1,5 +1,6 @@
 #include "mpiddp/checkpoint/weights.hpp"
 
+#include <algorithm>
 #include <type_traits>
 
 #include "mpiddp/core/error.hpp"
@@ -83,9 +84,35 @@ void load_buffer_tensors(const io::SafetensorsFile& file, nn::Model<T>& model, i
                      model.buffer_counters(), error_code);
 }
 
+namespace {
+
+// A tied tensor's second name (Model::tied_tensors): a PyTorch state_dict holds it, equal to
+// its target, but a file may leave it out (safetensors' save_model keeps one name of shared
+// tensors). When it is there, it must hold the same values, or the file is two models.
+template <typename T>
+void check_tied_tensors(const io::SafetensorsFile& file, const nn::Model<T>& model, int error_code) {
+  for (const nn::ParameterTensor& tied : model.tied_tensors()) {
+    if (!file.find(tied.name)) continue;
+    nn::ParameterTensor alone = tied;
+    alone.offset = 0;
+    std::vector<T> values(static_cast<size_t>(tied.size()));
+    load_named_tensors(file, {alone}, values.data(), error_code);
+    if (!std::equal(values.begin(), values.end(), model.parameters() + tied.offset)) {
+      const auto target = std::find_if(model.tensors().begin(), model.tensors().end(),
+                                       [&](const nn::ParameterTensor& t) { return t.offset == tied.offset; });
+      throw Error(static_cast<ExitCode>(error_code),
+                  "'" + file.name() + "': tensor '" + tied.name + "' is tied to '" + target->name +
+                      "' in the model, but the file holds other values under the two names");
+    }
+  }
+}
+
+}  // namespace
+
 template <typename T>
 std::set<std::string> state_tensor_names(const nn::Model<T>& model) {
   std::set<std::string> names = tensor_names(model.tensors());
+  for (const auto& t : model.tied_tensors()) names.insert(t.name);
   for (const auto& b : model.buffer_tensors()) names.insert(b.name);
   return names;
 }
@@ -112,6 +139,8 @@ std::set<std::string> tensor_names(const std::vector<nn::ParameterTensor>& layou
 template <typename T>
 void save_weights(const std::string& path, const nn::Model<T>& model) {
   auto tensors = named_tensors(model.tensors(), model.parameters());
+  const auto tied = named_tensors(model.tied_tensors(), model.parameters());
+  tensors.insert(tensors.end(), tied.begin(), tied.end());
   const auto buffers = buffer_tensors(model);
   tensors.insert(tensors.end(), buffers.begin(), buffers.end());
   io::write_safetensors(path, tensors,
@@ -124,6 +153,7 @@ void load_weights(const std::string& path, nn::Model<T>& model) {
   try {
     const io::SafetensorsFile file = io::read_safetensors(path, kExitData);
     load_named_tensors(file, model.tensors(), model.parameters(), kExitData);
+    check_tied_tensors(file, model, kExitData);
     load_buffer_tensors(file, model, kExitData);
     reject_unexpected_tensors(file, state_tensor_names(model), kExitData);
   } catch (const Error& e) {

@@ -59,6 +59,12 @@ optim::OptimizerConfig parse_optimizer(io::JsonSection& s) {
     }
     s.put("betas", io::Json::array({o.beta1, o.beta2}));
   }
+  // Read only when given, so that a config without them resolves, and its checkpoints
+  // resume, as before they existed.
+  if (s.has("decay"))
+    o.decay = s.choice("decay", "all", {"all", "matrices"}) == "matrices" ? optim::DecayRule::kMatrices
+                                                                          : optim::DecayRule::kAll;
+  if (s.has("clip_grad_norm")) o.clip_grad_norm = s.number("clip_grad_norm", 0.0, 0.0, kHuge);
   return o;
 }
 

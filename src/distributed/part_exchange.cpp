@@ -69,6 +69,21 @@ class PartsOfTheWorld final : public PartExchange {
     comm_.gather_world_parts(mine, into, part_bytes);
   }
   void copy_state_from_rank0(void*, size_t) override {}
+  double largest_of_gradient_parts(double value) override {
+    comm_.allreduce_max(&value, 1);
+    return value;
+  }
+  // In two halves of 32 bits, as doubles: each rank's halves and their sums over up to 2^20
+  // ranks are integers below 2^53, so the double sum is exact in any order, and so is the
+  // int64 they make again (which fits: it is the sum's true value).
+  int64_t sum_of_gradient_parts(int64_t value) override {
+    const auto bits = static_cast<uint64_t>(value);
+    double halves[2] = {static_cast<double>(static_cast<int32_t>(bits >> 32)),
+                        static_cast<double>(static_cast<uint32_t>(bits))};
+    comm_.allreduce_sum(halves, 2);
+    const auto high = static_cast<int64_t>(halves[0]), low = static_cast<int64_t>(halves[1]);
+    return static_cast<int64_t>(static_cast<uint64_t>(high) * (uint64_t{1} << 32) + static_cast<uint64_t>(low));
+  }
 
  private:
   Communicator& comm_;

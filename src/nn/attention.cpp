@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "mpiddp/core/error.hpp"
+#include "mpiddp/core/hash.hpp"
 #include "mpiddp/kernels/gemm.hpp"
 
 namespace mpiddp::nn {
@@ -15,9 +17,10 @@ AttentionOptions AttentionOptions::parse(io::JsonSection& section) {
   options.heads = section.integer("heads", 0, 1, 1 << 16);
   options.causal = section.boolean("causal", true);
   options.bias = section.boolean("bias", true);
-  if (section.number("dropout", 0.0, 0.0, 1.0) > 0.0)
-    throw ConfigError(section.key_path("dropout"), "attention's own dropout is not built yet; 0, or a dropout "
-                                                   "layer after the attention (in its residual)");
+  options.dropout = section.number("dropout", 0.0, 0.0, 1.0);
+  if (options.dropout >= 1.0)
+    throw ConfigError(section.key_path("dropout"), "expected a drop probability in [0, 1), got 1");
+  options.init = InitStd::parse(section);
   return options;
 }
 
@@ -26,6 +29,9 @@ namespace {
 const Shape& attention_input(const AttentionOptions& options, const Shape& input, const std::string& key) {
   if (input.size() != 2)
     throw ConfigError(key, "attention takes a sequence (T, C) but gets " + shape_text(input));
+  if (shape_size(input) * options.heads > DropoutStream::kMaxValues / input[0])
+    throw ConfigError(key, "attention over " + shape_text(input) + " with " + std::to_string(options.heads) +
+                               " heads: more than 2^34 probabilities per sample do not fit dropout's counter");
   if (input[1] % options.heads != 0)
     throw ConfigError(key + ".heads", std::to_string(options.heads) + " heads do not divide the width " +
                                           std::to_string(input[1]));
@@ -54,7 +60,12 @@ Attention<T>::Attention(const AttentionOptions& options, const Shape& input, con
       heads_(options.heads),
       d_(input[1] / options.heads),
       causal_(options.causal),
-      bias_(options.bias) {}
+      bias_(options.bias),
+      dropout_(options.dropout),
+      dropout_scale_(static_cast<T>(1.0 / (1.0 - options.dropout))),
+      init_(options.init),
+      salt_(fnv1a(key)),
+      key_(key) {}
 
 template <typename T>
 std::string Attention<T>::describe() const {
@@ -74,7 +85,7 @@ template <typename T>
 size_t Attention<T>::scratch_bytes(Index max_batch) const {
   const Index n = max_batch * t_;
   return 2 * scratch_values_bytes<T>(3 * c_ * n) + 2 * scratch_values_bytes<T>(c_ * n) +
-         scratch_values_bytes<T>(t_ * t_ * heads_ * max_batch) + scratch_values_bytes<T>(t_ * t_);
+         scratch_values_bytes<T>(t_ * t_ * heads_ * max_batch) + (dropout_ > 0.0 ? 2 : 1) * scratch_values_bytes<T>(t_ * t_);
 }
 
 template <typename T>
@@ -121,20 +132,36 @@ void Attention<T>::bind(const LayerMemory<T>& memory) {
   carve(d_qkv_, 3 * c_ * n);
   carve(d_heads_out_, c_ * n);
   carve(d_scores_, t_ * t_);
+  if (dropout_ > 0.0) carve(mask_, t_ * t_);
 }
 
 template <typename T>
 void Attention<T>::initialize(Rng& rng) {
-  const double bound = 1.0 / std::sqrt(static_cast<double>(c_));
+  if (init_.given()) {
+    fill_normal(attn_weight_, 3 * c_ * c_, init_.std, rng);
+    fill_normal(proj_weight_, c_ * c_, init_.std, rng);
+    if (bias_) std::fill_n(attn_bias_, 3 * c_, T(0)), std::fill_n(proj_bias_, c_, T(0));
+    return;
+  }
   // The tensors lie one after another from c_attn.weight, in parameters()' order.
-  const T* end = attn_weight_ + this->parameter_count();
-  for (T* p = attn_weight_; p != end; ++p) *p = static_cast<T>(rng.uniform(-bound, bound));
+  fill_uniform(attn_weight_, this->parameter_count(), 1.0 / std::sqrt(static_cast<double>(c_)), rng);
+}
+
+template <typename T>
+std::optional<DropoutStream> Attention<T>::dropout_stream(const PassContext& context) const {
+  if (!context.training || dropout_ == 0.0) return std::nullopt;
+  return DropoutStream(context, salt_, key_);
+}
+
+template <typename T>
+void Attention<T>::draw_mask(const DropoutStream& dropout, Index h, Index q) {
+  dropout.fill(mask_, h * t_ * t_, t_ * t_, q, dropout_, dropout_scale_);
 }
 
 // Scores and probabilities of head h of sample b: column i of p is the query at position i,
 // p(j, i) = softmax over j of q_i . k_j / sqrt(D), with the keys after i masked when causal.
 template <typename T>
-void Attention<T>::attend(Index b, Index h) {
+void Attention<T>::attend(Index b, Index h, const DropoutStream* dropout, Index position) {
   const Index stride = 3 * c_;
   const T* base = qkv_ + b * t_ * stride + h * d_;
   const ConstStrided<T> q(base, d_, t_, Eigen::OuterStride<>(stride));
@@ -158,14 +185,24 @@ void Attention<T>::attend(Index b, Index h) {
     std::fill(column + keys, column + t_, T(0));
   }
   Strided<T> out(heads_out_ + b * t_ * c_ + h * d_, d_, t_, Eigen::OuterStride<>(c_));
-  out.noalias() = v * p;
+  if (!dropout) {
+    out.noalias() = v * p;
+    return;
+  }
+  // The probabilities stay as they are, for backward's softmax; the dropped ones go into
+  // d_scores_, free until backward.
+  draw_mask(*dropout, h, position);
+  MatrixView<T> dropped(d_scores_, t_, t_);
+  dropped = p.cwiseProduct(ConstMatrixView<T>(mask_, t_, t_));
+  out.noalias() = v * dropped;
 }
 
 // With P the probabilities and dO the head's output gradient: dv = dO P^T, dP = v^T dO, the
 // softmax's dS(j, i) = P(j, i) (dP(j, i) - sum_j' P(j', i) dP(j', i)) / sqrt(D), then
-// dq = k dS and dk = q dS^T. Masked entries have P = 0, so they pass no gradient.
+// dq = k dS and dk = q dS^T. Masked entries have P = 0, so they pass no gradient. With
+// dropout's mask M the output read P M (elementwise): dv = dO (P M)^T, and dP is v^T dO times M.
 template <typename T>
-void Attention<T>::attend_backward(Index b, Index h) {
+void Attention<T>::attend_backward(Index b, Index h, const DropoutStream* dropout, Index position) {
   const Index stride = 3 * c_, offset = b * t_ * stride + h * d_;
   const ConstStrided<T> q(qkv_ + offset, d_, t_, Eigen::OuterStride<>(stride));
   const ConstStrided<T> k(qkv_ + offset + c_, d_, t_, Eigen::OuterStride<>(stride));
@@ -175,9 +212,18 @@ void Attention<T>::attend_backward(Index b, Index h) {
   Strided<T> dv(d_qkv_ + offset + 2 * c_, d_, t_, Eigen::OuterStride<>(stride));
   const ConstStrided<T> d_out(d_heads_out_ + b * t_ * c_ + h * d_, d_, t_, Eigen::OuterStride<>(c_));
   const ConstMatrixView<T> p(probabilities(b, h), t_, t_);
-  dv.noalias() = d_out * p.transpose();
   MatrixView<T> ds(d_scores_, t_, t_);
-  ds.noalias() = v.transpose() * d_out;
+  if (dropout) {
+    draw_mask(*dropout, h, position);
+    const ConstMatrixView<T> mask(mask_, t_, t_);
+    ds = p.cwiseProduct(mask);
+    dv.noalias() = d_out * ds.transpose();
+    ds.noalias() = v.transpose() * d_out;
+    ds = ds.cwiseProduct(mask);
+  } else {
+    dv.noalias() = d_out * p.transpose();
+    ds.noalias() = v.transpose() * d_out;
+  }
   const T scale = T(1) / std::sqrt(static_cast<T>(d_));
   for (Index i = 0; i < t_; ++i) {
     const T dot = p.col(i).dot(ds.col(i));
@@ -188,7 +234,7 @@ void Attention<T>::attend_backward(Index b, Index h) {
 }
 
 template <typename T>
-void Attention<T>::forward(const PassContext&, ConstMatrixView<T> x, MatrixView<T> y) {
+void Attention<T>::forward(const PassContext& context, ConstMatrixView<T> x, MatrixView<T> y) {
   const Index n = x.cols() * t_;
   const ConstMatrixView<T> xs(x.data(), c_, n);
   MatrixView<T> qkv(qkv_, 3 * c_, n);
@@ -196,8 +242,9 @@ void Attention<T>::forward(const PassContext&, ConstMatrixView<T> x, MatrixView<
   else qkv.setZero();
   kernels::multiply(qkv, ConstMatrixView<T>(attn_weight_, c_, 3 * c_), kernels::Op::kTranspose, xs,
                     kernels::Op::kNone, kernels::Accumulate::kAdd);
+  const std::optional<DropoutStream> dropout = dropout_stream(context);
   for (Index b = 0; b < x.cols(); ++b)
-    for (Index h = 0; h < heads_; ++h) attend(b, h);
+    for (Index h = 0; h < heads_; ++h) attend(b, h, dropout ? &*dropout : nullptr, context.position(b));
   MatrixView<T> ys(y.data(), c_, n);
   if (bias_) ys.colwise() = VectorView<T>(proj_bias_, c_);
   else ys.setZero();
@@ -206,7 +253,7 @@ void Attention<T>::forward(const PassContext&, ConstMatrixView<T> x, MatrixView<
 }
 
 template <typename T>
-void Attention<T>::backward(const PassContext&, ConstMatrixView<T> x, ConstMatrixView<T>, ConstMatrixView<T> dy,
+void Attention<T>::backward(const PassContext& context, ConstMatrixView<T> x, ConstMatrixView<T>, ConstMatrixView<T> dy,
                             MatrixView<T>* dx) {
   const Index n = x.cols() * t_;
   const ConstMatrixView<T> xs(x.data(), c_, n), dys(dy.data(), c_, n);
@@ -218,8 +265,10 @@ void Attention<T>::backward(const PassContext&, ConstMatrixView<T> x, ConstMatri
   MatrixView<T> d_heads_out(d_heads_out_, c_, n);
   kernels::multiply(d_heads_out, ConstMatrixView<T>(proj_weight_, c_, c_), kernels::Op::kNone, dys,
                     kernels::Op::kNone, kernels::Accumulate::kOverwrite);
+  const std::optional<DropoutStream> dropout = dropout_stream(context);
   for (Index b = 0; b < x.cols(); ++b)
-    for (Index h = 0; h < heads_; ++h) attend_backward(b, h);
+    for (Index h = 0; h < heads_; ++h)
+      attend_backward(b, h, dropout ? &*dropout : nullptr, context.position(b));
   // c_attn, the same with the (3C) gradient of q, k and v.
   const ConstMatrixView<T> d_qkv(d_qkv_, 3 * c_, n);
   MatrixView<T> d_attn(attn_weight_grad_, c_, 3 * c_);

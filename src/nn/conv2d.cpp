@@ -14,6 +14,7 @@ Conv2dOptions Conv2dOptions::parse(io::JsonSection& section) {
   options.out = section.integer("out", 0, 1, 1 << 24);
   options.window = parse_window(section, Pair2d{1, 1});
   options.bias = section.boolean("bias", true);
+  options.init = InitStd::parse(section);
   return options;
 }
 
@@ -84,9 +85,13 @@ void Conv2d<T>::bind(const LayerMemory<T>& memory) {
 
 template <typename T>
 void Conv2d<T>::initialize(Rng& rng) {
-  const double bound = 1.0 / std::sqrt(static_cast<double>(taps()));
-  const Index count = this->parameter_count();
-  for (Index i = 0; i < count; ++i) weight_[i] = static_cast<T>(rng.uniform(-bound, bound));
+  if (options_.init.given()) {
+    fill_normal(weight_, options_.out * taps(), options_.init.std, rng);
+    if (bias_) std::fill_n(bias_, options_.out, T(0));
+    return;
+  }
+  // The bias follows the weights: one run, weights first.
+  fill_uniform(weight_, this->parameter_count(), 1.0 / std::sqrt(static_cast<double>(taps())), rng);
 }
 
 // Note [rows that run on]

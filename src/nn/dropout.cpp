@@ -4,29 +4,14 @@
 
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/core/hash.hpp"
-#include "mpiddp/core/philox.hpp"
-#include "mpiddp/core/rng.hpp"
+#include "mpiddp/nn/dropout_mask.hpp"
 
 namespace mpiddp::nn {
 
-// Note [the dropout counter]
-// Value j of the sample at global position q, in step `step` of epoch `epoch`, is dropped
-// when u < p, where u = w * 2^-32 and w is lane j % 4 of
-//   philox4x32_10(counter = (j / 4, q, step, epoch), key = mix_seed(seed, salt))
-// (the key's low 32 bits first), salt = fnv1a of the layer's key path, so two dropout
-// layers of one model draw different masks. Every word must fit in 32 bits:
-//   j / 4  < 2^32  since a sample has at most 2^34 values (checked when the layer is built);
-//   q      < 2^32  a position inside one step's global batch, far below that in practice;
-//   step   < 2^32  the global step, counted from 1: 4 billion steps;
-//   epoch  < 2^32.
-// The last three are checked in every training pass, so a wrap can never repeat a mask.
-
 namespace {
 
-constexpr int64_t kWord = int64_t{1} << 32;
-
 const Shape& dropout_input(const Shape& input, const std::string& key) {
-  if ((shape_size(input) + 3) / 4 > kWord)
+  if (shape_size(input) > DropoutStream::kMaxValues)
     throw ConfigError(key, "dropout over " + shape_text(input) +
                                ": more than 2^34 values per sample do not fit its counter");
   return input;
@@ -73,34 +58,11 @@ void Dropout<T>::forward(const PassContext& context, ConstMatrixView<T> x, Matri
     y = x;
     return;
   }
-  // Note [the dropout counter]
-  if (context.step < 0 || context.step >= kWord || context.epoch < 0 || context.epoch >= kWord)
-    throw Error(kExitFailure,
-                key_ + ": dropout's counter needs step and epoch in [0, 2^32), got step " +
-                    std::to_string(context.step) + ", epoch " + std::to_string(context.epoch),
-                Scope::kEveryRank);
-  const uint64_t seed = mix_seed(context.seed, salt_);
-  const PhiloxKey key = {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)};
-  const auto step = static_cast<uint32_t>(context.step);
-  const auto epoch = static_cast<uint32_t>(context.epoch);
+  // Note [the dropout counter] in dropout_mask.cpp
+  const DropoutStream stream(context, salt_, key_);
   const Index values = this->inputs();
   MatrixView<T> mask(mask_, values, x.cols());
-  for (Index b = 0; b < x.cols(); ++b) {
-    const Index q = context.position(b);
-    if (q < 0 || q >= kWord)
-      throw Error(kExitFailure,
-                  key_ + ": dropout's counter needs sample positions in [0, 2^32), got " +
-                      std::to_string(q));
-    T* m = mask.col(b).data();  // (inputs)
-    for (Index j = 0; j < values; j += 4) {
-      const PhiloxCounter words = philox4x32_10(
-          {static_cast<uint32_t>(j / 4), static_cast<uint32_t>(q), step, epoch}, key);
-      for (Index lane = 0; lane < 4 && j + lane < values; ++lane) {
-        const double u = static_cast<double>(words[static_cast<size_t>(lane)]) * 0x1p-32;
-        m[j + lane] = u < p_ ? T(0) : scale_;
-      }
-    }
-  }
+  for (Index b = 0; b < x.cols(); ++b) stream.fill(mask.col(b).data(), 0, values, context.position(b), p_, scale_);
   y = x.cwiseProduct(mask);
 }
 

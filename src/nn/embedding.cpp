@@ -10,7 +10,11 @@ namespace mpiddp::nn {
 EmbeddingOptions EmbeddingOptions::parse(io::JsonSection& section) {
   for (const char* key : {"vocab", "dim"})
     if (!section.has(key)) throw ConfigError(section.key_path(key), "required key is missing");
-  return {section.integer("vocab", 0, 1, 1 << 24), section.integer("dim", 0, 1, 1 << 20)};
+  EmbeddingOptions options;
+  options.vocab = section.integer("vocab", 0, 1, 1 << 24);
+  options.dim = section.integer("dim", 0, 1, 1 << 20);
+  options.init = InitStd::parse(section);
+  return options;
 }
 
 namespace {
@@ -25,7 +29,7 @@ Shape embedding_output(const EmbeddingOptions& options, const Shape& input, cons
 
 template <typename T>
 Embedding<T>::Embedding(const EmbeddingOptions& options, const Shape& input, const std::string& key)
-    : Layer<T>(input, embedding_output(options, input, key)), vocab_(options.vocab), dim_(options.dim) {}
+    : Layer<T>(input, embedding_output(options, input, key)), vocab_(options.vocab), dim_(options.dim), init_(options.init) {}
 
 template <typename T>
 std::string Embedding<T>::describe() const {
@@ -45,7 +49,7 @@ void Embedding<T>::bind(const LayerMemory<T>& memory) {
 
 template <typename T>
 void Embedding<T>::initialize(Rng& rng) {
-  for (Index i = 0; i < vocab_ * dim_; ++i) weight_[i] = static_cast<T>(rng.normal());
+  fill_normal(weight_, vocab_ * dim_, init_.given() ? init_.std : 1.0, rng);
 }
 
 template <typename T>

@@ -10,6 +10,9 @@ LayerNormOptions LayerNormOptions::parse(io::JsonSection& section) {
   LayerNormOptions options;
   options.eps = section.number("eps", 1e-5, 1e-30, 1.0);
   options.affine = section.boolean("affine", true);
+  // Taken, as by every layer with weights, but a norm's scale and shift start at ones and
+  // zeros with it too (nanoGPT's _init_weights leaves LayerNorm so).
+  InitStd::parse(section);
   return options;
 }
 

@@ -9,12 +9,24 @@
 #include "mpiddp/core/finite.hpp"
 #include "mpiddp/kernels/gemm.hpp"
 #include "mpiddp/kernels/grid_product.hpp"
+#include "mpiddp/nn/initialization.hpp"
 
 namespace mpiddp::nn {
 
 LinearOptions LinearOptions::parse(io::JsonSection& section) {
   if (!section.has("out")) throw ConfigError(section.key_path("out"), "required key is missing");
-  return {section.integer("out", 0, 1, 1 << 24)};
+  LinearOptions options;
+  options.out = section.integer("out", 0, 1, 1 << 24);
+  // Read only when given, so that a linear without them resolves as before.
+  if (section.has("bias")) options.bias = section.boolean("bias", true);
+  if (section.has("tied_to")) {
+    options.tied_to = section.text("tied_to", "");
+    if (options.tied_to.empty())
+      throw ConfigError(section.key_path("tied_to"), "expected a tensor name of an earlier layer, like \"0.weight\"");
+  }
+  options.key = section.key_path("tied_to");
+  options.init = InitStd::parse(section);
+  return options;
 }
 
 namespace {
@@ -36,37 +48,74 @@ Linear<T>::Linear(const LinearOptions& options, const Shape& input, const std::s
     : Layer<T>(input, linear_output(options, input, key)),
       in_(input.back()),
       out_(options.out),
-      positions_(input.size() == 2 ? input.front() : 1) {}
+      positions_(input.size() == 2 ? input.front() : 1),
+      has_bias_(options.bias),
+      tied_to_(options.tied_to),
+      key_(options.key),
+      init_(options.init) {}
+
+template <typename T>
+std::string Linear<T>::describe() const {
+  return "linear" + std::to_string(out_) + (has_bias_ ? "" : "nobias") + (tied_to_.empty() ? "" : "tied" + tied_to_);
+}
 
 template <typename T>
 std::vector<TensorSpec> Linear<T>::parameters() const {
-  return {{"weight", {out_, in_}}, {"bias", {out_}}};
+  std::vector<TensorSpec> specs;
+  if (tied_to_.empty()) specs.push_back({"weight", {out_, in_}});
+  if (has_bias_) specs.push_back({"bias", {out_}});
+  return specs;
+}
+
+template <typename T>
+std::vector<TiedTensor> Linear<T>::tied_tensors() const {
+  if (tied_to_.empty()) return {};
+  return {{"weight", tied_to_, {out_, in_}, key_, 0}};
 }
 
 template <typename T>
 void Linear<T>::bind(const LayerMemory<T>& memory) {
-  const Index weights = out_ * in_;
-  weight_ = memory.parameters;
-  bias_ = memory.parameters + weights;
-  weight_grad_ = memory.gradients;
+  T* own = memory.parameters;
+  T* own_grad = memory.gradients;
+  if (tied_to_.empty()) {
+    weight_ = own;
+    weight_grad_ = own_grad;
+    own += out_ * in_;
+    own_grad += out_ * in_;
+  } else {
+    // The model has checked the tie (Model::tie_tensors), so the target is there.
+    for (const ParameterTensor& tensor : *memory.model_tensors)
+      if (tensor.name == tied_to_) {
+        weight_ = memory.model_parameters + tensor.offset;
+        weight_grad_ = memory.model_gradients + tensor.offset;
+      }
+  }
+  bias_ = has_bias_ ? own : nullptr;
+  bias_grad_ = has_bias_ ? own_grad : nullptr;
 }
 
 template <typename T>
 void Linear<T>::initialize(Rng& rng) {
   const double bound = 1.0 / std::sqrt(static_cast<double>(in_));
-  const Index count = out_ * in_ + out_;
-  for (Index i = 0; i < count; ++i) weight_[i] = static_cast<T>(rng.uniform(-bound, bound));
+  if (tied_to_.empty()) {
+    if (init_.given()) fill_normal(weight_, out_ * in_, init_.std, rng);
+    else fill_uniform(weight_, out_ * in_, bound, rng);
+  }
+  if (!has_bias_) return;
+  if (init_.given()) std::fill_n(bias_, out_, T(0));
+  else fill_uniform(bias_, out_, bound, rng);
 }
 
 template <typename T>
 void Linear<T>::forward(const PassContext& context, ConstMatrixView<T> x, MatrixView<T> y) {
   ConstMatrixView<T> wt(weight_, in_, out_);
-  VectorView<T> b(bias_, out_);
+  VectorView<T> b(bias_, bias_ ? out_ : 0);
   // y = W x + b, written as (W^T)^T x so Eigen's GEMM reads the weights in place. The bias
   // goes in first and the product is added to it: "=" would zero y and then add anyway, so
   // the bias costs no pass of its own. A sequence's positions are columns of their own.
   MatrixView<T> ys = by_position(y);
-  ys.colwise() = b;
+  if (bias_) ys.colwise() = b;
+  else ys.setZero();
   kernels::multiply_in_pieces(ys, wt, kernels::Op::kTranspose, by_position(x), kernels::Accumulate::kAdd,
                               context.forward_columns);
 }
@@ -96,7 +145,7 @@ bool Linear<T>::supports_chunked_pass(Index chunk) const {
   // so a pass of one chunk (at N = C) and one of many must both stay above it.
   // On a sequence a chunk's columns are its samples' positions: not taken (chunk by chunk).
   constexpr Index kPanel = Eigen::internal::gebp_traits<T, T>::nr;
-  return positions_ == 1 && chunk % kPanel == 0 && in_ + out_ + chunk >= EIGEN_GEMM_TO_COEFFBASED_THRESHOLD;
+  return positions_ == 1 && has_bias_ && tied_to_.empty() && chunk % kPanel == 0 && in_ + out_ + chunk >= EIGEN_GEMM_TO_COEFFBASED_THRESHOLD;
 }
 
 template <typename T>
@@ -113,7 +162,7 @@ void Linear<T>::parameter_gradients_onto_grid(const PassContext& context, ConstM
   grid.max_over_ranks(maxima, 2);
   const double per_chunk = 2.0 * static_cast<double>(chunk);
   const GradientGrid::Tensor weights = grid.tensor(weight_grad_, per_chunk * maxima[0] * maxima[1]);
-  const GradientGrid::Tensor bias = grid.tensor(weight_grad_ + f * o, per_chunk * maxima[1]);
+  const GradientGrid::Tensor bias = grid.tensor(bias_grad_, per_chunk * maxima[1]);
   // Every chunk in one kernel of ours where the build has it (Note [the grid product]), else
   // each chunk's product by the library and converted after.
   if (!weight_gradient_by_grid_product(grid, x, dy, chunk, weights))
@@ -171,13 +220,16 @@ void Linear<T>::backward(const PassContext& context, ConstMatrixView<T> x_sample
   const ConstMatrixView<T> x = by_position(x_samples), dy = by_position(dy_samples);
   if (context.chunk_columns == 0) {
     MatrixView<T> dwt(weight_grad_, in_, out_);
-    VectorView<T> db(weight_grad_ + in_ * out_, out_);
     // dW^T (+)= x dy^T: (F, B)(B, O), written on a step's first micro-batch (Note [gradients
-    // written, not cleared] in sequential.cpp).
+    // written, not cleared] in sequential.cpp); a tied W's is added to its owner's, always.
+    const bool overwrite_weight = context.overwrite_gradients && tied_to_.empty();
     kernels::multiply(dwt, x, kernels::Op::kNone, dy, kernels::Op::kTranspose,
-             context.overwrite_gradients ? kernels::Accumulate::kOverwrite : kernels::Accumulate::kAdd);
-    if (context.overwrite_gradients) db.setZero();  // O values: the row sums' order stays as it was
-    add_row_sums(dy, 0, dy.cols(), db);
+             overwrite_weight ? kernels::Accumulate::kOverwrite : kernels::Accumulate::kAdd);
+    if (bias_grad_) {
+      VectorView<T> db(bias_grad_, out_);
+      if (context.overwrite_gradients) db.setZero();  // O values: the row sums' order stays as it was
+      add_row_sums(dy, 0, dy.cols(), db);
+    }
   } else {
     parameter_gradients_onto_grid(context, x, dy);
   }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "mpiddp/core/error.hpp"
+
 namespace mpiddp::nn {
 
 Index ParameterTensor::size() const { return shape_size(shape); }
@@ -14,6 +16,7 @@ Model<T>::Model(const Shape& input, const std::vector<LayerSpec>& specs, Index m
     tensors_.push_back({t.name, parameter_count_, t.shape});
     parameter_count_ += shape_size(t.shape);
   }
+  tie_tensors();
   Index values = 0, counters = 0;
   for (const BufferSpec& b : stack_.buffers()) {
     BufferTensor tensor;
@@ -40,11 +43,50 @@ Model<T>::Model(const Shape& input, const std::vector<LayerSpec>& specs, Index m
   stack_.bind(memory());
 }
 
+namespace {
+
+std::string dimensions_text(const std::vector<Index>& shape) {
+  std::string text;
+  for (const Index d : shape) text += (text.empty() ? "" : ", ") + std::to_string(d);
+  return "[" + text + "]";
+}
+
+}  // namespace
+
+// Each tied tensor must name an earlier layer's tensor of the shape the layer needs. Its
+// gradients then have two writers: the owner's whole layer (in the top stack) adds to
+// them, never overwrites, and is cleared before a pass that overwrites the others.
+template <typename T>
+void Model<T>::tie_tensors() {
+  std::vector<std::pair<Index, Index>> shared;
+  for (const TiedTensor& tie : stack_.tied_tensors()) {
+    const auto target = std::find_if(tensors_.begin(), tensors_.end(),
+                                     [&](const ParameterTensor& t) { return t.name == tie.target; });
+    if (target == tensors_.end()) {
+      std::string names;
+      for (const auto& t : tensors_) names += (names.empty() ? "" : ", ") + t.name;
+      throw ConfigError(tie.key, "'" + tie.target + "' names no tensor of the model; its tensors are " + names);
+    }
+    if (target->shape != tie.shape)
+      throw ConfigError(tie.key, "'" + tie.target + "' has shape " + dimensions_text(target->shape) +
+                                     " but the layer needs " + dimensions_text(tie.shape));
+    if (target->offset >= tie.position)
+      throw ConfigError(tie.key, "'" + tie.target + "' is not an earlier layer's tensor; a layer can use the "
+                                     "tensor of a layer before it only");
+    tied_.push_back({tie.name, target->offset, target->shape});
+    shared.emplace_back(target->offset, target->offset + target->size());
+  }
+  stack_.share_gradients(shared);
+}
+
 template <typename T>
 LayerMemory<T> Model<T>::memory() {
   LayerMemory<T> m;
   m.parameters = parameters_;
   m.gradients = gradients_;
+  m.model_tensors = &tensors_;
+  m.model_parameters = parameters_;
+  m.model_gradients = gradients_;
   m.buffers = buffer_values_.data();
   m.counters = buffer_counters_.data();
   m.scratch = scratch_.data();
@@ -70,7 +112,7 @@ void Model<T>::adopt_parameters(T* memory_at) {
 template <typename T>
 void Model<T>::bind_gradient_views(T* memory_at) {
   LayerMemory<T> m = memory();
-  if (memory_at) m.gradients = memory_at;
+  if (memory_at) m.gradients = m.model_gradients = memory_at;
   stack_.bind(m);
 }
 

@@ -6,7 +6,10 @@ namespace mpiddp::nn {
 
 PositionEmbeddingOptions PositionEmbeddingOptions::parse(io::JsonSection& section) {
   if (!section.has("positions")) throw ConfigError(section.key_path("positions"), "required key is missing");
-  return {section.integer("positions", 0, 1, 1 << 24)};
+  PositionEmbeddingOptions options;
+  options.positions = section.integer("positions", 0, 1, 1 << 24);
+  options.init = InitStd::parse(section);
+  return options;
 }
 
 namespace {
@@ -25,7 +28,7 @@ const Shape& positioned_input(const PositionEmbeddingOptions& options, const Sha
 template <typename T>
 PositionEmbedding<T>::PositionEmbedding(const PositionEmbeddingOptions& options, const Shape& input,
                                         const std::string& key)
-    : Layer<T>(positioned_input(options, input, key), input), positions_(options.positions), width_(input[1]) {}
+    : Layer<T>(positioned_input(options, input, key), input), positions_(options.positions), width_(input[1]), init_(options.init) {}
 
 template <typename T>
 std::vector<TensorSpec> PositionEmbedding<T>::parameters() const {
@@ -40,7 +43,7 @@ void PositionEmbedding<T>::bind(const LayerMemory<T>& memory) {
 
 template <typename T>
 void PositionEmbedding<T>::initialize(Rng& rng) {
-  for (Index i = 0; i < positions_ * width_; ++i) weight_[i] = static_cast<T>(rng.normal());
+  fill_normal(weight_, positions_ * width_, init_.given() ? init_.std : 1.0, rng);
 }
 
 // A sample's column is its T rows of C one after another, so the first T rows of the table,

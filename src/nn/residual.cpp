@@ -46,6 +46,13 @@ std::vector<BufferSpec> Residual<T>::buffers() const {
 }
 
 template <typename T>
+std::vector<TiedTensor> Residual<T>::tied_tensors() const {
+  auto all = body_.tied_tensors();
+  for (TiedTensor& t : all) t.name = "body." + t.name;
+  return all;
+}
+
+template <typename T>
 size_t Residual<T>::scratch_bytes(Index max_batch) const {
   return scratch_values_bytes<T>(this->outputs() * max_batch) + align_scratch(body_.scratch_bytes(max_batch));
 }

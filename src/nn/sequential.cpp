@@ -43,6 +43,7 @@ Sequential<T>::Sequential(Chain layers, const Shape& input)
     offset += layer->parameter_count();
   }
   parameter_offsets_.push_back(offset);  // the end, so layer l has offsets_[l+1] - offsets_[l]
+  shared_.assign(layers_.size(), 0);
 }
 
 template <typename T>
@@ -72,6 +73,25 @@ std::vector<BufferSpec> Sequential<T>::buffers() const {
       all.push_back(std::move(b));
     }
   return all;
+}
+
+template <typename T>
+std::vector<TiedTensor> Sequential<T>::tied_tensors() const {
+  std::vector<TiedTensor> all;
+  for (size_t l = 0; l < layers_.size(); ++l)
+    for (TiedTensor t : layers_[l]->tied_tensors()) {
+      t.name = std::to_string(l) + "." + t.name;
+      t.position += parameter_offsets_[l];
+      all.push_back(std::move(t));
+    }
+  return all;
+}
+
+template <typename T>
+void Sequential<T>::share_gradients(const std::vector<std::pair<Index, Index>>& ranges) {
+  for (size_t l = 0; l < layers_.size(); ++l)
+    for (const auto& [first, end] : ranges)
+      if (first < parameter_offsets_[l + 1] && end > parameter_offsets_[l]) shared_[l] = 1;
 }
 
 namespace {
@@ -151,7 +171,7 @@ bool Sequential<T>::supports_chunked_pass(Index chunk) const {
 
 template <typename T>
 bool Sequential<T>::adds_to_gradients(size_t l) const {
-  return parameter_offsets_[l + 1] > parameter_offsets_[l] && !layers_[l]->can_overwrite_gradients();
+  return parameter_offsets_[l + 1] > parameter_offsets_[l] && !overwrites_gradients(l);
 }
 
 template <typename T>
@@ -209,7 +229,7 @@ void Sequential<T>::backward(const PassContext& context, const BatchInput<T>& x,
   adding.overwrite_gradients = false;
   for (size_t l = layers_.size(); l-- > 0;) {
     Layer<T>& layer = *layers_[l];
-    const PassContext& layer_context = layer.can_overwrite_gradients() ? context : adding;
+    const PassContext& layer_context = overwrites_gradients(l) ? context : adding;
     const T* in = l == 0 ? x.values : activations_[l - 1];
     const T* out = l + 1 < layers_.size() ? activations_[l] : y.data();
     ConstMatrixView<T> layer_x(in, layer.inputs(), batch);

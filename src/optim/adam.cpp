@@ -6,23 +6,25 @@ namespace mpiddp::optim {
 
 template <typename T>
 Adam<T>::Adam(const OptimizerConfig& config, Index parameters, bool decoupled_weight_decay)
-    : config_(config), parameters_(parameters), decoupled_(decoupled_weight_decay),
-      exp_avg_(parameters, T(0)), exp_avg_sq_(parameters, T(0)) {}
+    : Optimizer<T>(parameters), config_(config), decoupled_(decoupled_weight_decay),
+      exp_avg_(parameters, T(0)), exp_avg_sq_(parameters, T(0)) {
+  this->set_weight_decay(config.weight_decay);
+}
 
 template <typename T>
-void Adam<T>::step(T* params, const T* grads, double lr) {
-  const int64_t t = ++this->steps_;
+void Adam<T>::update(T* params, const T* grads, Index begin, Index end, double weight_decay, double lr) {
+  const int64_t t = this->steps_;
   // The bias corrections are computed in double, as PyTorch computes them in Python floats.
   const double bias_correction1 = 1.0 - std::pow(config_.beta1, static_cast<double>(t));
   const double bias_correction2 = 1.0 - std::pow(config_.beta2, static_cast<double>(t));
   const T step_size = static_cast<T>(lr / bias_correction1);
   const T sqrt_bc2 = static_cast<T>(std::sqrt(bias_correction2));
   const T beta1 = static_cast<T>(config_.beta1), beta2 = static_cast<T>(config_.beta2);
-  const T eps = static_cast<T>(config_.eps), decay = static_cast<T>(config_.weight_decay);
-  const T decoupled_scale = static_cast<T>(1.0 - lr * config_.weight_decay);
+  const T eps = static_cast<T>(config_.eps), decay = static_cast<T>(weight_decay);
+  const T decoupled_scale = static_cast<T>(1.0 - lr * weight_decay);
   T* m = exp_avg_.data();
   T* v = exp_avg_sq_.data();
-  for (Index i = 0; i < parameters_; ++i) {
+  for (Index i = begin; i < end; ++i) {
     T g = grads[i];
     if (decoupled_) {
       params[i] *= decoupled_scale;

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <utility>
 #include <cstring>
+#include <limits>
+
+#include "mpiddp/optim/gradient_clip.hpp"
 
 namespace mpiddp::optim {
 
@@ -61,9 +64,25 @@ OptimizerShard<T>::OptimizerShard(const optim::OptimizerConfig& config, Index pa
 }
 
 template <typename T>
-void OptimizerShard<T>::step(T* params, const T* grads, double lr) {
+void OptimizerShard<T>::exempt_from_decay(const ParameterRanges& ranges) {
+  ParameterRanges mine;
+  for (const auto& [begin, end] : ranges)
+    if (begin < end_ && end > begin_) mine.emplace_back(std::max(begin, begin_) - begin_, std::min(end, end_) - begin_);
+  optimizer_->exempt_from_decay(mine);
+}
+
+template <typename T>
+double OptimizerShard<T>::step(T* params, T* grads, double lr) {
+  double norm = std::numeric_limits<double>::quiet_NaN();
+  if (config_.clip_grad_norm > 0.0) {
+    // Across the world this rank holds its part of the averaged gradient, else all of it.
+    const Index first = across_world() ? begin_ : 0, end = across_world() ? end_ : parameters_;
+    norm = gradient_norm(grads + first, end - first, parameters_, *exchange_);
+    clip_to_norm(grads + first, end - first, norm, config_.clip_grad_norm);
+  }
   optimizer_->step(params + begin_, grads + begin_, lr);
   if (sharded()) exchange_->allgather(params, part_bytes_);
+  return norm;
 }
 
 template <typename T>

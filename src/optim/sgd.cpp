@@ -3,37 +3,35 @@
 namespace mpiddp::optim {
 
 template <typename T>
-Sgd<T>::Sgd(const OptimizerConfig& config, Index parameters)
-    : config_(config), parameters_(parameters) {
-  if (config_.momentum != 0.0) momentum_buffer_.assign(parameters_, T(0));
+Sgd<T>::Sgd(const OptimizerConfig& config, Index parameters) : Optimizer<T>(parameters), config_(config) {
+  if (config_.momentum != 0.0) momentum_buffer_.assign(parameters, T(0));
+  this->set_weight_decay(config.weight_decay);
 }
 
 template <typename T>
-void Sgd<T>::step(T* params, const T* grads, double lr) {
-  ++this->steps_;
-  const T rate = static_cast<T>(lr), decay = static_cast<T>(config_.weight_decay);
+void Sgd<T>::update(T* params, const T* grads, Index begin, Index end, double weight_decay, double lr) {
+  const T rate = static_cast<T>(lr), decay = static_cast<T>(weight_decay);
   const T momentum = static_cast<T>(config_.momentum);
   const T keep = static_cast<T>(1.0 - config_.dampening);
   const bool first = this->steps_ == 1;
   T* buf = momentum_buffer_.data();
-  const Index n = parameters_;
   // The common case, plain momentum after the first step, as a branch-free loop the
   // compiler vectorises: it streams three buffers of P, so it is memory-bound.
   if (momentum != T(0) && decay == T(0) && !first && !config_.nesterov) {
     T* __restrict p = params;
     const T* __restrict g = grads;
     T* __restrict v = buf;
-    for (Index i = 0; i < n; ++i) {
+    for (Index i = begin; i < end; ++i) {
       v[i] = momentum * v[i] + keep * g[i];
       p[i] -= rate * v[i];
     }
     return;
   }
   if (momentum == T(0) && decay == T(0)) {
-    for (Index i = 0; i < n; ++i) params[i] -= rate * grads[i];
+    for (Index i = begin; i < end; ++i) params[i] -= rate * grads[i];
     return;
   }
-  for (Index i = 0; i < n; ++i) {
+  for (Index i = begin; i < end; ++i) {
     T g = grads[i];
     if (decay != T(0)) g += decay * params[i];
     if (momentum != T(0)) {

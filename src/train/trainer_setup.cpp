@@ -47,6 +47,16 @@ void check_data_fits(const config::Config& c, const data::Dataset<T>& set, const
                                                            " has a vocabulary of " + std::to_string(set.vocabulary));
 }
 
+// optimizer.decay "matrices": the tensors of fewer than two dimensions (biases, the scales
+// and shifts of the norms) take no weight decay.
+template <typename T>
+optim::ParameterRanges vectors_and_scalars(const nn::Model<T>& model) {
+  optim::ParameterRanges ranges;
+  for (const nn::ParameterTensor& tensor : model.tensors())
+    if (tensor.shape.size() < 2) ranges.emplace_back(tensor.offset, tensor.offset + tensor.size());
+  return ranges;
+}
+
 }  // namespace
 
 template <typename T>
@@ -92,6 +102,7 @@ Trainer<T>::Trainer(const config::Config& config, distributed::Communicator& com
                   reducer_.compression() != distributed::Compression::kNone);
   optimizer_ = std::make_unique<optim::OptimizerShard<T>>(config.optimizer, model_->parameter_count(),
                                                           distributed::part_exchange(comm, scope));
+  if (config.optimizer.decay == optim::DecayRule::kMatrices) optimizer_->exempt_from_decay(vectors_and_scalars(*model_));
   replica_ = std::make_unique<Replica<T>>(*model_, *loss_, train_, batch_per_rank_,
                                           std::max<Index>(train_.outputs, eval_ ? eval_->outputs : 0),
                                           phases_);

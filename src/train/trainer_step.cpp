@@ -36,7 +36,7 @@ typename Trainer<T>::StepDone Trainer<T>::train_step(int64_t epoch, int64_t step
                                         total_steps, config_.epochs);
   phases_.lap(record::SpanKind::kCheck);  // not in the profile, which times the optimizer alone
   const double optimizer_cpu_start = options_.profile ? record::thread_cpu_seconds() : 0.0;
-  optimizer_->step(model_->parameters(), model_->gradients(), lr);  // collective when sharded
+  const double grad_norm = optimizer_->step(model_->parameters(), model_->gradients(), lr);  // collective when sharded
   phases_.lap(&record::StepProfile::optimizer_s, record::SpanKind::kOptimizer);
   if (options_.profile) options_.profile->optimizer_cpu_s += record::thread_cpu_seconds() - optimizer_cpu_start;
   // The step record's time_s and the trace's step span are the same two readings.
@@ -47,9 +47,12 @@ typename Trainer<T>::StepDone Trainer<T>::train_step(int64_t epoch, int64_t step
     ++options_.profile->steps;
   }
   inject_update_fault(config_.faults.inject, comm_.rank(), step, model_->parameters());
-  if (comm_.rank() == 0 && step % config_.log_every_steps == 0)
-    log_->write({{"kind", "step"}, {"epoch", epoch}, {"step", step}, {"loss", outcome.loss}, {"lr", lr},
-                 {"time_s", std::chrono::duration<double>(step_end - step_start).count()}});
+  if (comm_.rank() == 0 && step % config_.log_every_steps == 0) {
+    io::Json record = {{"kind", "step"}, {"epoch", epoch}, {"step", step}, {"loss", outcome.loss}, {"lr", lr},
+                       {"time_s", std::chrono::duration<double>(step_end - step_start).count()}};
+    if (config_.optimizer.clip_grad_norm > 0.0) record["grad_norm"] = grad_norm;  // before clipping
+    log_->write(record);
+  }
   return {outcome.loss, true};
 }
 

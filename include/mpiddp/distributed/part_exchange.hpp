@@ -3,6 +3,7 @@
 // ranks, and no more: how many parts the parameters are cut into, which is this rank's, and the
 // exchange of the parts. The optimizer holds one of these, never the communicator.
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -40,6 +41,13 @@ class PartExchange {
   // equal rank on rank 0's node, when sharded across a node); with the world's parts there is
   // no other copy, and nothing moves. Collective.
   virtual void copy_state_from_rank0(void* state, size_t bytes) = 0;
+  // A scalar of this rank's part of the averaged gradient combined over the ranks whose parts
+  // make up the whole: the largest, and the exact int64 sum (the gradient clipping's norm,
+  // Note [the norm on a grid] in src/optim/gradient_clip.cpp). Only the world's parts hold
+  // the gradient in parts; where every rank holds it whole, the value itself. Collective
+  // with the world's parts; allocates nothing.
+  virtual double largest_of_gradient_parts(double value) { return value; }
+  virtual int64_t sum_of_gradient_parts(int64_t value) { return value; }
 };
 
 // The exchange of `scope`'s parts over comm, which must outlive it.

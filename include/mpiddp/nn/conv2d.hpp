@@ -5,6 +5,7 @@
 // Dimension letters: C input channels, H x W the input image, O output channels,
 // Ho x Wo the output image, P = Ho * Wo output positions, K = C * kh * kw taps per output.
 #include "mpiddp/io/json_reader.hpp"
+#include "mpiddp/nn/initialization.hpp"
 #include "mpiddp/nn/layer.hpp"
 #include "mpiddp/nn/window2d.hpp"
 
@@ -14,6 +15,7 @@ struct Conv2dOptions {
   Index out = 0;
   Window2d window;  // stride 1 and padding 0 unless given
   bool bias = true;
+  InitStd init;  // weights N(0, init_std^2) and bias zero; absent, nn.Conv2d's default
   static Conv2dOptions parse(io::JsonSection& section);
 };
 

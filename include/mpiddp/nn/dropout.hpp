@@ -2,10 +2,8 @@
 // Dropout as PyTorch's nn.Dropout: in training each value is zeroed with probability p and
 // the kept ones are scaled by 1/(1-p); in evaluation it is the identity.
 //
-// The mask is a pure function of (run seed, layer, epoch, step, global position of the
-// sample, index of the value) through Philox4x32-10 (core/philox.hpp), never of a generator's
-// state: the sample at position q of a step is dropped alike at every world size, in any
-// column order, and after a resume (Note [the dropout counter] in dropout.cpp).
+// The mask is drawn by nn/dropout_mask.hpp: the sample at position q of a step is dropped
+// alike at every world size, in any column order, and after a resume.
 #include <string>
 
 #include "mpiddp/io/json_reader.hpp"

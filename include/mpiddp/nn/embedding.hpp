@@ -5,6 +5,7 @@
 // token v, initialised N(0, 1) as PyTorch does.
 #include "mpiddp/io/json_reader.hpp"
 #include "mpiddp/nn/batch_input.hpp"
+#include "mpiddp/nn/initialization.hpp"
 #include "mpiddp/nn/layer.hpp"
 
 namespace mpiddp::nn {
@@ -12,6 +13,7 @@ namespace mpiddp::nn {
 struct EmbeddingOptions {
   Index vocab = 0;
   Index dim = 0;
+  InitStd init;  // absent: N(0, 1), as nn.Embedding
   static EmbeddingOptions parse(io::JsonSection& section);
 };
 
@@ -36,6 +38,7 @@ class Embedding final : public Layer<T>, public TakesTokenIds<T> {
 
  private:
   Index vocab_, dim_;
+  InitStd init_;
   T* weight_ = nullptr;       // [vocab, dim], row-major
   T* weight_grad_ = nullptr;  // the same layout
 };

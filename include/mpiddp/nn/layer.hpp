@@ -36,6 +36,31 @@ struct TensorSpec {
   Shape shape;
 };
 
+// A named tensor inside one of the model's flat buffers, with PyTorch nn.Sequential names:
+// "<layer index>.weight" [out, in], "<layer index>.bias" [out], "3.body.0.weight", ...
+struct ParameterTensor {
+  std::string name;
+  Index offset = 0;
+  std::vector<Index> shape;
+  Index size() const;
+};
+
+// A tensor a layer uses without owning it: another layer's, named as in the model's
+// state_dict (linear's tied_to "0.weight", the GPT's head sharing the token embedding).
+// The model finds it and checks its shape; the layer's bind finds it in the model's
+// tensors, and its gradients add up in the owner's place, so it is trained, reduced and
+// saved as one tensor (weight files carry both names, as a PyTorch state_dict does).
+struct TiedTensor {
+  std::string name;    // the layer's own name for it, "weight"; its stack prefixes it
+  std::string target;  // the model's tensor it is: "0.weight"
+  Shape shape;         // the shape the layer needs
+  std::string key;     // the config key that ties it, for messages: "model.layers[11].tied_to"
+  // Where the layer's own parameters would begin in its stack's (each stack adds its
+  // offset): the target must lie before, in an earlier layer, whose gradients the backward
+  // pass finishes after this layer has added to them.
+  Index position = 0;
+};
+
 enum class BufferType { kReal, kInt64 };
 
 // A saved, untrained tensor: "running_mean" (real) or "num_batches_tracked" (int64, shape []).
@@ -54,6 +79,10 @@ struct LayerMemory {
   int64_t* counters = nullptr;  // the int64 buffers(), in order
   std::byte* scratch = nullptr; // scratch_bytes(max_batch), 64-byte aligned
   Index max_batch = 0;
+  // The whole model's tensors and buffers, where a layer finds the tensors it is tied to.
+  const std::vector<ParameterTensor>* model_tensors = nullptr;
+  T* model_parameters = nullptr;
+  T* model_gradients = nullptr;
 };
 
 template <typename T>
@@ -75,6 +104,8 @@ class Layer {
 
   virtual std::vector<TensorSpec> parameters() const { return {}; }
   virtual std::vector<BufferSpec> buffers() const { return {}; }
+  // The tensors it uses but does not own (TiedTensor); their sizes are not in parameters().
+  virtual std::vector<TiedTensor> tied_tensors() const { return {}; }
   virtual size_t scratch_bytes(Index /*max_batch*/) const { return 0; }
   // Multiply-adds of one sample's forward pass (backward costs about twice as much): the
   // thread choice and the benchmarks' FLOP figures come from it.

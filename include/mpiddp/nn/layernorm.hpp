@@ -4,6 +4,7 @@
 // with the biased variance. Parameters (affine): "weight" [C] (ones), "bias" [C] (zeros).
 // Scratch: each row's mean and 1/sqrt(var + eps), kept from forward to backward.
 #include "mpiddp/io/json_reader.hpp"
+#include "mpiddp/nn/initialization.hpp"
 #include "mpiddp/nn/layer.hpp"
 
 namespace mpiddp::nn {

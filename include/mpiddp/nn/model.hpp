@@ -15,15 +15,6 @@
 
 namespace mpiddp::nn {
 
-// A named tensor inside one of the model's flat buffers, with PyTorch nn.Sequential names:
-// "<layer index>.weight" [out, in], "<layer index>.bias" [out], "3.body.0.weight", ...
-struct ParameterTensor {
-  std::string name;
-  Index offset = 0;
-  std::vector<Index> shape;
-  Index size() const;
-};
-
 // A buffer tensor: offset into buffer_values() (kReal) or buffer_counters() (kInt64).
 struct BufferTensor : ParameterTensor {
   BufferType type = BufferType::kReal;
@@ -47,7 +38,11 @@ class Model {
   Index outputs() const { return stack_.outputs(); }
   Index max_batch() const { return max_batch_; }
   Index parameter_count() const { return parameter_count_; }
+  // The trained tensors, each once, in buffer order.
   const std::vector<ParameterTensor>& tensors() const { return tensors_; }
+  // The names under which layers use another layer's tensor (TiedTensor: "11.weight" for
+  // "0.weight"), each at its target's offset: with tensors(), a PyTorch state_dict's keys.
+  const std::vector<ParameterTensor>& tied_tensors() const { return tied_; }
   // Where each tensor begins in the parameter (and gradient) buffer, in order, then P: tensor
   // t spans [bounds[t], bounds[t + 1]). The reduction's buckets and the deterministic sums'
   // grids are cut there.
@@ -136,6 +131,8 @@ class Model {
 
  private:
   LayerMemory<T> memory();
+  // Resolves the layers' TiedTensors into tied_ (a ConfigError names the key that does not fit).
+  void tie_tensors();
 
   Shape input_shape_;
   Sequential<T> stack_;
@@ -143,6 +140,7 @@ class Model {
 
   Index batch_ = 0;  // batch size of the last forward
   std::vector<ParameterTensor> tensors_;
+  std::vector<ParameterTensor> tied_;
   // What prepare_gradient_overwrite clears: the gradients of layers that only add, and the
   // reserved slots.
   std::vector<std::pair<Index, Index>> added_to_;

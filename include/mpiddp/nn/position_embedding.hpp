@@ -3,12 +3,14 @@
 // position t of every sample; T may be at most `positions`. Parameters: "weight"
 // [positions, C], N(0, 1) as nn.Embedding's. The rows past T are kept and untouched.
 #include "mpiddp/io/json_reader.hpp"
+#include "mpiddp/nn/initialization.hpp"
 #include "mpiddp/nn/layer.hpp"
 
 namespace mpiddp::nn {
 
 struct PositionEmbeddingOptions {
   Index positions = 0;
+  InitStd init;  // absent: N(0, 1), as an nn.Embedding table
   static PositionEmbeddingOptions parse(io::JsonSection& section);
 };
 
@@ -27,7 +29,8 @@ class PositionEmbedding final : public Layer<T> {
                 ConstMatrixView<T> dy, MatrixView<T>* dx) override;
 
  private:
-  Index positions_, width_;   // the table's rows, and C
+  Index positions_, width_;
+  InitStd init_;   // the table's rows, and C
   T* weight_ = nullptr;       // [positions, C], row-major
   T* weight_grad_ = nullptr;
 };

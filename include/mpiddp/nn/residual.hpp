@@ -25,6 +25,7 @@ class Residual final : public Layer<T> {
   std::string describe() const override { return "residual(" + body_.describe() + ")"; }
   std::vector<TensorSpec> parameters() const override;
   std::vector<BufferSpec> buffers() const override;
+  std::vector<TiedTensor> tied_tensors() const override;
   size_t scratch_bytes(Index max_batch) const override;
   double multiply_adds_per_sample() const override { return body_.multiply_adds_per_sample(); }
   void gemm_calls(Index batch, std::vector<kernels::GemmCall>& calls) const override { body_.gemm_calls(batch, calls); }

@@ -32,6 +32,10 @@ class Sequential final : public Layer<T> {
   std::string describe() const override;
   std::vector<TensorSpec> parameters() const override;
   std::vector<BufferSpec> buffers() const override;
+  std::vector<TiedTensor> tied_tensors() const override;
+  // These parameter ranges (of the stack's) have another writer besides their owner, a
+  // layer tied to them: the layers holding them add their gradients, never overwrite them.
+  void share_gradients(const std::vector<std::pair<Index, Index>>& ranges);
   size_t scratch_bytes(Index max_batch) const override;
   double multiply_adds_per_sample() const override;
   void gemm_calls(Index batch, std::vector<kernels::GemmCall>& calls) const override {
@@ -70,10 +74,13 @@ class Sequential final : public Layer<T> {
 
   // Layer l has parameters and only adds to their gradients.
   bool adds_to_gradients(size_t l) const;
+  // Layer l overwrites its gradients when the pass says so.
+  bool overwrites_gradients(size_t l) const { return layers_[l]->can_overwrite_gradients() && !shared_[l]; }
 
   Chain layers_;
   TakesTokenIds<T>* token_input_ = nullptr;  // the first layer, when it takes token ids
   std::vector<Index> parameter_offsets_;  // layer l: [l], [l+1]) of the stack's parameters
+  std::vector<char> shared_;              // layer l holds gradients a tied layer adds to
   Index max_batch_ = 0;
   std::vector<T*> activations_;  // layer l < last: (outputs of l, max_batch), in scratch
   T* delta_a_ = nullptr;         // ping-pong dLoss/d(activation), (widest, max_batch) each

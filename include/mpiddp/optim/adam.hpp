@@ -11,12 +11,11 @@ template <typename T>
 class Adam final : public Optimizer<T> {
  public:
   Adam(const OptimizerConfig& config, Index parameters, bool decoupled_weight_decay);
-  void step(T* params, const T* grads, double lr) override;
   std::vector<typename Optimizer<T>::StateBuffer> state_buffers() override;
 
  private:
+  void update(T* params, const T* grads, Index begin, Index end, double weight_decay, double lr) override;
   OptimizerConfig config_;
-  Index parameters_;
   bool decoupled_;
   std::vector<T> exp_avg_, exp_avg_sq_;  // (P) each
 };

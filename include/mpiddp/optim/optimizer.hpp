@@ -4,11 +4,16 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mpiddp/core/types.hpp"
 
 namespace mpiddp::optim {
+
+// Which tensors weight decay reaches: every one (PyTorch's one parameter group), or those of
+// two or more dimensions (nanoGPT's rule: matrices and embeddings, not biases or norms).
+enum class DecayRule { kAll, kMatrices };
 
 struct OptimizerConfig {
   std::string type = "sgd";  // sgd | adam | adamw
@@ -18,14 +23,25 @@ struct OptimizerConfig {
   bool nesterov = false;     // sgd
   double weight_decay = 0.0;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adam, adamw
+  DecayRule decay = DecayRule::kAll;
+  // PyTorch's clip_grad_norm_ on the averaged gradient before each update; 0: off
+  // (optim/gradient_clip.hpp).
+  double clip_grad_norm = 0.0;
 };
+
+// Parameter ranges [begin, end), ascending and disjoint.
+using ParameterRanges = std::vector<std::pair<Index, Index>>;
 
 template <typename T>
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
-  // params, grads: (P). lr is the scheduled learning rate of this step.
-  virtual void step(T* params, const T* grads, double lr) = 0;
+  // params, grads: (P). lr is the scheduled learning rate of this step. The runs of
+  // parameters with and without weight decay are updated in order, each elementwise.
+  void step(T* params, const T* grads, double lr);
+  // These parameters take no weight decay (optimizer.decay "matrices"); every one does
+  // until this is called.
+  void exempt_from_decay(const ParameterRanges& ranges);
   // Steps taken so far.
   int64_t steps() const { return steps_; }
 
@@ -38,7 +54,24 @@ class Optimizer {
   void set_steps(int64_t steps) { steps_ = steps; }
 
  protected:
+  explicit Optimizer(Index parameters) : runs_{{0, parameters, true}} {}
+  // One run's update, parameters [begin, end), after the step count has grown to this
+  // step's; weight_decay is the config's, or 0 in a run exempt from it.
+  virtual void update(T* params, const T* grads, Index begin, Index end, double weight_decay, double lr) = 0;
+
   int64_t steps_ = 0;
+
+ private:
+  struct Run {
+    Index begin, end;
+    bool decayed;
+  };
+  std::vector<Run> runs_;  // covering [0, P) in order
+  double weight_decay_ = 0.0;
+
+ protected:
+  // The config's weight decay, which the runs that take it get (set by each optimizer).
+  void set_weight_decay(double weight_decay) { weight_decay_ = weight_decay; }
 };
 
 // Validates the config and builds the optimizer for P parameters; state is allocated here.

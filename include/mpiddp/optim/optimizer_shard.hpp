@@ -43,11 +43,16 @@ class OptimizerShard {
   Index begin() const { return begin_; }
   Index end() const { return end_; }
 
+  // These parameters (of all P) take no weight decay: optimizer.decay "matrices".
+  void exempt_from_decay(const ParameterRanges& ranges);
+
   // params, grads: (P), grads already averaged over ranks and equal on every rank (across
-  // the world: this rank's part of them). Updates this rank's part; sharded, every rank
-  // of the node (across the world: of the world) then receives the others' parts.
-  // Collective when sharded. Allocates nothing.
-  void step(T* params, const T* grads, double lr);
+  // the world: this rank's part of them). With optimizer.clip_grad_norm, first clips the
+  // gradients this rank holds (optim/gradient_clip.hpp). Updates this rank's part; sharded,
+  // every rank of the node (across the world: of the world) then receives the others' parts.
+  // Collective when sharded. Allocates nothing. Returns the gradient's norm before clipping,
+  // or NaN when clipping is off.
+  double step(T* params, T* grads, double lr);
 
   // For a checkpoint: on rank 0, the state of all P parameters (the optimizer itself, or,
   // sharded, a temporary one that the parts of rank 0's node are gathered into); null on

@@ -12,12 +12,11 @@ template <typename T>
 class Sgd final : public Optimizer<T> {
  public:
   Sgd(const OptimizerConfig& config, Index parameters);
-  void step(T* params, const T* grads, double lr) override;
   std::vector<typename Optimizer<T>::StateBuffer> state_buffers() override;
 
  private:
+  void update(T* params, const T* grads, Index begin, Index end, double weight_decay, double lr) override;
   OptimizerConfig config_;
-  Index parameters_;
   std::vector<T> momentum_buffer_;  // (P), empty without momentum
 };
 

@@ -1,0 +1,47 @@
+#include "mpiddp/optim/gradient_clip.hpp"
+
+#include <cmath>
+
+#include "mpiddp/core/finite.hpp"
+#include "mpiddp/kernels/fixed_point.hpp"
+
+namespace mpiddp::optim {
+
+// Note [the norm on a grid]
+// A floating-point sum of squares depends on how the values are cut and in which order they
+// are added, and with the optimizer sharded across the world each rank holds only its part
+// of the averaged gradient. So each square g^2, computed in double (exact for a float32
+// gradient), is rounded once onto the fixed-point grid that the largest |g| of the whole
+// gradient sets, for `whole` terms (Note [the fixed-point sum] in distributed/exact_sum.hpp);
+// the int64 sums add exactly in any grouping, and the total turns back into a double once.
+// The grid keeps 62 - log2(P) bits below the largest square: what falls below it changes
+// the norm by far less than float32's own rounding of it (PyTorch's norm is float32). The
+// parts need two combined scalars: the largest |g|, then the sum.
+template <typename T>
+double gradient_norm(const T* values, Index count, Index whole, distributed::PartExchange& parts) {
+  const double largest = parts.largest_of_gradient_parts(largest_magnitude(values, static_cast<size_t>(count)));
+  if (largest == 0.0) return 0.0;
+  const int shift = kernels::fixed_point_shift(largest * largest, whole);
+  int64_t sum = 0;
+  for (Index i = 0; i < count; ++i) {
+    const double value = static_cast<double>(values[i]);
+    sum += kernels::to_fixed(value * value, shift);
+  }
+  return std::sqrt(kernels::from_fixed(parts.sum_of_gradient_parts(sum), shift));
+}
+
+template <typename T>
+void clip_to_norm(T* values, Index count, double norm, double max_norm) {
+  // PyTorch divides a Python number by the 0-d norm tensor: the tensor's reciprocal times
+  // the number, in the gradients' type; clamped to 1, which multiplies nothing.
+  const T coefficient = (T(1) / (static_cast<T>(norm) + static_cast<T>(1e-6))) * static_cast<T>(max_norm);
+  if (!(coefficient < T(1))) return;
+  for (Index i = 0; i < count; ++i) values[i] *= coefficient;
+}
+
+template double gradient_norm<float>(const float*, Index, Index, distributed::PartExchange&);
+template double gradient_norm<double>(const double*, Index, Index, distributed::PartExchange&);
+template void clip_to_norm<float>(float*, Index, double, double);
+template void clip_to_norm<double>(double*, Index, double, double);
+
+}  // namespace mpiddp::optim
