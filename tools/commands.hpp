@@ -24,4 +24,8 @@ int bench_command(int argc, char** argv);
 // mpiddp export CHECKPOINT|DIR OUT.safetensors: the checkpoint's parameters as a weights file
 int export_command(int argc, char** argv);
 
+// mpiddp generate WEIGHTS_OR_CHECKPOINT [--config C] [--prompt TEXT] [--tokens N]
+//                 [--temperature F] [--top-k K] [--seed S]: a language model's text
+int generate_command(int argc, char** argv);
+
 }  // namespace mpiddp::tools

@@ -44,6 +44,11 @@ const char* kUsage =
     "  export CHECKPOINT.safetensors|DIR OUT.safetensors\n"
     "        write a checkpoint's parameters (a directory: its newest checkpoint) as a\n"
     "        plain weights file for init.weights or PyTorch's load_state_dict.\n"
+    "  generate WEIGHTS_OR_CHECKPOINT [--config C] [--prompt TEXT] [--tokens N]\n"
+    "           [--temperature F] [--top-k K] [--seed S]\n"
+    "        continue a text with a language model trained on a text source: prints the\n"
+    "        prompt and N generated tokens (default 200; temperature 1, every token a\n"
+    "        candidate unless --top-k), the same text for the same seed (default 1337).\n"
     "  bench CONFIG [--set KEY=VALUE]... [--reduce-repeats N] [--reduce-only]\n"
     "        train CONFIG's epochs (the last one timed) and print one JSON line of\n"
     "        figures: samples/s, per-phase step times, gradient reduction time, GFLOP/s,\n"
@@ -82,6 +87,7 @@ int main(int argc, char** argv) {
   if (command == "plot") return mpiddp::tools::plot_command(argc - 1, argv + 1);
   if (command == "timeline") return mpiddp::tools::timeline_command(argc - 1, argv + 1);
   if (command == "export") return mpiddp::tools::export_command(argc - 1, argv + 1);
+  if (command == "generate") return mpiddp::tools::generate_command(argc - 1, argv + 1);
   if (command == "bench") return mpiddp::tools::bench_command(argc - 1, argv + 1);
   std::fprintf(stderr, "mpiddp: unknown command '%s'\n\n%s", command.c_str(), kUsage);
   return mpiddp::kExitConfig;

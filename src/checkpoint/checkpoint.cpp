@@ -4,10 +4,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <system_error>
 
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/core/hash.hpp"
+#include "mpiddp/checkpoint/vocabulary.hpp"
 #include "mpiddp/checkpoint/weights.hpp"
 
 namespace mpiddp::checkpoint {
@@ -16,7 +18,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kMetadataKey = "mpiddp_checkpoint";
+constexpr const char* kMetadataKey = kCheckpointMetadataKey;
 constexpr int kFormatVersion = 1;
 constexpr const char* kOptimizerPrefix = "optimizer.";
 
@@ -179,6 +181,8 @@ std::string write_checkpoint(const config::CheckpointConfig& settings, const Tra
     throw Error(kExitOutput, "checkpoint.dir '" + settings.dir + "' cannot be created: " +
                                  error.message());
   auto tensors = named_tensors(model.tensors(), model.parameters());
+  const auto tied = named_tensors(model.tied_tensors(), model.parameters());  // a state_dict's second names
+  tensors.insert(tensors.end(), tied.begin(), tied.end());
   const auto model_buffers = buffer_tensors(model);  // BatchNorm's running statistics
   tensors.insert(tensors.end(), model_buffers.begin(), model_buffers.end());
   io::Json buffers = io::Json::array();
@@ -212,7 +216,9 @@ std::string write_checkpoint(const config::CheckpointConfig& settings, const Tra
       {"config", identity.config},
       {"data_checksum", hex64(checksum)}};
   const std::string path = checkpoint_path(settings.dir, position.step);
-  io::write_safetensors(path, tensors, {{kMetadataKey, state.dump()}});
+  std::map<std::string, std::string> metadata = {{kMetadataKey, state.dump()}};
+  if (!identity.vocabulary.empty()) metadata[kVocabularyKey] = identity.vocabulary;
+  io::write_safetensors(path, tensors, metadata);
   if (settings.keep > 0) {
     const auto all = list_checkpoints(settings.dir);
     for (size_t i = 0; i + static_cast<size_t>(settings.keep) < all.size(); ++i)
@@ -305,10 +311,13 @@ size_t export_checkpoint_weights(const std::string& checkpoint, const std::strin
   for (const auto& t : file.tensors())
     if (t.name.rfind(kOptimizerPrefix, 0) != 0)
       parameters.push_back({t.name, t.dtype, t.shape, file.data() + t.begin});
-  io::write_safetensors(weights, parameters,
-                        {{"producer", std::string("mpiddp ") + MPIDDP_VERSION},
-                         {"model", checkpoint_text(state, "model", checkpoint)},
-                         {"exported_from", checkpoint}});
+  std::map<std::string, std::string> metadata = {{"producer", std::string("mpiddp ") + MPIDDP_VERSION},
+                                                 {"model", checkpoint_text(state, "model", checkpoint)},
+                                                 {"exported_from", checkpoint}};
+  if (state.contains("config")) metadata[kConfigKey] = state["config"].dump();
+  const auto vocabulary = file.metadata().find(kVocabularyKey);
+  if (vocabulary != file.metadata().end()) metadata[kVocabularyKey] = vocabulary->second;
+  io::write_safetensors(weights, parameters, metadata);
   return parameters.size();
 }
 

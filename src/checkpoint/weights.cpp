@@ -137,15 +137,17 @@ std::set<std::string> tensor_names(const std::vector<nn::ParameterTensor>& layou
 }
 
 template <typename T>
-void save_weights(const std::string& path, const nn::Model<T>& model) {
+void save_weights(const std::string& path, const nn::Model<T>& model,
+                  const std::map<std::string, std::string>& metadata) {
   auto tensors = named_tensors(model.tensors(), model.parameters());
   const auto tied = named_tensors(model.tied_tensors(), model.parameters());
   tensors.insert(tensors.end(), tied.begin(), tied.end());
   const auto buffers = buffer_tensors(model);
   tensors.insert(tensors.end(), buffers.begin(), buffers.end());
-  io::write_safetensors(path, tensors,
-                        {{"producer", std::string("mpiddp ") + MPIDDP_VERSION},
-                         {"model", model.describe()}});
+  std::map<std::string, std::string> all = metadata;
+  all["producer"] = std::string("mpiddp ") + MPIDDP_VERSION;
+  all["model"] = model.describe();
+  io::write_safetensors(path, tensors, all);
 }
 
 template <typename T>
@@ -170,7 +172,8 @@ void load_weights(const std::string& path, nn::Model<T>& model) {
   template std::vector<io::TensorToWrite> buffer_tensors<T>(const nn::Model<T>&);         \
   template void load_buffer_tensors<T>(const io::SafetensorsFile&, nn::Model<T>&, int);    \
   template std::set<std::string> state_tensor_names<T>(const nn::Model<T>&);               \
-  template void save_weights<T>(const std::string&, const nn::Model<T>&);                  \
+  template void save_weights<T>(const std::string&, const nn::Model<T>&,                   \
+                                const std::map<std::string, std::string>&);                  \
   template void load_weights<T>(const std::string&, nn::Model<T>&);
 MPIDDP_INSTANTIATE(float)
 MPIDDP_INSTANTIATE(double)

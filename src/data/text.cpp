@@ -33,7 +33,9 @@ Dataset<T> load_text(const TextConfig& config) {
   for (size_t i = 0; i < vocabulary.size(); ++i) id_of[vocabulary[i]] = static_cast<int32_t>(i);
   auto tokens = std::make_shared<std::vector<int32_t>>(bytes.size());
   std::transform(bytes.begin(), bytes.end(), tokens->begin(), [&](char c) { return id_of[static_cast<unsigned char>(c)]; });
-  return token_windows<T>(std::move(tokens), static_cast<Index>(vocabulary.size()), config.windows, config.path);
+  Dataset<T> windows = token_windows<T>(std::move(tokens), static_cast<Index>(vocabulary.size()), config.windows, config.path);
+  windows.token_bytes = vocabulary;
+  return windows;
 }
 
 template Dataset<float> load_text<float>(const TextConfig&);

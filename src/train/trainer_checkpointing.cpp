@@ -8,6 +8,7 @@
 #include "mpiddp/io/atomic_file.hpp"
 #include "mpiddp/distributed/rank0_io.hpp"
 #include "mpiddp/train/trainer.hpp"
+#include "mpiddp/checkpoint/vocabulary.hpp"
 #include "mpiddp/checkpoint/weights.hpp"
 
 namespace mpiddp::train {
@@ -22,6 +23,7 @@ checkpoint::RunIdentity Trainer<T>::identity() const {
   id.train_samples = train_.samples;
   id.steps_per_epoch = sampler_.steps_per_epoch(batch_per_rank_);
   id.world_size = comm_.size();
+  id.vocabulary = checkpoint::vocabulary_metadata(train_.token_bytes, config_.train_data.text.encoding);
   return id;
 }
 
@@ -98,7 +100,8 @@ void Trainer<T>::write_checkpoint_file(const checkpoint::TrainingPosition& posit
 template <typename T>
 void Trainer<T>::save_final_weights() {
   if (comm_.rank() == 0 && !config_.save_weights.empty())
-    checkpoint::save_weights(config_.save_weights, *model_);
+    checkpoint::save_weights(config_.save_weights, *model_,
+                             checkpoint::model_metadata(identity().vocabulary, config_.resolved.dump()));
 }
 
 template <typename T>

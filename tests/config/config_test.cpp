@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <tuple>
+#include <utility>
+
 #include "../support/config_errors.hpp"
 #include "mpiddp/core/error.hpp"
 
@@ -96,6 +100,55 @@ TEST(Config, AdamKeysAreNotSgdKeys) {
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.key_path(), "optimizer.momentum");
   }
+}
+
+// The key path and message of the ConfigError the default experiment with this override gives.
+std::pair<std::string, std::string> override_error(const std::string& assignment) {
+  io::Json user = default_experiment();
+  apply_override(user, assignment);
+  try {
+    parse_config(user);
+  } catch (const ConfigError& e) {
+    return {e.key_path(), e.what()};
+  }
+  return {"(no error)", ""};
+}
+
+TEST(Config, OptimizerDecayAndClipGradNorm) {
+  // Absent: decay on every tensor, no clipping, and neither key in the resolved config, which
+  // (and whose hash) stays what it was before they existed.
+  const Config plain = parse_config(default_experiment());
+  EXPECT_EQ(plain.optimizer.decay, optim::DecayRule::kAll);
+  EXPECT_EQ(plain.optimizer.clip_grad_norm, 0.0);
+  EXPECT_FALSE(plain.resolved["optimizer"].contains("decay"));
+  EXPECT_FALSE(plain.resolved["optimizer"].contains("clip_grad_norm"));
+
+  io::Json user = default_experiment();
+  apply_override(user, "optimizer.decay=matrices");
+  apply_override(user, "optimizer.clip_grad_norm=1.5");
+  const Config gpt = parse_config(user);
+  EXPECT_EQ(gpt.optimizer.decay, optim::DecayRule::kMatrices);
+  EXPECT_EQ(gpt.optimizer.clip_grad_norm, 1.5);
+  EXPECT_EQ(gpt.resolved["optimizer"]["decay"], "matrices");
+  EXPECT_EQ(gpt.resolved["optimizer"]["clip_grad_norm"], 1.5);
+  EXPECT_NE(config_hash(gpt), config_hash(plain));
+  apply_override(user, "optimizer.decay=all");
+  apply_override(user, "optimizer.clip_grad_norm=0");  // 0: off
+  EXPECT_EQ(parse_config(user).optimizer.decay, optim::DecayRule::kAll);
+  EXPECT_EQ(parse_config(user).optimizer.clip_grad_norm, 0.0);
+
+  auto [key, message] = override_error("optimizer.decay=none");
+  EXPECT_EQ(key, "optimizer.decay");
+  EXPECT_NE(message.find("unknown value \"none\"; expected one of \"all\", \"matrices\""), std::string::npos)
+      << message;
+  EXPECT_EQ(override_error("optimizer.decay=2").first, "optimizer.decay");
+  std::tie(key, message) = override_error("optimizer.clip_grad_norm=-1");
+  EXPECT_EQ(key, "optimizer.clip_grad_norm");
+  EXPECT_NE(message.find("expected a number >= 0, got -1"), std::string::npos) << message;
+  EXPECT_EQ(override_error("optimizer.clip_grad_norm=\"big\"").first, "optimizer.clip_grad_norm");
+  // Both keys are every optimizer's.
+  EXPECT_EQ(override_error("optimizer={\"type\":\"adamw\",\"decay\":\"matrices\",\"clip_grad_norm\":1}").first,
+            "(no error)");
 }
 
 TEST(Config, HashIgnoresTheLogPathOnly) {

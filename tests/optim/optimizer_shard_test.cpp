@@ -92,6 +92,65 @@ TEST(PartWiseStep, IsTheWholeStepBitForBit) {
   }
 }
 
+// Part `part` of a node of `parts` ranks that share one parameter buffer (each updates its
+// own part of it): nothing to exchange.
+class OnePartOfANode final : public distributed::PartExchange {
+ public:
+  OnePartOfANode(int parts, int part) : parts_(parts), part_(part) {}
+  distributed::ShardScope scope() const override { return distributed::ShardScope::kNode; }
+  int parts() const override { return parts_; }
+  int part() const override { return part_; }
+  bool is_rank0() const override { return part_ == 0; }
+  void allgather(void*, const std::vector<size_t>&) override {}
+  void gather_to_rank0(const void*, void*, const std::vector<size_t>&) override {}
+  void copy_state_from_rank0(void*, size_t) override {}
+
+ private:
+  int parts_, part_;
+};
+
+// optimizer.decay "matrices" on a sharded optimizer: each shard is handed the whole model's
+// exempt ranges (of all P) and keeps the pieces inside its part. Ranges that straddle the
+// parts' boundaries (3 parts of 1001: [0, 336), [336, 672), [672, 1001); 7 parts: every 144)
+// must update as the whole optimizer with the same ranges does, bit for bit.
+template <typename T>
+void check_exempt_parts_match_whole(const optim::OptimizerConfig& config, int parts) {
+  const Index p = 1001;
+  const optim::ParameterRanges exempt = {{3, 20}, {100, 260}, {330, 340}, {600, 1001}};
+  std::vector<T> whole_params(p), params(p), grads(p);
+  for (Index i = 0; i < p; ++i) whole_params[i] = params[i] = static_cast<T>(std::sin(0.37 * static_cast<double>(i)));
+  const std::vector<T> start = params;
+  auto whole = optim::make_optimizer<T>(config, p);
+  whole->exempt_from_decay(exempt);
+  std::vector<std::unique_ptr<OptimizerShard<T>>> shards;
+  for (int s = 0; s < parts; ++s) {
+    shards.push_back(std::make_unique<OptimizerShard<T>>(config, p, std::make_unique<OnePartOfANode>(parts, s)));
+    shards.back()->exempt_from_decay(exempt);
+  }
+  // The same steps with decay everywhere: where they differ from the exempt run, the ranges
+  // reached the parts.
+  auto decayed = optim::make_optimizer<T>(config, p);
+  std::vector<T> decayed_params = start;
+  for (int step = 1; step <= 3; ++step) {
+    for (Index i = 0; i < p; ++i) grads[i] = static_cast<T>(std::cos(0.11 * static_cast<double>(i * step)) * 0.5);
+    whole->step(whole_params.data(), grads.data(), config.lr);
+    decayed->step(decayed_params.data(), grads.data(), config.lr);
+    for (auto& shard : shards) shard->step(params.data(), grads.data(), config.lr);
+  }
+  EXPECT_TRUE(same_bits(params, whole_params)) << config.type << " in " << parts << " parts";
+  for (const auto& [begin, end] : exempt)
+    for (Index i = begin; i < end; ++i) ASSERT_NE(params[i], decayed_params[i]) << config.type << ", exempt " << i;
+  for (const Index i : {1, 20, 340, 599}) EXPECT_EQ(params[i], decayed_params[i]) << "not exempt: " << i;
+}
+
+TEST(OptimizerShard, ExemptRangesAreCutIntoTheParts) {
+  for (const int parts : {2, 3, 7})
+    for (const auto& config : {optimizer("sgd", 0.9, 0.1), optimizer("adamw", 0.0, 0.1), optimizer("adam", 0.0, 0.1)}) {
+      check_exempt_parts_match_whole<float>(config, parts);
+      check_exempt_parts_match_whole<double>(config, parts);
+    }
+}
+
 TEST(OptimizerShard, OneProcessHoldsTheWholeState) {
   distributed::LocalCommunicator one;
   OptimizerShard<float> shard(optimizer("adam"), 1001, distributed::part_exchange(one, distributed::ShardScope::kNode));

@@ -36,6 +36,7 @@ struct RunIdentity {
   Index train_samples = 0;
   int64_t steps_per_epoch = 0;
   int world_size = 1;  // recorded only: another world size may resume
+  std::string vocabulary;  // the text source's (checkpoint/vocabulary.hpp), or ""
 };
 
 // The resolved config less the keys a resumed run may change: epochs (unless a cosine

@@ -3,6 +3,7 @@
 // the flat buffer and named safetensors tensors. The names are a PyTorch nn.Sequential
 // state_dict's ("0.weight" [out, in], "0.bias" [out], "2.weight", ...), optionally behind a
 // prefix, so a state_dict saved from PyTorch loads as it is and ours load in PyTorch.
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -47,10 +48,12 @@ void load_buffer_tensors(const io::SafetensorsFile& file, nn::Model<T>& model, i
 template <typename T>
 std::set<std::string> state_tensor_names(const nn::Model<T>& model);
 
-// Writes the model's parameters and buffers (its state_dict) as a safetensors file of its
-// dtype, atomically.
+// Writes the model's parameters and buffers (its state_dict, tied tensors under both names)
+// as a safetensors file of its dtype, atomically, with `metadata` beside the producer's and
+// the model's description (checkpoint/vocabulary.hpp: a language model's vocabulary and config).
 template <typename T>
-void save_weights(const std::string& path, const nn::Model<T>& model);
+void save_weights(const std::string& path, const nn::Model<T>& model,
+                  const std::map<std::string, std::string>& metadata = {});
 
 // init.weights: fills the model's parameters and buffers from a file holding exactly its
 // tensors (load_state_dict(strict=True)).

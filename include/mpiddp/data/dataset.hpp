@@ -35,6 +35,9 @@ struct Dataset {
   // start at token_ids + i * sample_stride, its labels at labels + i * sample_stride. 0: each
   // sample's values follow the last's (features ids, label_positions labels).
   Index sample_stride = 0;
+  // The text source's vocabulary: token id i is byte token_bytes[i] (empty for other
+  // sources). It travels with the weights (checkpoint/vocabulary.hpp).
+  std::vector<unsigned char> token_bytes;
   std::shared_ptr<const void> storage;  // keeps x, y and labels alive (vectors or a mapping)
 
   bool is_classification() const { return classes > 0; }
