@@ -16,47 +16,15 @@
 #include "mpiddp/train/trainer.hpp"
 #include "../data/fixture_files.hpp"
 #include "../support/scratch_dir.hpp"
+#include "../support/token_files.hpp"
 
 namespace mpiddp::train {
 namespace {
 
-constexpr int kVocab = 7, kPositions = 8, kSamples = 48;
+constexpr int kPositions = 8, kSamples = 48;
 
-// A text of kSamples windows of kPositions + 1 tokens from a Markov chain with a favourite
-// next token (v -> 2v + 1 mod 7, half of the time), so a bigram model has something to learn:
-// x the window's first kPositions tokens, y its last kPositions.
-void write_token_files(const std::string& dir) {
-  std::vector<int64_t> text;
-  uint64_t s = 12345;
-  int64_t token = 0;
-  for (int i = 0; i < kSamples * kPositions + 1; ++i) {
-    text.push_back(token);
-    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-    const uint64_t draw = s >> 33;
-    token = draw % 2 == 0 ? (2 * token + 1) % kVocab : static_cast<int64_t>((draw >> 1) % kVocab);
-  }
-  std::vector<int64_t> x, y;
-  for (int k = 0; k < kSamples; ++k)
-    for (int t = 0; t < kPositions; ++t) {
-      x.push_back(text[static_cast<size_t>(k * kPositions + t)]);
-      y.push_back(text[static_cast<size_t>(k * kPositions + t + 1)]);
-    }
-  // The same chain as text, token v the letter 'a' + v: the text source's windows of 8 at
-  // stride 8 are the npy's samples, and its vocabulary (the sorted letters) the same ids.
-  std::string letters;
-  for (const int64_t t : text) letters += static_cast<char>('a' + t);
-  data::testing::write_file(dir + "/input.txt", letters);
-  const std::string shape = "(" + std::to_string(kSamples) + ", " + std::to_string(kPositions) + ")";
-  data::testing::write_file(dir + "/x.npy", data::testing::npy_bytes("<i8", shape, data::testing::bytes_of(x)));
-  data::testing::write_file(dir + "/y.npy", data::testing::npy_bytes("<i8", shape, data::testing::bytes_of(y)));
-}
-
-// The token files in a directory every rank sees, written by rank 0.
 std::string shared_token_files(distributed::Communicator& comm, const std::string& name) {
-  const std::string dir = test::shared_scratch_dir(comm, name);
-  if (comm.rank() == 0) write_token_files(dir);
-  comm.barrier();
-  return dir;
+  return test::shared_token_files(comm, name, kSamples, kPositions);
 }
 
 enum class Source { kNpy, kText };
