@@ -43,6 +43,7 @@ void decode(const unsigned char* p, Encoding e, size_t count, Fn&& fn) {
   switch (e.type) {
     case ElementType::kUint8: each(uint8_t{}); break;
     case ElementType::kInt8: each(int8_t{}); break;
+    case ElementType::kUint16: each(uint16_t{}); break;
     case ElementType::kInt16: each(int16_t{}); break;
     case ElementType::kInt32: each(int32_t{}); break;
     case ElementType::kInt64: each(int64_t{}); break;
@@ -75,6 +76,7 @@ size_t element_size(ElementType type) {
   switch (type) {
     case ElementType::kUint8:
     case ElementType::kInt8: return 1;
+    case ElementType::kUint16:
     case ElementType::kInt16: return 2;
     case ElementType::kInt32:
     case ElementType::kFloat32: return 4;
@@ -88,6 +90,7 @@ const char* element_name(ElementType type) {
   switch (type) {
     case ElementType::kUint8: return "uint8";
     case ElementType::kInt8: return "int8";
+    case ElementType::kUint16: return "uint16";
     case ElementType::kInt16: return "int16";
     case ElementType::kInt32: return "int32";
     case ElementType::kInt64: return "int64";

@@ -105,11 +105,11 @@ class HeaderParser {
 Encoding parse_descr(const std::string& descr, const std::string& file) {
   static const std::map<std::string, ElementType> kTypes = {
       {"f4", ElementType::kFloat32}, {"f8", ElementType::kFloat64}, {"i4", ElementType::kInt32},
-      {"i8", ElementType::kInt64},   {"u1", ElementType::kUint8}};
+      {"i8", ElementType::kInt64},   {"u1", ElementType::kUint8},   {"u2", ElementType::kUint16}};
   const auto supported = [&] {
     return file + ": unsupported dtype '" + descr +
            "'; supported: '<f4' (float32), '<f8' (float64), '<i4' (int32), '<i8' (int64), "
-           "'|u1' (uint8), all little-endian";
+           "'|u1' (uint8), '<u2' (uint16), all little-endian";
   };
   if (descr.size() != 3) throw DataError(supported());
   const auto it = kTypes.find(descr.substr(1));

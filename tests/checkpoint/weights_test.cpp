@@ -104,6 +104,87 @@ TEST(Weights, BatchNormBuffersTravelAsAStateDictWithAnI64Counter) {
   }
 }
 
+// A GPT's head tied to its token embedding (tests/nn/tied_linear_test.cpp): "3.weight" is
+// "0.weight" [5, 4], and a state_dict holds both names.
+const std::vector<nn::LayerSpec> kTiedSpecs = mpiddp::testing::specs(
+    R"([{"type": "embedding", "vocab": 5, "dim": 4}, {"type": "position_embedding", "positions": 3},
+        {"type": "layernorm"}, {"type": "linear", "out": 5, "bias": false, "tied_to": "0.weight"}])");
+
+template <typename T>
+std::vector<T> stored(const io::SafetensorsFile& file, const std::string& name) {
+  const io::StoredTensor* tensor = file.find(name);
+  EXPECT_NE(tensor, nullptr) << name;
+  if (!tensor) return {};
+  std::vector<T> values(static_cast<size_t>(tensor->elements()));
+  file.read(*tensor, values.data());
+  return values;
+}
+
+TEST(Weights, ATiedTensorIsSavedUnderBothNamesEqualAndLoadsBack) {
+  const std::string dir = test::scratch_dir("weights_tied");
+  nn::Model<float> model({3}, kTiedSpecs, 1);
+  model.initialize(7);
+  checkpoint::save_weights(dir + "/tied.safetensors", model);
+  const io::SafetensorsFile file = io::read_safetensors(dir + "/tied.safetensors", kExitData);
+  // 0.weight, 1.weight, 2.weight, 2.bias, and 3.weight: the head's second name.
+  ASSERT_EQ(file.tensors().size(), 5u);
+  ASSERT_NE(file.find("3.weight"), nullptr);
+  EXPECT_EQ(file.find("3.weight")->shape, (std::vector<int64_t>{5, 4}));
+  EXPECT_EQ(file.find("3.weight")->dtype, io::TensorDtype::kF32);
+  const std::vector<float> table(model.parameters(), model.parameters() + 20);
+  EXPECT_EQ(stored<float>(file, "0.weight"), table);
+  EXPECT_EQ(stored<float>(file, "3.weight"), table);
+  nn::Model<float> copy({3}, kTiedSpecs, 1);
+  checkpoint::load_weights(dir + "/tied.safetensors", copy);
+  EXPECT_EQ(std::memcmp(copy.parameters(), model.parameters(), model.parameter_count() * sizeof(float)), 0);
+  // The float64 file of the same model into a float32 one: both names convert alike.
+  nn::Model<double> wide({3}, kTiedSpecs, 1);
+  wide.initialize(7);
+  checkpoint::save_weights(dir + "/wide.safetensors", wide);
+  EXPECT_NO_THROW(checkpoint::load_weights(dir + "/wide.safetensors", copy));
+}
+
+TEST(Weights, ATiedTensorsSecondNameMustHoldItsValuesOrBeLeftOut) {
+  const std::string dir = test::scratch_dir("weights_tied_other");
+  nn::Model<double> model({3}, kTiedSpecs, 1);
+  model.initialize(7);
+  const std::vector<io::TensorToWrite> own = checkpoint::named_tensors(model.tensors(), model.parameters());
+  std::vector<double> other(model.parameters(), model.parameters() + 20);
+  other[7] += 1e-3;
+  std::vector<io::TensorToWrite> two_models = own;
+  two_models.push_back({"3.weight", io::TensorDtype::kF64, {5, 4}, other.data()});
+  io::write_safetensors(dir + "/two.safetensors", two_models, {});
+  nn::Model<double> copy({3}, kTiedSpecs, 1);
+  try {
+    checkpoint::load_weights(dir + "/two.safetensors", copy);
+    FAIL() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), kExitData);
+    const std::string message = e.what();
+    EXPECT_NE(message.find("init.weights: '" + dir + "/two.safetensors': tensor '3.weight' is tied to '0.weight' in the "
+                           "model, but the file holds other values under the two names"),
+              std::string::npos)
+        << message;
+  }
+  // Of another shape: the shape is named.
+  std::vector<io::TensorToWrite> transposed = own;
+  transposed.push_back({"3.weight", io::TensorDtype::kF64, {4, 5}, model.parameters()});
+  io::write_safetensors(dir + "/transposed.safetensors", transposed, {});
+  try {
+    checkpoint::load_weights(dir + "/transposed.safetensors", copy);
+    FAIL() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor '3.weight' has shape [4, 5] in the file but the model needs [5, 4]"),
+              std::string::npos)
+        << e.what();
+  }
+  // Left out, as safetensors' save_model keeps one name of shared tensors: it loads.
+  io::write_safetensors(dir + "/one_name.safetensors", own, {});
+  nn::Model<double> from_one({3}, kTiedSpecs, 1);
+  checkpoint::load_weights(dir + "/one_name.safetensors", from_one);
+  EXPECT_EQ(std::memcmp(from_one.parameters(), model.parameters(), model.parameter_count() * sizeof(double)), 0);
+}
+
 std::string init_error(const std::string& weights_path, int* code) {
   io::Json user = config::default_experiment();
   config::apply_override(user, "init.weights=\"" + weights_path + "\"");

@@ -69,7 +69,8 @@ TEST(Npy, EveryDtypeAndVersionConverts) {
       {"<f8", bytes_of(std::vector<double>{0, 1, 2, 3, 4, 255})},
       {"<i4", bytes_of(std::vector<int32_t>{0, 1, 2, 3, 4, 255})},
       {"<i8", bytes_of(std::vector<int64_t>{0, 1, 2, 3, 4, 255})},
-      {"|u1", bytes_of(std::vector<uint8_t>{0, 1, 2, 3, 4, 255})}};
+      {"|u1", bytes_of(std::vector<uint8_t>{0, 1, 2, 3, 4, 255})},
+      {"<u2", bytes_of(std::vector<uint16_t>{0, 1, 2, 3, 4, 255})}};
   for (int version = 1; version <= 3; ++version)
     for (const auto& [descr, data] : encoded) {
       SCOPED_TRACE(descr + " v" + std::to_string(version));
@@ -160,6 +161,21 @@ TEST(Npy, TokenIdsStayIntegersWithAClassPerPosition) {
   const auto values = load_npy<float>(c);
   EXPECT_EQ(values.input_kind(), InputKind::kValues);
   EXPECT_EQ(values.x[0], 4.0f);
+}
+
+// GPT-2's 50,257 tokens need uint16, as nanoGPT's prepare.py stores them: ids above 255 and
+// up to 65,535 stay exact.
+TEST(Npy, Uint16TokenIdsKeepTheirValues) {
+  const std::vector<uint16_t> ids = {50256, 0, 300, 65535, 7, 50000};
+  const auto f = write_pair(npy_bytes("<u2", "(2, 3)", bytes_of(ids)), npy_bytes("<u2", "(2, 3)", bytes_of(ids)));
+  NpyConfig c = f.config();
+  c.classes = 65536;
+  c.token_ids = true;
+  const auto d = load_npy<float>(c);
+  EXPECT_EQ(std::vector<int32_t>(d.token_ids, d.token_ids + 6), (std::vector<int32_t>{50256, 0, 300, 65535, 7, 50000}));
+  EXPECT_EQ(std::vector<int32_t>(d.labels, d.labels + 6), (std::vector<int32_t>{50256, 0, 300, 65535, 7, 50000}));
+  c.classes = 50257;  // GPT-2's vocabulary: 65535 at sample 1, position 0 lies outside it
+  expect_data_error([&] { load_npy<float>(c); }, {f.x, "sample 1 (0-based), position 0,", "token id 65535", "[0, 50257)"});
 }
 
 TEST(Npy, TokenIdOutsideTheVocabularyNamesFileSampleAndPosition) {

@@ -7,6 +7,7 @@
 // of the pass context, so every forward of the check draws the same ones).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -67,6 +68,19 @@ TEST(AttentionDropout, InEvaluationItIsTheLayerWithoutDropout) {
   EXPECT_EQ(hz.forward(x, 3, training(1, 0, 1, nullptr)), yk);
 }
 
+// The largest |a[i] - b[i]|.
+double largest_difference(const std::vector<double>& a, const std::vector<double>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double largest = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) largest = std::max(largest, std::fabs(a[i] - b[i]));
+  return largest;
+}
+
+// Sample b of (kValues, batch) values written into column `at` of another batch.
+void put_column(std::vector<double>& into, Index at, const std::vector<double>& sample) {
+  std::copy(sample.begin(), sample.end(), into.begin() + at * kValues);
+}
+
 TEST(AttentionDropout, ASamplesOutputFollowsItsPositionNotItsBatchOrColumn) {
   auto attention = layer<double>(kDropping, kInput);
   LayerHarness<double> h(*attention, 3);
@@ -78,23 +92,30 @@ TEST(AttentionDropout, ASamplesOutputFollowsItsPositionNotItsBatchOrColumn) {
   const std::vector<double> dx = h.backward(x, y, dy, 3, context);
   for (Index b = 0; b < 3; ++b) {
     SCOPED_TRACE("sample " + std::to_string(b));
-    // Alone, at the same position: the same bits, forward and backward.
-    const PassContext alone = training(11, 1, 3, positions + b);
     const std::vector<double> xb = column(x, b), dyb = column(dy, b);
+    // In column `at` of a batch of 3 other samples at other positions: the same bits,
+    // forward and backward (at one batch size the products are blocked alike, column by column).
+    for (Index at = 0; at < 3; ++at) {
+      std::vector<double> xs = test_values(kValues * 3, 9), dys = test_values(kValues * 3, 10);
+      put_column(xs, at, xb);
+      put_column(dys, at, dyb);
+      Index strangers[] = {20, 21, 22};
+      strangers[at] = positions[b];
+      const PassContext among = training(11, 1, 3, strangers);
+      const std::vector<double> ys = h.forward(xs, 3, among);
+      EXPECT_EQ(column(ys, at), column(y, b)) << "in column " << at;
+      EXPECT_EQ(column(h.backward(xs, ys, dys, 3, among), at), column(dx, b)) << "in column " << at;
+    }
+    // Alone, a batch of one at the same position: the same to the last bits. The products of
+    // 4 columns rather than 12 are blocked otherwise and may round otherwise (the layer without
+    // dropout does, in evaluation too); a mask of another position changes the output by O(1).
+    const PassContext alone = training(11, 1, 3, positions + b);
     const std::vector<double> yb = h.forward(xb, 1, alone);
-    EXPECT_EQ(yb, column(y, b));
-    EXPECT_EQ(h.backward(xb, yb, dyb, 1, alone), column(dx, b));
+    EXPECT_LT(largest_difference(yb, column(y, b)), 1e-14);
+    EXPECT_LT(largest_difference(h.backward(xb, yb, dyb, 1, alone), column(dx, b)), 1e-14);
+    const Index elsewhere[] = {positions[b] + 1};
+    EXPECT_GT(largest_difference(h.forward(xb, 1, training(11, 1, 3, elsewhere)), column(y, b)), 1e-2);
   }
-  // The batch in another column order, each sample with its own position: its columns move.
-  const Index order[] = {2, 0, 1};
-  const Index moved_positions[] = {positions[2], positions[0], positions[1]};
-  std::vector<double> moved;
-  for (const Index b : order) {
-    const std::vector<double> xb = column(x, b);
-    moved.insert(moved.end(), xb.begin(), xb.end());
-  }
-  const std::vector<double> ym = h.forward(moved, 3, training(11, 1, 3, moved_positions));
-  for (Index c = 0; c < 3; ++c) EXPECT_EQ(column(ym, c), column(y, order[c])) << "column " << c;
   // Null positions are the columns: positions 0, 1, 2.
   const Index in_order[] = {0, 1, 2};
   EXPECT_EQ(h.forward(x, 3, training(11, 1, 3, nullptr)), h.forward(x, 3, training(11, 1, 3, in_order)));
@@ -204,24 +225,3 @@ TEST(AttentionDropout, GradientsInTrainingMatchCentralDifferences) {
 
 }  // namespace
 }  // namespace mpiddp::nn
-namespace mpiddp::nn { namespace {
-TEST(TmpProbe, BatchVsAlone) {
-  for (const char* json : {kDropping, kKeeping}) {
-    auto attention = layer<double>(json, kInput);
-    LayerHarness<double> h(*attention, 3);
-    h.set_parameters(test_values(attention->parameter_count(), 4));
-    const std::vector<double> x = test_values(kValues * 3, 5);
-    const Index positions[] = {5, 0, 9};
-    for (const PassContext& ctx : {training(11, 1, 3, positions), evaluation_context()}) {
-      const std::vector<double> y = h.forward(x, 3, ctx);
-      double worst = 0; int diff = 0;
-      for (Index b = 0; b < 3; ++b) {
-        PassContext alone = ctx; alone.positions = ctx.positions ? positions + b : nullptr;
-        const std::vector<double> yb = h.forward(column(x, b), 1, alone);
-        for (Index i = 0; i < kValues; ++i) { double d = std::fabs(yb[i] - y[b * kValues + i]); worst = std::max(worst, d); diff += d != 0; }
-      }
-      printf("%s training=%d worst %g differing %d\n", json, ctx.training, worst, diff);
-    }
-  }
-}
-}}

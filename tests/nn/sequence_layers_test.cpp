@@ -159,7 +159,12 @@ TEST(SequenceLayers, ShapeErrorsNameTheKey) {
             std::string::npos);
   EXPECT_NE(layer_build_error(R"({"type": "attention", "heads": 1})", {6}).find("attention takes a sequence (T, C)"),
             std::string::npos);
-  EXPECT_NE(layer_build_error(R"({"type": "attention", "heads": 1, "dropout": 0.1})", {3, 6}).find("model.layers[0].dropout"),
+  // attention's own dropout is built (tests/nn/attention_dropout_test.cpp): a probability in [0, 1).
+  EXPECT_EQ(layer_build_error(R"({"type": "attention", "heads": 1, "dropout": 0.1})", {3, 6}), "");
+  EXPECT_NE(layer_build_error(R"({"type": "attention", "heads": 1, "dropout": 1})", {3, 6})
+                .find("model.layers[0].dropout: expected a drop probability in [0, 1), got 1"),
+            std::string::npos);
+  EXPECT_NE(layer_build_error(R"({"type": "attention", "heads": 1, "dropout": -0.5})", {3, 6}).find("model.layers[0].dropout"),
             std::string::npos);
 }
 

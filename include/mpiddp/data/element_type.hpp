@@ -10,7 +10,7 @@
 
 namespace mpiddp::data {
 
-enum class ElementType { kUint8, kInt8, kInt16, kInt32, kInt64, kFloat32, kFloat64 };
+enum class ElementType { kUint8, kInt8, kUint16, kInt16, kInt32, kInt64, kFloat32, kFloat64 };
 
 size_t element_size(ElementType type);
 const char* element_name(ElementType type);  // "uint8", ..., "float64"
