@@ -8,6 +8,7 @@
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/core/hash.hpp"
 #include "mpiddp/kernels/gemm.hpp"
+#include "mpiddp/kernels/row_sums.hpp"
 
 namespace mpiddp::nn {
 
@@ -42,13 +43,6 @@ template <typename T>
 using Strided = Eigen::Map<Matrix<T>, 0, Eigen::OuterStride<>>;
 template <typename T>
 using ConstStrided = Eigen::Map<const Matrix<T>, 0, Eigen::OuterStride<>>;
-
-// Adds the row sums of m to db, column after column (the order Linear's bias gradient takes).
-template <typename T>
-void add_bias_gradient(ConstMatrixView<T> m, T* db) {
-  VectorView<T> sums(db, m.rows());
-  for (Index s = 0; s < m.cols(); ++s) sums += m.col(s);
-}
 
 }  // namespace
 
@@ -261,7 +255,7 @@ void Attention<T>::backward(const PassContext& context, ConstMatrixView<T> x, Co
   // c_proj, as Linear: dW^T += heads_out dy^T, db += row sums of dy, d heads_out = W^T dy.
   MatrixView<T> d_proj(proj_weight_grad_, c_, c_);
   kernels::multiply(d_proj, heads_out, kernels::Op::kNone, dys, kernels::Op::kTranspose, kernels::Accumulate::kAdd);
-  if (bias_) add_bias_gradient(dys, proj_bias_grad_);
+  if (bias_) kernels::add_row_sums(dys, 0, n, VectorView<T>(proj_bias_grad_, c_));
   MatrixView<T> d_heads_out(d_heads_out_, c_, n);
   kernels::multiply(d_heads_out, ConstMatrixView<T>(proj_weight_, c_, c_), kernels::Op::kNone, dys,
                     kernels::Op::kNone, kernels::Accumulate::kOverwrite);
@@ -273,7 +267,7 @@ void Attention<T>::backward(const PassContext& context, ConstMatrixView<T> x, Co
   const ConstMatrixView<T> d_qkv(d_qkv_, 3 * c_, n);
   MatrixView<T> d_attn(attn_weight_grad_, c_, 3 * c_);
   kernels::multiply(d_attn, xs, kernels::Op::kNone, d_qkv, kernels::Op::kTranspose, kernels::Accumulate::kAdd);
-  if (bias_) add_bias_gradient(d_qkv, attn_bias_grad_);
+  if (bias_) kernels::add_row_sums(d_qkv, 0, n, VectorView<T>(attn_bias_grad_, 3 * c_));
   if (dx) {
     MatrixView<T> dxs(dx->data(), c_, n);
     kernels::multiply(dxs, ConstMatrixView<T>(attn_weight_, c_, 3 * c_), kernels::Op::kNone, d_qkv,

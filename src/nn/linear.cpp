@@ -9,6 +9,7 @@
 #include "mpiddp/core/finite.hpp"
 #include "mpiddp/kernels/gemm.hpp"
 #include "mpiddp/kernels/grid_product.hpp"
+#include "mpiddp/kernels/row_sums.hpp"
 #include "mpiddp/nn/initialization.hpp"
 
 namespace mpiddp::nn {
@@ -122,15 +123,6 @@ void Linear<T>::forward(const PassContext& context, ConstMatrixView<T> x, Matrix
 
 namespace {
 
-// db += the row sums of columns [first, first + count) of dy, added column after column: each
-// sum in column order whatever the vector width or the addresses. Eigen's dy.rowwise().sum()
-// splits the rows between vector code and scalar code (which add in other orders) by the
-// address of db, so the same chunk's bias gradient came out otherwise at another offset.
-template <typename T>
-void add_row_sums(ConstMatrixView<T> dy, Index first, Index count, VectorView<T> db) {
-  for (Index s = first; s < first + count; ++s) db += dy.col(s);
-}
-
 // An eighth of a core's L2 for a block of the weight gradient (F rows, a multiple of 4
 // columns): the block and its int64 sums stay in cache while every chunk is added to them.
 constexpr size_t kGridBlockBytes = 128 * 1024;
@@ -152,7 +144,7 @@ template <typename T>
 void Linear<T>::parameter_gradients_onto_grid(const PassContext& context, ConstMatrixView<T> x,
                                               ConstMatrixView<T> dy) {
   GradientGrid& grid = *context.gradient_grid;
-  const Index f = in_, o = out_, chunk = context.chunk_columns;
+  const Index o = out_, chunk = context.chunk_columns;
   const Index chunks = x.cols() / chunk;
   // A chunk's gradient of weight (o, f) sums `chunk` products x[f, s] dy[o, s], each at most
   // max|x| max|dy|, and float rounding adds less than chunk * eps of that: twice the sum
@@ -170,7 +162,7 @@ void Linear<T>::parameter_gradients_onto_grid(const PassContext& context, ConstM
   VectorView<T> db(static_cast<T*>(grid.scratch(scratch_values_bytes<T>(o))), o);
   for (Index t = 0; t < chunks; ++t) {
     db.setZero();
-    add_row_sums(dy, t * chunk, chunk, db);
+    kernels::add_row_sums(dy, t * chunk, chunk, db);
     grid.add(db.data(), static_cast<size_t>(o), bias, 0, t == 0);
   }
 }
@@ -228,7 +220,7 @@ void Linear<T>::backward(const PassContext& context, ConstMatrixView<T> x_sample
     if (bias_grad_) {
       VectorView<T> db(bias_grad_, out_);
       if (context.overwrite_gradients) db.setZero();  // O values: the row sums' order stays as it was
-      add_row_sums(dy, 0, dy.cols(), db);
+      kernels::add_row_sums(dy, 0, dy.cols(), db);
     }
   } else {
     parameter_gradients_onto_grid(context, x, dy);

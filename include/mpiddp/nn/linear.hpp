@@ -14,6 +14,12 @@ struct LinearOptions {
   std::string key;      // the layer's config key, for the tie's messages
   InitStd init;
   static LinearOptions parse(io::JsonSection& section);
+  // Out outputs, every other key its default.
+  static LinearOptions of_width(Index out) {
+    LinearOptions options;
+    options.out = out;
+    return options;
+  }
 };
 
 // y = W x + b, W: [O, F] row-major as in PyTorch (read as W^T: (F, O) column-major), b: (O).
@@ -26,7 +32,7 @@ template <typename T>
 class Linear final : public Layer<T> {
  public:
   Linear(const LinearOptions& options, const Shape& input, const std::string& key);
-  Linear(Index inputs, Index outputs) : Linear(LinearOptions{outputs}, Shape{inputs}, "linear") {}
+  Linear(Index inputs, Index outputs) : Linear(LinearOptions::of_width(outputs), Shape{inputs}, "linear") {}
 
   std::string type() const override { return "linear"; }
   std::string describe() const override;
