@@ -19,8 +19,11 @@ python="${TORCH_PYTHON:-/usr/bin/python3}"
 # The peer's best settings (the table was measured with them), for the peer only:
 # glibc's heap on huge pages would round mpiddp's small allocations up to 2 MiB pages of
 # resident memory, and mpiddp sets its allocator up itself (Note [allocate once, keep it mapped]).
+# The peer runs on the OpenBLAS kernel its users get on this CPU: this workplace's
+# OPENBLAS_CORETYPE=Haswell (and L2 size) would hand it AVX2 kernels on an AVX-512 machine.
+# Its JSON line records the kernel (blas_core).
 torch_peer() {
-  OMP_WAIT_POLICY=passive GLIBC_TUNABLES=glibc.malloc.hugetlb=1 \
+  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_WAIT_POLICY=passive GLIBC_TUNABLES=glibc.malloc.hugetlb=1 \
     "$python" "$here/torch_peer.py" "$@"
 }
 

@@ -29,6 +29,21 @@ import sys
 import time
 
 
+def openblas_core():
+    """The kernel OpenBLAS picked for this CPU ("Zen", "Haswell", "SkylakeX", "Cooperlake"), or
+    "" when the process has no OpenBLAS: what the peer's matrix products ran on."""
+    import ctypes
+    paths = sorted({line.split()[-1] for line in open("/proc/self/maps") if "openblas" in line and ".so" in line})
+    for path in paths:
+        try:
+            corename = ctypes.CDLL(path).openblas_get_corename
+        except (OSError, AttributeError):
+            continue
+        corename.restype = ctypes.c_char_p
+        return corename().decode()
+    return ""
+
+
 def _threads_from_argv(argv):
     for i, arg in enumerate(argv):
         if arg == "--threads" and i + 1 < len(argv):
@@ -209,6 +224,8 @@ def main():
         block = token_shape(cfg["data"]["train"])[1]
         line["tokens_per_s"] = rate * block
         line["tokens_per_cpu_s"] = block / cpu_per_sample
+    line["blas_core"] = openblas_core()
+    line["openblas_coretype"] = os.environ.get("OPENBLAS_CORETYPE", "")
     if args.steps > 0:
         line["steps_per_epoch"] = args.steps  # a smoke test, not a measurement
     print(json.dumps(line))

@@ -1,6 +1,7 @@
 #include "mpiddp/checkpoint/weights.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <type_traits>
 
 #include "mpiddp/core/error.hpp"
@@ -97,7 +98,8 @@ void check_tied_tensors(const io::SafetensorsFile& file, const nn::Model<T>& mod
     alone.offset = 0;
     std::vector<T> values(static_cast<size_t>(tied.size()));
     load_named_tensors(file, {alone}, values.data(), error_code);
-    if (!std::equal(values.begin(), values.end(), model.parameters() + tied.offset)) {
+    // Bit patterns, so that a NaN equals itself.
+    if (std::memcmp(values.data(), model.parameters() + tied.offset, values.size() * sizeof(T)) != 0) {
       const auto target = std::find_if(model.tensors().begin(), model.tensors().end(),
                                        [&](const nn::ParameterTensor& t) { return t.offset == tied.offset; });
       throw Error(static_cast<ExitCode>(error_code),

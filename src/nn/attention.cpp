@@ -30,7 +30,7 @@ namespace {
 const Shape& attention_input(const AttentionOptions& options, const Shape& input, const std::string& key) {
   if (input.size() != 2)
     throw ConfigError(key, "attention takes a sequence (T, C) but gets " + shape_text(input));
-  if (shape_size(input) * options.heads > DropoutStream::kMaxValues / input[0])
+  if (options.dropout > 0.0 && options.heads * input[0] * input[0] > DropoutStream::kMaxValues)
     throw ConfigError(key, "attention over " + shape_text(input) + " with " + std::to_string(options.heads) +
                                " heads: more than 2^34 probabilities per sample do not fit dropout's counter");
   if (input[1] % options.heads != 0)

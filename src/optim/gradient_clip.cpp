@@ -21,6 +21,9 @@ template <typename T>
 double gradient_norm(const T* values, Index count, Index whole, distributed::PartExchange& parts) {
   const double largest = parts.largest_of_gradient_parts(largest_magnitude(values, static_cast<size_t>(count)));
   if (largest == 0.0) return 0.0;
+  // A square past the double range (a float64 gradient above 1.3e154), or a non-finite value:
+  // the norm is that infinity or NaN, as PyTorch's, and the coefficient 0 or NaN.
+  if (!std::isfinite(largest * largest)) return largest * largest;
   const int shift = kernels::fixed_point_shift(largest * largest, whole);
   int64_t sum = 0;
   for (Index i = 0; i < count; ++i) {

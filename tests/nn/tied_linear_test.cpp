@@ -185,13 +185,16 @@ TEST(TiedLinear, AnOverwritingPassGivesTheAddingPasssGradients) {
 }
 
 // A linear that can overwrite its gradients owns the tied tensor here: the head adds its
-// part first (backward runs last to first), and the owner must add its own after it. Flat
-// in a residual too, where the owner is a layer of the body.
+// part first (backward runs last to first), and the owner must add its own after it. Also
+// with the owner a layer of a residual's body, and with the tied layer one.
 constexpr const char* kTiedToALinear = R"([{"type": "linear", "out": 4}, {"type": "tanh"},
                                            {"type": "linear", "out": 4, "tied_to": "0.weight"}])";
 constexpr const char* kTiedIntoAResidual = R"([{"type": "residual", "layers": [{"type": "linear", "out": 4}]},
                                                {"type": "tanh"},
                                                {"type": "linear", "out": 4, "tied_to": "0.body.0.weight"}])";
+constexpr const char* kTiedFromAResidual = R"([{"type": "linear", "out": 4}, {"type": "tanh"},
+                                               {"type": "residual", "layers": [{"type": "linear", "out": 4,
+                                                                                "tied_to": "0.weight"}]}])";
 
 // The mse pass of layer_harness.hpp's check_model_gradients, on a sequence (3, 4) of values.
 void mse_pass(Model<double>& model, const PassContext& context) {
@@ -205,14 +208,15 @@ void mse_pass(Model<double>& model, const PassContext& context) {
   model.backward(context, xs);
 }
 
-TEST(TiedLinear, TiedToALinearOrIntoAResidual) {
-  for (const char* json : {kTiedToALinear, kTiedIntoAResidual}) {
+TEST(TiedLinear, TiedToALinearAndAcrossResiduals) {
+  for (const auto& [json, second_name] : {std::pair{kTiedToALinear, "2.weight"}, std::pair{kTiedIntoAResidual, "2.weight"},
+                                          std::pair{kTiedFromAResidual, "2.body.0.weight"}}) {
     SCOPED_TRACE(json);
     Model<double> model({3, 4}, specs(json), kBatch);
-    // 0.weight [4, 4] and 0.bias (or 0.body.0.*), then the head's bias alone: 24.
+    // 0.weight [4, 4] and 0.bias (or 0.body.0.*), then the tied layer's bias alone: 24.
     EXPECT_EQ(model.parameter_count(), 24);
     ASSERT_EQ(model.tied_tensors().size(), 1u);
-    EXPECT_EQ(model.tied_tensors()[0].name, "2.weight");
+    EXPECT_EQ(model.tied_tensors()[0].name, second_name);
     EXPECT_EQ(model.tied_tensors()[0].offset, 0);
     model.initialize(3);
     EXPECT_GT(check_model_gradients(model, kBatch), 1e-3);

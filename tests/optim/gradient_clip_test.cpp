@@ -50,11 +50,11 @@ double norm_of(std::vector<T> values) {
 uint64_t bits(double value) { return std::bit_cast<uint64_t>(value); }
 
 template <typename T>
-class GradientNorm : public ::testing::Test {};
+class NormAndClip : public ::testing::Test {};
 using RealTypes = ::testing::Types<float, double>;
-TYPED_TEST_SUITE(GradientNorm, RealTypes);
+TYPED_TEST_SUITE(NormAndClip, RealTypes);
 
-TYPED_TEST(GradientNorm, HandValues) {
+TYPED_TEST(NormAndClip, HandValues) {
   using T = TypeParam;
   // {3, 4}: largest square 16 = 0.5 * 2^5 and 2 terms (h = 1) set the grid 2^(62 - 1 - 5) =
   // 2^56, where 9 and 16 are whole numbers: the sum is 25 * 2^56 exactly, its root 5.
@@ -66,7 +66,7 @@ TYPED_TEST(GradientNorm, HandValues) {
   EXPECT_EQ(norm_of<T>({}), 0.0);
 }
 
-TYPED_TEST(GradientNorm, TheWholesCountSetsTheGrid) {
+TYPED_TEST(NormAndClip, TheWholesCountSetsTheGrid) {
   using T = TypeParam;
   // Two values of a gradient of 2^40: h = 40 and the largest square 1 = 0.5 * 2^1 set the grid
   // 2^-(62 - 40 - 1) = 2^-21. (2^-11)^2 = 2^-22 is half a step, rounded to even: nothing;
@@ -96,7 +96,7 @@ TEST(GradientNorm, AgreesWithTheExactNormWithinTheGridsBound) {
   EXPECT_NEAR(norm_of(g), expected, 1.8e-12 * expected);
 }
 
-TYPED_TEST(GradientNorm, ClipsByPyTorchsCoefficientOnlyBelowOne) {
+TYPED_TEST(NormAndClip, ClipsByPyTorchsCoefficientOnlyBelowOne) {
   using T = TypeParam;
   // norm 5, max_norm 1: coefficient (1 / (5 + 1e-6)) * 1 in T, 0.2 (1 - 2e-7) to 7 digits:
   // 3 -> 0.59999988, 4 -> 0.79999984.
