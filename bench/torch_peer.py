@@ -44,19 +44,10 @@ def openblas_core():
     return ""
 
 
-def _threads_from_argv(argv):
-    for i, arg in enumerate(argv):
-        if arg == "--threads" and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith("--threads="):
-            return arg.split("=", 1)[1]
-    return "1"
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+import openblas_threads  # noqa: E402
 
-
-# torch.set_num_threads does not reach OpenBLAS's own pthread pool (Debian's torch uses
-# libopenblas0-pthread): without this a "1 thread" run multiplies on both cores, which
-# samples per CPU-second gives away. The pool reads the variable once, when it loads.
-os.environ["OPENBLAS_NUM_THREADS"] = _threads_from_argv(sys.argv)
+openblas_threads.set_from_argv(sys.argv)  # before torch loads
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402  (after the thread count is in the environment)

@@ -30,18 +30,10 @@ import sys
 import time
 
 
-def _threads_from_argv(argv):
-    for i, arg in enumerate(argv):
-        if arg == "--threads" and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith("--threads="):
-            return arg.split("=", 1)[1]
-    return "1"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import openblas_threads  # noqa: E402
 
-
-# Debian's torch multiplies through OpenBLAS's own pthread pool, which torch.set_num_threads
-# does not reach and which reads this once, when it loads (as bench/torch_peer.py does).
-os.environ["OPENBLAS_NUM_THREADS"] = _threads_from_argv(sys.argv)
+openblas_threads.set_from_argv(sys.argv)  # before torch loads
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402

@@ -5,12 +5,8 @@
 # of 64 windows. The validation loss must fall below a bound that only learning reaches, and
 # the replicas must end identical. Skipped (exit 77) without the bible-kjv package.
 source "$(dirname "$0")/lib.sh"
-command -v bible > /dev/null || {
-  echo "SKIP: bible-kjv is not installed (scripts/install-deps.sh --with-data)"
-  exit 77
-}
 root=$(cd "$(dirname "$0")/../.." && pwd)
-"$root/scripts/get-kjv.sh" "$WORK/kjv.txt" > /dev/null
+kjv_text "$WORK/kjv.txt"
 # 200 steps of 64 windows of 64 + 1 tokens: 200 * 64 * 64 + 1 tokens of the file.
 size=$(wc -c < "$WORK/kjv.txt")
 end=$(awk -v n="$size" 'BEGIN { printf "%.12f", (200 * 64 * 64 + 1 + 0.5) / n }')

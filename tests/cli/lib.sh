@@ -81,3 +81,13 @@ render_svg() {
   [ -s "$2" ] || fail "no screenshot written"
   "$PNG_STATS" "$2" || fail "png_stats failed"
 }
+
+# kjv_text OUT: the King James Bible (scripts/get-kjv.sh) written to OUT, or the test skipped
+# (exit 77) when Debian's bible-kjv is not installed.
+kjv_text() {
+  command -v bible > /dev/null || {
+    echo "SKIP: bible-kjv is not installed (scripts/install-deps.sh --with-data)"
+    exit 77
+  }
+  "$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/scripts/get-kjv.sh" "$1" > /dev/null
+}

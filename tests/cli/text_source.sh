@@ -9,12 +9,7 @@
 # prompt from the weights file, the checkpoint and an export alike, and bad input exits 2 or
 # 3 with a message. Skipped (exit 77) without the bible-kjv package.
 source "$(dirname "$0")/lib.sh"
-command -v bible > /dev/null || {
-  echo "SKIP: bible-kjv is not installed (scripts/install-deps.sh --with-data)"
-  exit 77
-}
-root=$(cd "$(dirname "$0")/../.." && pwd)
-"$root/scripts/get-kjv.sh" "$WORK/kjv.txt" > /dev/null
+kjv_text "$WORK/kjv.txt"
 # The vocabulary: the file's distinct bytes (63 for Debian's text).
 vocab=$(perl -0777 -ne 'my %seen = map { $_ => 1 } split //; print scalar keys %seen' "$WORK/kjv.txt")
 [ "$vocab" -ge 30 ] || fail "the text has only $vocab distinct characters"

@@ -31,14 +31,7 @@ constexpr const char* kKeeping = R"({"type": "attention", "heads": 2})";
 const Shape kInput = {4, 6};  // T = 4 positions of C = 6, two heads of 3
 constexpr Index kValues = 24;
 
-PassContext training(uint64_t seed, int64_t epoch, int64_t step, const Index* positions) {
-  PassContext context;
-  context.seed = seed;
-  context.epoch = epoch;
-  context.step = step;
-  context.positions = positions;
-  return context;
-}
+using testing::random_pass_context;
 
 // Sample b's column of a (kValues, batch) output.
 std::vector<double> column(const std::vector<double>& y, Index b) {
@@ -60,12 +53,12 @@ TEST(AttentionDropout, InEvaluationItIsTheLayerWithoutDropout) {
   EXPECT_EQ(hd.backward(x, yd, dy, 3, evaluation), hk.backward(x, yk, dy, 3, evaluation));
   EXPECT_EQ(hd.grads, hk.grads);
   // In training it is not: some probabilities are dropped.
-  EXPECT_NE(hd.forward(x, 3, training(1, 0, 1, nullptr)), yk);
+  EXPECT_NE(hd.forward(x, 3, random_pass_context(1, 0, 1, nullptr)), yk);
   // Nor is "dropout": 0 in training anything but the layer without it.
   auto zero = layer<double>(R"({"type": "attention", "heads": 2, "dropout": 0})", kInput);
   LayerHarness<double> hz(*zero, 3);
   hz.set_parameters(params);
-  EXPECT_EQ(hz.forward(x, 3, training(1, 0, 1, nullptr)), yk);
+  EXPECT_EQ(hz.forward(x, 3, random_pass_context(1, 0, 1, nullptr)), yk);
 }
 
 // The largest |a[i] - b[i]|.
@@ -87,7 +80,7 @@ TEST(AttentionDropout, ASamplesOutputFollowsItsPositionNotItsBatchOrColumn) {
   h.set_parameters(test_values(attention->parameter_count(), 4));
   const std::vector<double> x = test_values(kValues * 3, 5), dy = test_values(kValues * 3, 6);
   const Index positions[] = {5, 0, 9};
-  const PassContext context = training(11, 1, 3, positions);
+  const PassContext context = random_pass_context(11, 1, 3, positions);
   const std::vector<double> y = h.forward(x, 3, context);
   const std::vector<double> dx = h.backward(x, y, dy, 3, context);
   for (Index b = 0; b < 3; ++b) {
@@ -101,7 +94,7 @@ TEST(AttentionDropout, ASamplesOutputFollowsItsPositionNotItsBatchOrColumn) {
       put_column(dys, at, dyb);
       Index strangers[] = {20, 21, 22};
       strangers[at] = positions[b];
-      const PassContext among = training(11, 1, 3, strangers);
+      const PassContext among = random_pass_context(11, 1, 3, strangers);
       const std::vector<double> ys = h.forward(xs, 3, among);
       EXPECT_EQ(column(ys, at), column(y, b)) << "in column " << at;
       EXPECT_EQ(column(h.backward(xs, ys, dys, 3, among), at), column(dx, b)) << "in column " << at;
@@ -109,16 +102,16 @@ TEST(AttentionDropout, ASamplesOutputFollowsItsPositionNotItsBatchOrColumn) {
     // Alone, a batch of one at the same position: the same to the last bits. The products of
     // 4 columns rather than 12 are blocked otherwise and may round otherwise (the layer without
     // dropout does, in evaluation too); a mask of another position changes the output by O(1).
-    const PassContext alone = training(11, 1, 3, positions + b);
+    const PassContext alone = random_pass_context(11, 1, 3, positions + b);
     const std::vector<double> yb = h.forward(xb, 1, alone);
     EXPECT_LT(largest_difference(yb, column(y, b)), 1e-14);
     EXPECT_LT(largest_difference(h.backward(xb, yb, dyb, 1, alone), column(dx, b)), 1e-14);
     const Index elsewhere[] = {positions[b] + 1};
-    EXPECT_GT(largest_difference(h.forward(xb, 1, training(11, 1, 3, elsewhere)), column(y, b)), 1e-2);
+    EXPECT_GT(largest_difference(h.forward(xb, 1, random_pass_context(11, 1, 3, elsewhere)), column(y, b)), 1e-2);
   }
   // Null positions are the columns: positions 0, 1, 2.
   const Index in_order[] = {0, 1, 2};
-  EXPECT_EQ(h.forward(x, 3, training(11, 1, 3, nullptr)), h.forward(x, 3, training(11, 1, 3, in_order)));
+  EXPECT_EQ(h.forward(x, 3, random_pass_context(11, 1, 3, nullptr)), h.forward(x, 3, random_pass_context(11, 1, 3, in_order)));
 }
 
 TEST(AttentionDropout, AnotherStepEpochSeedOrPositionDrawsAnotherMask) {
@@ -127,12 +120,12 @@ TEST(AttentionDropout, AnotherStepEpochSeedOrPositionDrawsAnotherMask) {
   h.set_parameters(test_values(attention->parameter_count(), 7));
   const std::vector<double> x = test_values(kValues, 8);
   const Index at[] = {4}, elsewhere[] = {5};
-  const std::vector<double> base = h.forward(x, 1, training(3, 2, 17, at));
-  EXPECT_NE(h.forward(x, 1, training(3, 2, 18, at)), base);
-  EXPECT_NE(h.forward(x, 1, training(3, 3, 17, at)), base);
-  EXPECT_NE(h.forward(x, 1, training(4, 2, 17, at)), base);
-  EXPECT_NE(h.forward(x, 1, training(3, 2, 17, elsewhere)), base);
-  EXPECT_EQ(h.forward(x, 1, training(3, 2, 17, at)), base);  // no state: the first mask again
+  const std::vector<double> base = h.forward(x, 1, random_pass_context(3, 2, 17, at));
+  EXPECT_NE(h.forward(x, 1, random_pass_context(3, 2, 18, at)), base);
+  EXPECT_NE(h.forward(x, 1, random_pass_context(3, 3, 17, at)), base);
+  EXPECT_NE(h.forward(x, 1, random_pass_context(4, 2, 17, at)), base);
+  EXPECT_NE(h.forward(x, 1, random_pass_context(3, 2, 17, elsewhere)), base);
+  EXPECT_EQ(h.forward(x, 1, random_pass_context(3, 2, 17, at)), base);  // no state: the first mask again
 }
 
 // Note [the dropout counter] with attention's numbering: the probability of key j at query i
@@ -171,7 +164,7 @@ TEST(AttentionDropout, MasksFollowTheDocumentedCounter) {
   const Index batch = 4;
   MaskRevealing revealing(batch);
   const Index positions[] = {3, 70000, 12, 0};
-  const std::vector<double> y = revealing.harness.forward(one_hot_inputs(batch), batch, training(99, 4, 123456, positions));
+  const std::vector<double> y = revealing.harness.forward(one_hot_inputs(batch), batch, random_pass_context(99, 4, 123456, positions));
   const uint64_t seed = mix_seed(99, fnv1a("model.layers[0]"));
   const PhiloxKey key = {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)};
   const double kept = (1.0 / (1.0 - 0.25)) / kT;
@@ -196,7 +189,7 @@ TEST(AttentionDropout, DropsAboutAQuarterOfTheProbabilities) {
   // count has standard deviation sqrt(n 0.25 0.75) = 78; the bound is 5 of them.
   const Index batch = 256;
   MaskRevealing revealing(batch);
-  const std::vector<double> y = revealing.harness.forward(one_hot_inputs(batch), batch, training(5, 0, 1, nullptr));
+  const std::vector<double> y = revealing.harness.forward(one_hot_inputs(batch), batch, random_pass_context(5, 0, 1, nullptr));
   const double kept = (1.0 / (1.0 - 0.25)) / kT;
   double dropped = 0;
   for (const double v : y) {
@@ -209,7 +202,7 @@ TEST(AttentionDropout, DropsAboutAQuarterOfTheProbabilities) {
 
 TEST(AttentionDropout, GradientsInTrainingMatchCentralDifferences) {
   const Index positions[] = {7, 2, 30};
-  const PassContext context = training(21, 1, 5, positions);
+  const PassContext context = random_pass_context(21, 1, 5, positions);
   for (const char* json : {kDropping, R"({"type": "attention", "heads": 1, "causal": false, "dropout": 0.25})",
                            R"({"type": "attention", "heads": 3, "bias": false, "dropout": 0.5})"}) {
     SCOPED_TRACE(json);

@@ -24,15 +24,7 @@ std::unique_ptr<Layer<double>> dropout(double p, Index values) {
   return testing::layer<double>(json.c_str(), {values});
 }
 
-PassContext dropout_context(uint64_t seed = 42, int64_t epoch = 2, int64_t step = 17,
-                             const Index* positions = nullptr) {
-  PassContext context;
-  context.seed = seed;
-  context.epoch = epoch;
-  context.step = step;
-  context.positions = positions;
-  return context;
-}
+using testing::random_pass_context;
 
 // The layer's multipliers for a batch: its output for x = 1.
 std::vector<double> mask(Layer<double>& layer, Index batch, const PassContext& context) {
@@ -68,7 +60,7 @@ TEST(Dropout, KeepsAboutOneMinusPOfTheValuesScaledExactly) {
   for (double p : {0.1, 0.5, 0.8}) {
     SCOPED_TRACE("p = " + std::to_string(p));
     auto layer = dropout(p, values);
-    const std::vector<double> m = mask(*layer, batch, dropout_context());
+    const std::vector<double> m = mask(*layer, batch, random_pass_context());
     const double scale = 1.0 / (1.0 - p);
     double kept = 0;
     for (double v : m) {
@@ -88,7 +80,7 @@ TEST(Dropout, KeptValuesAreScaledExactlyInFloat) {
     std::vector<float> x(256);
     const std::vector<double> values = test_values(256, 3);
     for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(values[i]);
-    const std::vector<float> y = h.forward(x, 4, dropout_context());
+    const std::vector<float> y = h.forward(x, 4, random_pass_context());
     const float scale = static_cast<float>(1.0 / (1.0 - p));
     int kept = 0;
     for (size_t i = 0; i < x.size(); ++i) {
@@ -106,7 +98,7 @@ TEST(Dropout, FollowsTheDocumentedCounter) {
   const Index values = 10;
   auto layer = dropout(0.5, values);
   const Index positions[] = {3, 70000};
-  const PassContext context = dropout_context(99, 4, 123456, positions);
+  const PassContext context = random_pass_context(99, 4, 123456, positions);
   const std::vector<double> m = mask(*layer, 2, context);
   const uint64_t seed = mix_seed(99, fnv1a("model.layers[0]"));
   const PhiloxKey key = {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)};
@@ -125,19 +117,19 @@ TEST(Dropout, TheMaskFollowsThePositionNotTheColumn) {
   const Index values = 37, batch = 8;
   auto layer = dropout(0.5, values);
   const Index in_order[] = {0, 1, 2, 3, 4, 5, 6, 7};
-  const std::vector<double> reference = mask(*layer, batch, dropout_context(7, 1, 5, in_order));
+  const std::vector<double> reference = mask(*layer, batch, random_pass_context(7, 1, 5, in_order));
   // Null positions mean position = column.
-  EXPECT_EQ(mask(*layer, batch, dropout_context(7, 1, 5, nullptr)), reference);
+  EXPECT_EQ(mask(*layer, batch, random_pass_context(7, 1, 5, nullptr)), reference);
 
   const Index permutation[] = {5, 2, 7, 0, 3, 6, 1, 4};
-  const std::vector<double> permuted = mask(*layer, batch, dropout_context(7, 1, 5, permutation));
+  const std::vector<double> permuted = mask(*layer, batch, random_pass_context(7, 1, 5, permutation));
   for (Index b = 0; b < batch; ++b)
     for (Index j = 0; j < values; ++j)
       ASSERT_EQ(permuted[b * values + j], reference[permutation[b] * values + j]) << b << ", " << j;
 
   // Two "ranks" with four samples each: positions 0..3 and 4..7 of the global batch.
-  const std::vector<double> first = mask(*layer, 4, dropout_context(7, 1, 5, in_order));
-  const std::vector<double> second = mask(*layer, 4, dropout_context(7, 1, 5, in_order + 4));
+  const std::vector<double> first = mask(*layer, 4, random_pass_context(7, 1, 5, in_order));
+  const std::vector<double> second = mask(*layer, 4, random_pass_context(7, 1, 5, in_order + 4));
   std::vector<double> joined = first;
   joined.insert(joined.end(), second.begin(), second.end());
   EXPECT_EQ(joined, reference);
@@ -150,20 +142,20 @@ TEST(Dropout, DiffersForAnotherStepEpochPositionSeedOrLayer) {
   auto layer = dropout(0.5, values);
   const Index position[] = {12};
   const Index other_position[] = {13};
-  const std::vector<double> base = mask(*layer, 1, dropout_context(42, 2, 17, position));
-  EXPECT_GT(fraction_differing(base, mask(*layer, 1, dropout_context(42, 2, 18, position))), 0.4);
-  EXPECT_GT(fraction_differing(base, mask(*layer, 1, dropout_context(42, 3, 17, position))), 0.4);
-  EXPECT_GT(fraction_differing(base, mask(*layer, 1, dropout_context(43, 2, 17, position))), 0.4);
-  EXPECT_GT(fraction_differing(base, mask(*layer, 1, dropout_context(42, 2, 17, other_position))),
+  const std::vector<double> base = mask(*layer, 1, random_pass_context(42, 2, 17, position));
+  EXPECT_GT(fraction_differing(base, mask(*layer, 1, random_pass_context(42, 2, 18, position))), 0.4);
+  EXPECT_GT(fraction_differing(base, mask(*layer, 1, random_pass_context(42, 3, 17, position))), 0.4);
+  EXPECT_GT(fraction_differing(base, mask(*layer, 1, random_pass_context(43, 2, 17, position))), 0.4);
+  EXPECT_GT(fraction_differing(base, mask(*layer, 1, random_pass_context(42, 2, 17, other_position))),
             0.4);
   // The second dropout layer of a model: another key path, another mask.
   const auto list = testing::specs(R"([{"type": "dropout"}, {"type": "dropout"}])");
   auto first = build_layer<double>(list[0], {values});
   auto second = build_layer<double>(list[1], {values});
-  EXPECT_EQ(mask(*first, 1, dropout_context(42, 2, 17, position)), base);  // model.layers[0]
-  EXPECT_GT(fraction_differing(base, mask(*second, 1, dropout_context(42, 2, 17, position))), 0.4);
+  EXPECT_EQ(mask(*first, 1, random_pass_context(42, 2, 17, position)), base);  // model.layers[0]
+  EXPECT_GT(fraction_differing(base, mask(*second, 1, random_pass_context(42, 2, 17, position))), 0.4);
   // No state: the first mask again, after all the others.
-  EXPECT_EQ(mask(*layer, 1, dropout_context(42, 2, 17, position)), base);
+  EXPECT_EQ(mask(*layer, 1, random_pass_context(42, 2, 17, position)), base);
 }
 
 TEST(Dropout, BackwardMultipliesByTheSameMask) {
@@ -171,7 +163,7 @@ TEST(Dropout, BackwardMultipliesByTheSameMask) {
   auto layer = dropout(0.3, values);
   LayerHarness<double> h(*layer, batch);
   const Index positions[] = {9, 4, 100};
-  const PassContext context = dropout_context(5, 0, 1, positions);
+  const PassContext context = random_pass_context(5, 0, 1, positions);
   const std::vector<double> x = test_values(values * batch, 1);
   const std::vector<double> dy = test_values(values * batch, 2);
   const std::vector<double> y = h.forward(x, batch, context);
@@ -188,7 +180,7 @@ TEST(Dropout, GradientMatchesFiniteDifferences) {
   // same one: dx = dy * mask, exactly linear.
   auto layer = testing::layer<double>(R"({"type": "dropout", "p": 0.4})", {2, 5});
   const Index positions[] = {11, 3, 8};
-  check_layer_gradients(*layer, 3, dropout_context(8, 1, 3, positions));
+  check_layer_gradients(*layer, 3, random_pass_context(8, 1, 3, positions));
 }
 
 TEST(Dropout, EvaluationAndPZeroAreTheIdentity) {
@@ -203,19 +195,19 @@ TEST(Dropout, EvaluationAndPZeroAreTheIdentity) {
   auto half = dropout(0.5, 10);
   check(*half, evaluation_context());
   auto none = dropout(0.0, 10);
-  check(*none, dropout_context());
+  check(*none, random_pass_context());
   check(*none, evaluation_context());
 }
 
 TEST(Dropout, CounterOutOfRangeIsAnError) {
   auto layer = dropout(0.5, 4);
   LayerHarness<double> h(*layer, 1);
-  EXPECT_THROW(h.forward({1, 2, 3, 4}, 1, dropout_context(1, 0, int64_t{1} << 32)), Error);
-  EXPECT_THROW(h.forward({1, 2, 3, 4}, 1, dropout_context(1, -1, 1)), Error);
+  EXPECT_THROW(h.forward({1, 2, 3, 4}, 1, random_pass_context(1, 0, int64_t{1} << 32)), Error);
+  EXPECT_THROW(h.forward({1, 2, 3, 4}, 1, random_pass_context(1, -1, 1)), Error);
   const Index far[] = {Index{1} << 32};
-  EXPECT_THROW(h.forward({1, 2, 3, 4}, 1, dropout_context(1, 0, 1, far)), Error);
+  EXPECT_THROW(h.forward({1, 2, 3, 4}, 1, random_pass_context(1, 0, 1, far)), Error);
   const Index last[] = {(Index{1} << 32) - 1};
-  EXPECT_NO_THROW(h.forward({1, 2, 3, 4}, 1, dropout_context(1, 0, (int64_t{1} << 32) - 1, last)));
+  EXPECT_NO_THROW(h.forward({1, 2, 3, 4}, 1, random_pass_context(1, 0, (int64_t{1} << 32) - 1, last)));
 }
 
 TEST(Dropout, ConfigErrorsNameTheKey) {

@@ -152,4 +152,16 @@ inline void expect_values(const std::vector<double>& actual, const std::vector<d
     EXPECT_DOUBLE_EQ(actual[i], expected[i]) << what << "[" << i << "]";
 }
 
+// A training pass's context for the random layers (dropout, attention's dropout): the run seed,
+// the epoch, the step and the batch's global positions (null: column j at position j).
+inline nn::PassContext random_pass_context(uint64_t seed = 42, int64_t epoch = 2, int64_t step = 17,
+                                           const Index* positions = nullptr) {
+  nn::PassContext context;
+  context.seed = seed;
+  context.epoch = epoch;
+  context.step = step;
+  context.positions = positions;
+  return context;
+}
+
 }  // namespace mpiddp::testing
