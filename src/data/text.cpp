@@ -22,12 +22,17 @@ std::vector<unsigned char> text_vocabulary(const std::string& bytes, const std::
   return vocabulary;
 }
 
-template <typename T>
-Dataset<T> load_text(const TextConfig& config) {
-  InputFile file(config.path);
-  if (file.size() == 0) throw DataError(config.path + ": the text is empty");
+std::string read_text_file(const std::string& path) {
+  InputFile file(path);
   std::string bytes(static_cast<size_t>(file.size()), '\0');
   file.read_at(0, bytes.data(), bytes.size());
+  return bytes;
+}
+
+template <typename T>
+Dataset<T> load_text(const TextConfig& config) {
+  const std::string bytes = read_text_file(config.path);
+  if (bytes.empty()) throw DataError(config.path + ": the text is empty");
   const std::vector<unsigned char> vocabulary = text_vocabulary(bytes, config.encoding);
   std::array<int32_t, 256> id_of{};
   for (size_t i = 0; i < vocabulary.size(); ++i) id_of[vocabulary[i]] = static_cast<int32_t>(i);

@@ -12,7 +12,6 @@
 #include "mpiddp/config/data_source.hpp"
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/core/rng.hpp"
-#include "mpiddp/data/input_file.hpp"
 #include "mpiddp/data/text.hpp"
 #include "mpiddp/io/safetensors.hpp"
 #include "mpiddp/nn/model.hpp"
@@ -71,10 +70,7 @@ Index context_length(const Recipe& recipe) {
 std::vector<unsigned char> text_vocabulary_of(const io::SafetensorsFile& file, const Recipe& recipe) {
   std::vector<unsigned char> bytes = checkpoint::read_vocabulary(file, kExitData);
   if (!bytes.empty() || recipe.train_data.source != "text") return bytes;
-  data::InputFile text(recipe.train_data.text.path);
-  std::string all(static_cast<size_t>(text.size()), '\0');
-  text.read_at(0, all.data(), all.size());
-  return data::text_vocabulary(all, recipe.train_data.text.encoding);
+  return data::text_vocabulary(data::read_text_file(recipe.train_data.text.path), recipe.train_data.text.encoding);
 }
 
 template <typename T>

@@ -131,14 +131,12 @@ void Attention<T>::bind(const LayerMemory<T>& memory) {
 
 template <typename T>
 void Attention<T>::initialize(Rng& rng) {
-  if (init_.given()) {
-    fill_normal(attn_weight_, 3 * c_ * c_, init_.std, rng);
-    fill_normal(proj_weight_, c_ * c_, init_.std, rng);
-    if (bias_) std::fill_n(attn_bias_, 3 * c_, T(0)), std::fill_n(proj_bias_, c_, T(0));
-    return;
-  }
-  // The tensors lie one after another from c_attn.weight, in parameters()' order.
-  fill_uniform(attn_weight_, this->parameter_count(), 1.0 / std::sqrt(static_cast<double>(c_)), rng);
+  // In parameters()' order, as nn.Linear's c_attn and then c_proj draw them.
+  const double bound = 1.0 / std::sqrt(static_cast<double>(c_));
+  initialize_weights(attn_weight_, 3 * c_ * c_, init_, bound, rng);
+  if (bias_) initialize_bias(attn_bias_, 3 * c_, init_, bound, rng);
+  initialize_weights(proj_weight_, c_ * c_, init_, bound, rng);
+  if (bias_) initialize_bias(proj_bias_, c_, init_, bound, rng);
 }
 
 template <typename T>

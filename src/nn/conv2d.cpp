@@ -85,13 +85,9 @@ void Conv2d<T>::bind(const LayerMemory<T>& memory) {
 
 template <typename T>
 void Conv2d<T>::initialize(Rng& rng) {
-  if (options_.init.given()) {
-    fill_normal(weight_, options_.out * taps(), options_.init.std, rng);
-    if (bias_) std::fill_n(bias_, options_.out, T(0));
-    return;
-  }
-  // The bias follows the weights: one run, weights first.
-  fill_uniform(weight_, this->parameter_count(), 1.0 / std::sqrt(static_cast<double>(taps())), rng);
+  const double bound = 1.0 / std::sqrt(static_cast<double>(taps()));
+  initialize_weights(weight_, options_.out * taps(), options_.init, bound, rng);
+  if (bias_) initialize_bias(bias_, options_.out, options_.init, bound, rng);
 }
 
 // Note [rows that run on]

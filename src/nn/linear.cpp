@@ -98,24 +98,18 @@ void Linear<T>::bind(const LayerMemory<T>& memory) {
 template <typename T>
 void Linear<T>::initialize(Rng& rng) {
   const double bound = 1.0 / std::sqrt(static_cast<double>(in_));
-  if (tied_to_.empty()) {
-    if (init_.given()) fill_normal(weight_, out_ * in_, init_.std, rng);
-    else fill_uniform(weight_, out_ * in_, bound, rng);
-  }
-  if (!has_bias_) return;
-  if (init_.given()) std::fill_n(bias_, out_, T(0));
-  else fill_uniform(bias_, out_, bound, rng);
+  if (tied_to_.empty()) initialize_weights(weight_, out_ * in_, init_, bound, rng);
+  if (has_bias_) initialize_bias(bias_, out_, init_, bound, rng);
 }
 
 template <typename T>
 void Linear<T>::forward(const PassContext& context, ConstMatrixView<T> x, MatrixView<T> y) {
   ConstMatrixView<T> wt(weight_, in_, out_);
-  VectorView<T> b(bias_, bias_ ? out_ : 0);
   // y = W x + b, written as (W^T)^T x so Eigen's GEMM reads the weights in place. The bias
   // goes in first and the product is added to it: "=" would zero y and then add anyway, so
   // the bias costs no pass of its own. A sequence's positions are columns of their own.
   MatrixView<T> ys = by_position(y);
-  if (bias_) ys.colwise() = b;
+  if (bias_) ys.colwise() = VectorView<T>(bias_, out_);
   else ys.setZero();
   kernels::multiply_in_pieces(ys, wt, kernels::Op::kTranspose, by_position(x), kernels::Accumulate::kAdd,
                               context.forward_columns);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "mpiddp/core/error.hpp"
+#include "mpiddp/io/safetensors.hpp"
 
 namespace mpiddp::nn {
 
@@ -43,16 +44,6 @@ Model<T>::Model(const Shape& input, const std::vector<LayerSpec>& specs, Index m
   stack_.bind(memory());
 }
 
-namespace {
-
-std::string dimensions_text(const std::vector<Index>& shape) {
-  std::string text;
-  for (const Index d : shape) text += (text.empty() ? "" : ", ") + std::to_string(d);
-  return "[" + text + "]";
-}
-
-}  // namespace
-
 // Each tied tensor must name an earlier layer's tensor of the shape the layer needs. Its
 // gradients then have two writers: the owner's whole layer (in the top stack) adds to
 // them, never overwrites, and is cleared before a pass that overwrites the others.
@@ -68,8 +59,8 @@ void Model<T>::tie_tensors() {
       throw ConfigError(tie.key, "'" + tie.target + "' names no tensor of the model; its tensors are " + names);
     }
     if (target->shape != tie.shape)
-      throw ConfigError(tie.key, "'" + tie.target + "' has shape " + dimensions_text(target->shape) +
-                                     " but the layer needs " + dimensions_text(tie.shape));
+      throw ConfigError(tie.key, "'" + tie.target + "' has shape " + io::shape_text(target->shape) +
+                                     " but the layer needs " + io::shape_text(tie.shape));
     if (target->offset >= tie.position)
       throw ConfigError(tie.key, "'" + tie.target + "' is not an earlier layer's tensor; a layer can use the "
                                      "tensor of a layer before it only");

@@ -17,6 +17,9 @@ struct TextConfig {
   WindowConfig windows;
 };
 
+// A text file's bytes, whole (a DataError naming it when it cannot be read).
+std::string read_text_file(const std::string& path);
+
 // The vocabulary of a text file: its sorted distinct bytes ("chars") or all 256 ("bytes").
 std::vector<unsigned char> text_vocabulary(const std::string& bytes, const std::string& encoding);
 

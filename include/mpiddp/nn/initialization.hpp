@@ -15,6 +15,14 @@ struct InitStd {
   static InitStd parse(io::JsonSection& section);
 };
 
+// A weight tensor of a linear, convolution or attention projection: N(0, init_std^2) with
+// init_std, else PyTorch's default U(-bound, bound) (bound 1 / sqrt(fan_in)).
+template <typename T>
+void initialize_weights(T* weights, Index count, const InitStd& init, double bound, Rng& rng);
+// Its bias: zeros with init_std, else U(-bound, bound), drawn after the weights.
+template <typename T>
+void initialize_bias(T* bias, Index count, const InitStd& init, double bound, Rng& rng);
+
 // values[i] = std * N(0, 1), drawn in order from rng.
 template <typename T>
 void fill_normal(T* values, Index count, double std, Rng& rng);
