@@ -15,7 +15,9 @@ namespace {
 
 // The records that carry results; run records differ by design (world size, hosts), and
 // other kinds (checkpoints) name paths.
-bool compared_kind(const std::string& kind) { return kind == "step" || kind == "epoch" || kind == "end"; }
+bool compared_kind(const std::string& kind) {
+  return kind == "step" || kind == "eval" || kind == "epoch" || kind == "end";
+}
 
 // Wall-clock figures differ between any two runs.
 bool timing(const std::string& key) {

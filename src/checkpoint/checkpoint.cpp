@@ -104,10 +104,11 @@ io::Json resume_config(const config::Config& config) {
   // A cosine schedule with t_max 0 spans the whole run, so there epochs shapes every lr.
   // Fault policies, the watchdog, fault injection, threads and the reduction path change
   // how a run is watched or spread over cores, not its updates (beyond float rounding, as
-  // another world size does), so they may change too.
+  // another world size does), so they may change too. When and how much it evaluates, and
+  // when it stops early, change which updates run, not what any of them is.
   for (const char* key : {"log", "checkpoint", "save_weights", "init", "check_every_steps",
                           "on_nonfinite", "max_skipped", "divergence", "watchdog", "debug",
-                          "threads", "reduce"})
+                          "threads", "reduce", "eval", "early_stopping"})
     kept.erase(key);
   if (!cosine_spans_run(config)) kept.erase("epochs");
   return kept;
@@ -118,6 +119,8 @@ std::string checkpoint_path(const std::string& dir, int64_t step) {
   std::snprintf(name, sizeof name, "step-%012lld.safetensors", static_cast<long long>(step));
   return (fs::path(dir) / name).string();
 }
+
+std::string best_checkpoint_path(const std::string& dir) { return (fs::path(dir) / "best").string(); }
 
 std::vector<std::string> list_checkpoints(const std::string& dir) {
   std::vector<std::pair<int64_t, std::string>> found;
@@ -139,7 +142,7 @@ std::vector<std::string> remove_stale_temporaries(const std::string& dir) {
     const std::string name = entry.path().filename().string();
     // ".NAME.tmp" of a checkpoint NAME, and nothing else: other files there are the user's.
     const bool ours = name.size() > 5 && name[0] == '.' && name.ends_with(".tmp") &&
-                      step_of_file_name(name.substr(1, name.size() - 5)) >= 0;
+                      (step_of_file_name(name.substr(1, name.size() - 5)) >= 0 || name == ".best.tmp");
     if (ours && entry.is_regular_file() && fs::remove(entry.path(), error)) removed.push_back(name);
   }
   std::sort(removed.begin(), removed.end());
@@ -153,6 +156,16 @@ std::string resolve_resume_path(const std::string& spec, const std::string& chec
     // checkpoint, or the run may keep none; then the run starts from the beginning.
     const auto all = checkpoint_dir.empty() ? std::vector<std::string>{} : list_checkpoints(checkpoint_dir);
     return all.empty() ? std::string() : all.back();
+  }
+  if (spec == "best") {
+    if (checkpoint_dir.empty())
+      throw Error(kExitConfig, "--resume best needs checkpoint.dir in the config (or give "
+                               "the checkpoint's path)");
+    const std::string best = best_checkpoint_path(checkpoint_dir);
+    if (!fs::is_regular_file(best))
+      throw Error(kExitCheckpoint, "--resume best: no best checkpoint '" + best +
+                                       "' (checkpoint.keep_best writes it at the first evaluation)");
+    return best;
   }
   if (spec == "latest") {
     if (checkpoint_dir.empty())
@@ -171,10 +184,14 @@ std::string resolve_resume_path(const std::string& spec, const std::string& chec
   return all.back();
 }
 
+namespace {
+
+// The checkpoint of `position` as the file `path` in settings.dir, written atomically.
 template <typename T>
-std::string write_checkpoint(const config::CheckpointConfig& settings, const TrainingPosition& position,
-                             const RunIdentity& identity, const nn::Model<T>& model,
-                             optim::Optimizer<T>& optimizer) {
+void write_training_state(const std::string& path, const config::CheckpointConfig& settings,
+                          const TrainingPosition& position, const RunIdentity& identity,
+                          const nn::Model<T>& model, optim::Optimizer<T>& optimizer,
+                          const std::function<void()>& before_rename) {
   std::error_code error;
   fs::create_directories(settings.dir, error);
   if (error)
@@ -215,15 +232,37 @@ std::string write_checkpoint(const config::CheckpointConfig& settings, const Tra
       {"config_hash", hex64(fnv1a(identity.config.dump()))},
       {"config", identity.config},
       {"data_checksum", hex64(checksum)}};
-  const std::string path = checkpoint_path(settings.dir, position.step);
-  std::map<std::string, std::string> metadata = {{kMetadataKey, state.dump()}};
+  io::Json with_evaluations = state;
+  if (!position.evaluations.is_null()) with_evaluations["evaluations"] = position.evaluations;
+  std::map<std::string, std::string> metadata = {{kMetadataKey, with_evaluations.dump()}};
   if (!identity.vocabulary.empty()) metadata[kVocabularyKey] = identity.vocabulary;
-  io::write_safetensors(path, tensors, metadata);
+  io::write_safetensors(path, tensors, metadata, before_rename);
+}
+
+}  // namespace
+
+template <typename T>
+std::string write_checkpoint(const config::CheckpointConfig& settings, const TrainingPosition& position,
+                             const RunIdentity& identity, const nn::Model<T>& model,
+                             optim::Optimizer<T>& optimizer, const WriteProbes& probes) {
+  const std::string path = checkpoint_path(settings.dir, position.step);
+  write_training_state(path, settings, position, identity, model, optimizer, probes.before_rename);
+  if (probes.before_pruning) probes.before_pruning();
+  std::error_code error;
   if (settings.keep > 0) {
     const auto all = list_checkpoints(settings.dir);
     for (size_t i = 0; i + static_cast<size_t>(settings.keep) < all.size(); ++i)
       fs::remove(all[i], error);  // a checkpoint that cannot be removed is only wasted space
   }
+  return path;
+}
+
+template <typename T>
+std::string write_best_checkpoint(const config::CheckpointConfig& settings, const TrainingPosition& position,
+                                  const RunIdentity& identity, const nn::Model<T>& model,
+                                  optim::Optimizer<T>& optimizer, const WriteProbes& probes) {
+  const std::string path = best_checkpoint_path(settings.dir);
+  write_training_state(path, settings, position, identity, model, optimizer, probes.before_rename);
   return path;
 }
 
@@ -269,6 +308,7 @@ TrainingPosition restore_checkpoint(const io::SafetensorsFile& file, const RunId
     position.epoch = checkpoint_integer(state, "epoch", path);
     position.batch = checkpoint_integer(state, "batch", path);
     position.step = checkpoint_integer(state, "step", path);
+    if (state.contains("evaluations")) position.evaluations = state["evaluations"];
     if (position.batch > 0 && state.at("steps_per_epoch") != identity.steps_per_epoch)
       refuse(path, "it stopped mid-epoch (after batch " + std::to_string(position.batch) +
                        " of " + state.at("steps_per_epoch").dump() + ") but at this world size " +
@@ -335,7 +375,10 @@ bool checkpoint_due_after_epoch(const config::CheckpointConfig& settings, int64_
 #define MPIDDP_INSTANTIATE(T)                                                                  \
   template std::string write_checkpoint<T>(const config::CheckpointConfig&, const TrainingPosition&,   \
                                            const RunIdentity&, const nn::Model<T>&,       \
-                                           optim::Optimizer<T>&);                              \
+                                           optim::Optimizer<T>&, const WriteProbes&);          \
+  template std::string write_best_checkpoint<T>(const config::CheckpointConfig&, const TrainingPosition&, \
+                                                const RunIdentity&, const nn::Model<T>&,  \
+                                                optim::Optimizer<T>&, const WriteProbes&);     \
   template TrainingPosition restore_checkpoint<T>(const io::SafetensorsFile&,                  \
                                                   const RunIdentity&, nn::Model<T>&,      \
                                                   optim::Optimizer<T>&);

@@ -223,8 +223,12 @@ Config parse_config(const io::Json& user) {
     auto log = root.section("log");
     c.log_path = log.text("path", "");
     c.log_every_steps = log.integer("every_steps", 1, 1, io::kMaxConfigCount);
+    // Read only when given, so that a config without them resolves as before they existed.
+    if (log.has("csv")) c.log_csv = log.text("csv", "");
+    if (log.has("tensorboard")) c.log_tensorboard = log.text("tensorboard", "");
     log.finish();
   }
+  parse_evaluation_keys(root, c.eval, c.early_stopping);
   c.trace = parse_trace_config(root);
   parse_interchange_keys(root, c);
   parse_performance(root, c);

@@ -29,7 +29,8 @@ FaultConfig parse_fault_config(io::JsonSection& root) {
     inject.step = debug.integer("fail_step", 1, 0, io::kMaxConfigCount);
     inject.count = debug.integer("fail_count", 1, 1, io::kMaxConfigCount);
     inject.kind = debug.choice("fail_kind", "throw",
-                               {"throw", "nan", "huge", "stall", "exit", "kill", "signal", "perturb", "mismatch"});
+                               {"throw", "nan", "huge", "stall", "exit", "kill", "signal", "perturb", "mismatch",
+                                "kill_writing_checkpoint", "kill_writing_best", "kill_pruning"});
     inject.stall_s = debug.number("stall_s", 0.0, 0.0, 7 * 24 * 3600.0);
     f.flight_dir = debug.text("flight_dir", "");
     debug.finish();

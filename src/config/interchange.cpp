@@ -21,6 +21,14 @@ void parse_interchange_keys(io::JsonSection& root, Config& c) {
     if (k.dir.empty() && (k.every_epochs > 0 || k.every_steps > 0))
       throw ConfigError("checkpoint.dir", "checkpoint.every_epochs/every_steps need a directory "
                                           "to write to; set checkpoint.dir");
+    if (checkpoint.has("keep_best")) {
+      std::vector<std::string> allowed = {""};  // "": off, as when the key is absent
+      for (const auto& metric : evaluation_metrics()) allowed.push_back(metric);
+      k.keep_best = checkpoint.choice("keep_best", "", allowed);
+      if (!k.keep_best.empty() && k.dir.empty())
+        throw ConfigError("checkpoint.keep_best", "the best checkpoint needs a directory to be "
+                                                  "kept in; set checkpoint.dir");
+    }
     checkpoint.finish();
   }
 }

@@ -34,7 +34,8 @@ std::string temporary_name(const std::string& path) {
   return dir + "." + base + ".tmp";
 }
 
-void write_file_atomically(const std::string& path, const std::vector<ByteSpan>& pieces) {
+void write_file_atomically(const std::string& path, const std::vector<ByteSpan>& pieces,
+                           const std::function<void()>& before_rename) {
   const std::string temp = temporary_name(path);
   std::FILE* file = std::fopen(temp.c_str(), "wb");
   if (!file) fail(temp, "fopen");
@@ -50,6 +51,7 @@ void write_file_atomically(const std::string& path, const std::vector<ByteSpan>&
     std::remove(temp.c_str());
     fail(temp, "write/fflush/fsync");
   }
+  if (before_rename) before_rename();
   if (std::rename(temp.c_str(), path.c_str()) != 0) {
     const int rename_errno = errno;
     std::remove(temp.c_str());

@@ -231,9 +231,10 @@ std::vector<char> encode_safetensors(const std::vector<TensorToWrite>& tensors,
 }
 
 void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+                       const std::map<std::string, std::string>& metadata,
+                       const std::function<void()>& before_rename) {
   const std::vector<char> file = encode_safetensors(tensors, metadata);
-  write_file_atomically(path, {{file.data(), file.size()}});
+  write_file_atomically(path, {{file.data(), file.size()}}, before_rename);
 }
 
 }  // namespace mpiddp::io

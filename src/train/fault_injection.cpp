@@ -74,6 +74,17 @@ void inject_update_fault(const config::FaultInjection& f, int rank, int64_t step
     params[0] = std::nextafter(params[0], std::numeric_limits<T>::infinity());
 }
 
+checkpoint::WriteProbes checkpoint_write_probes(const config::FaultInjection& f, int64_t step, bool best) {
+  // Rank 0 writes every checkpoint; the window is every step from fail_step on, so the first
+  // write at or after it is killed whatever steps the checkpoints fall on.
+  checkpoint::WriteProbes probes;
+  if (f.rank != 0 || step < f.step) return probes;
+  const auto kill = [] { std::raise(SIGKILL); };
+  if (f.kind == (best ? "kill_writing_best" : "kill_writing_checkpoint")) probes.before_rename = kill;
+  if (!best && f.kind == "kill_pruning") probes.before_pruning = kill;
+  return probes;
+}
+
 template void inject_step_fault<float>(const config::FaultInjection&, int, int64_t, float*);
 template void inject_step_fault<double>(const config::FaultInjection&, int, int64_t, double*);
 template void inject_update_fault<float>(const config::FaultInjection&, int, int64_t, float*);

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <utility>
 
 #include "mpiddp/record/progress.hpp"
 
@@ -16,6 +17,8 @@ template <typename T>
 RunResult Trainer<T>::run() {
   const auto run_start = std::chrono::steady_clock::now();
   start();
+  // A run resumed from the checkpoint of the step where early stopping ended it only finishes.
+  if (stopped_early_) report_early_stop(position_.batch == 0 ? position_.epoch - 1 : position_.epoch, position_.step, std::nullopt);
   RunResult result;
   const Index per_rank = sampler_.per_rank();
   const Index steps_per_epoch = sampler_.steps_per_epoch(batch_per_rank_);
@@ -26,13 +29,14 @@ RunResult Trainer<T>::run() {
                                                                std::getenv("MPIDDP_PROGRESS")),
                         config_.epochs, total_steps, batch_per_rank_ * comm_.size());
   int64_t step = position_.step;
-  for (int64_t epoch = position_.epoch; epoch <= config_.epochs; ++epoch) {
+  for (int64_t epoch = position_.epoch; epoch <= config_.epochs && !stopped_early_; ++epoch) {
     sampler_.set_epoch(epoch - 1, replay_order(epoch - 1));
     // The profile covers the epochs after the first, which warms up caches and pages.
     if (options_.profile && epoch <= 2) options_.profile->reset();
     const auto epoch_start = std::chrono::steady_clock::now();
     const Index first_batch = epoch == position_.epoch ? position_.batch : 0;
-    for (Index k = first_batch; k < steps_per_epoch; ++k) {
+    Index k = first_batch;
+    for (; k < steps_per_epoch && !stopped_early_; ++k) {
       // Note [stopping on a signal]: the previous step's reduction carried every rank's stop
       // vote, so every rank stops here together, after the epoch's end when that step ended
       // one. A signal in the run's last step changes nothing: the run is finishing anyway.
@@ -46,12 +50,20 @@ RunResult Trainer<T>::run() {
       if (config_.check_every_steps > 0 && step % config_.check_every_steps == 0)
         verify_replicas(step, false, nullptr);
       progress.update(epoch, step, done.loss, record::seconds_since(run_start));
-      if (k + 1 < steps_per_epoch && checkpoint::checkpoint_due_mid_epoch(config_.checkpoint, step))
+      const bool epoch_ends = k + 1 == steps_per_epoch;
+      if (evaluation_due(step)) {
+        progress.clear();  // the evaluation's table line goes where the progress line was
+        evaluate_during_epoch(epoch, step, epoch_ends ? checkpoint::TrainingPosition{epoch + 1, 0, step}
+                                                      : checkpoint::TrainingPosition{epoch, k + 1, step});
+      }
+      if (!epoch_ends && checkpoint::checkpoint_due_mid_epoch(config_.checkpoint, step))
         save_checkpoint({epoch, k + 1, step});
     }
     progress.clear();  // the epoch's table line goes where the progress line was
+    // Early stopping within an epoch leaves it unfinished: no epoch record.
+    if (k < steps_per_epoch) break;
     // A resumed epoch trains only the samples after its first batch.
-    const EpochResult done = finish_epoch(epoch, record::seconds_since(epoch_start),
+    const EpochResult done = finish_epoch(epoch, step, record::seconds_since(epoch_start),
                                           (per_rank - first_batch * batch_per_rank_) * comm_.size());
     if (options_.keep_history) result.epochs.push_back(done);
     if (checkpoint::checkpoint_due_after_epoch(config_.checkpoint, epoch, step, epoch == config_.epochs))
@@ -64,6 +76,8 @@ RunResult Trainer<T>::run() {
   save_final_weights();
   finish_trace();
   result.skipped_steps = skipped_total_;
+  result.evaluations = std::move(evaluations_);
+  result.early_stop_step = early_stop_step_;
   result.resyncs = resyncs_;
   result.time_s = record::seconds_since(run_start);
   if (comm_.rank() == 0)

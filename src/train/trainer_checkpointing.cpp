@@ -10,6 +10,7 @@
 #include "mpiddp/train/trainer.hpp"
 #include "mpiddp/checkpoint/vocabulary.hpp"
 #include "mpiddp/checkpoint/weights.hpp"
+#include "mpiddp/train/fault_injection.hpp"
 
 namespace mpiddp::train {
 
@@ -77,24 +78,29 @@ checkpoint::TrainingPosition Trainer<T>::initial_state() {
 }
 
 template <typename T>
-void Trainer<T>::save_checkpoint(const checkpoint::TrainingPosition& position) {
-  last_checkpoint_step_ = position.step;  // on every rank: stop_for_interrupt reads it
+void Trainer<T>::save_checkpoint(checkpoint::TrainingPosition position, bool best) {
+  if (!best) last_checkpoint_step_ = position.step;  // on every rank: stop_for_interrupt reads it
+  position.evaluations = evaluation_state();
   const auto start = std::chrono::steady_clock::now();
   // Sharded, the parts of the optimizer's state come to rank 0 first (a collective).
   const auto optimizer = optimizer_->whole_on_rank0();
   if (comm_.rank() != 0) return;  // rank 0 owns checkpoints; the replicas are identical
-  write_checkpoint_file(position, *optimizer, start);
+  write_checkpoint_file(position, *optimizer, start, best);
 }
 
 template <typename T>
 void Trainer<T>::write_checkpoint_file(const checkpoint::TrainingPosition& position,
                                        optim::Optimizer<T>& optimizer,
-                                       std::chrono::steady_clock::time_point start) {
+                                       std::chrono::steady_clock::time_point start, bool best) {
+  const checkpoint::WriteProbes probes = checkpoint_write_probes(config_.faults.inject, position.step, best);
   const std::string path =
-      checkpoint::write_checkpoint(config_.checkpoint, position, identity(), *model_, optimizer);
+      best ? checkpoint::write_best_checkpoint(config_.checkpoint, position, identity(), *model_, optimizer, probes)
+           : checkpoint::write_checkpoint(config_.checkpoint, position, identity(), *model_, optimizer, probes);
   if (traced_) traced_->add(record::SpanKind::kCheckpoint, start, std::chrono::steady_clock::now());
-  log_->write({{"kind", "checkpoint"}, {"path", path}, {"epoch", position.epoch},
-               {"batch", position.batch}, {"step", position.step}});
+  io::Json record = {{"kind", "checkpoint"}, {"path", path}, {"epoch", position.epoch},
+                     {"batch", position.batch}, {"step", position.step}};
+  if (best) record["best"] = {{"metric", best_->metric()}, {"value", *best_->best()}};
+  log_->write(record);
 }
 
 template <typename T>
@@ -112,9 +118,9 @@ const std::vector<Index>* Trainer<T>::replay_order(int64_t epoch) const {
 #define MPIDDP_INSTANTIATE(T)                                                    \
   template checkpoint::RunIdentity Trainer<T>::identity() const;                             \
   template checkpoint::TrainingPosition Trainer<T>::initial_state();                         \
-  template void Trainer<T>::save_checkpoint(const checkpoint::TrainingPosition&);            \
+  template void Trainer<T>::save_checkpoint(checkpoint::TrainingPosition, bool);             \
   template void Trainer<T>::write_checkpoint_file(                               \
-      const checkpoint::TrainingPosition&, optim::Optimizer<T>&, std::chrono::steady_clock::time_point); \
+      const checkpoint::TrainingPosition&, optim::Optimizer<T>&, std::chrono::steady_clock::time_point, bool); \
   template void Trainer<T>::save_final_weights();                                \
   template const std::vector<Index>* Trainer<T>::replay_order(int64_t) const;
 MPIDDP_INSTANTIATE(float)

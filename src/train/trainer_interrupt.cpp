@@ -44,8 +44,10 @@ void Trainer<T>::stop_for_interrupt(const checkpoint::TrainingPosition& resume_a
   const auto optimizer = due ? optimizer_->whole_on_rank0() : nullptr;
   const auto start = std::chrono::steady_clock::now();
   // Rank 0 writes; its outcome is every rank's, so that exit code 9 means "saved" everywhere.
+  checkpoint::TrainingPosition saved = resume_at;
+  saved.evaluations = evaluation_state();
   distributed::on_rank0(comm_, [&] {
-    if (due) write_checkpoint_file(resume_at, *optimizer, start);
+    if (due) write_checkpoint_file(saved, *optimizer, start, /*best=*/false);
   });
   const int64_t epoch_done = resume_at.batch == 0 ? resume_at.epoch - 1 : resume_at.epoch;
   if (comm_.rank() == 0)
@@ -76,10 +78,10 @@ void Trainer<T>::open_log(const io::Json& run_record, const std::vector<std::str
   // checkpoint it resumes from, so that one log holds the whole run: the steps and epochs
   // of both, as an uninterrupted run's log would, and a `restart` record between them.
   const std::vector<std::string> carried =
-      resumed_from_.empty() || !log_->enabled() ? std::vector<std::string>{}
+      resumed_from_.empty() || !log_->jsonl_enabled() ? std::vector<std::string>{}
                                                 : checkpoint::log_lines_until(config_.log_path, position_);
   if (carried.empty()) log_->write(run_record);
-  for (const auto& line : carried) log_->write_line(line);
+  for (const auto& line : carried) log_->write_carried_line(line);
   const checkpoint::RestartInfo& restart = *options_.restart;
   io::Json record = {{"kind", "restart"}, {"attempt", restart.attempt}};
   if (restart.exit_code) record["exit_code"] = *restart.exit_code;

@@ -30,6 +30,7 @@ void Trainer<T>::start() {
   if (!config_.sampler_order.empty())
     order_ = data::load_sample_order(comm_, config_.sampler_order, train_.samples, config_.epochs);
   position_ = initial_state();
+  restore_evaluation_state(position_.evaluations);
   // Rank 0's initial parameters are everyone's: replicas start identical even if a rank's
   // initialisation differed (another build, another libm), and init.weights is read there.
   comm_.broadcast(model_->parameters(),
@@ -105,14 +106,17 @@ io::Json Trainer<T>::resume_point() const {
 }
 
 template <typename T>
-EpochResult Trainer<T>::finish_epoch(int64_t epoch, double train_seconds, Index samples_seen) {
+EpochResult Trainer<T>::finish_epoch(int64_t epoch, int64_t step, double train_seconds, Index samples_seen) {
   const auto start = std::chrono::steady_clock::now();
   EpochResult e;
   e.epoch = epoch;
   step_->before_evaluation();
   const nn::EvalSums on_train = step_->evaluate(train_);
   e.train_loss = on_train.loss_sum;
-  const nn::EvalSums on_eval = eval_ ? step_->evaluate(*eval_) : on_train;
+  // The training set's sums serve as the evaluation's unless the evaluation set is another
+  // set or a prefix of it; an evaluation already made at this step (eval.every_steps) is reused.
+  const bool own_set = eval_ || evaluation_set_.samples < train_.samples;
+  const nn::EvalSums on_eval = own_set || evaluated_step_ == step ? evaluation_at(step) : on_train;
   e.eval_loss = on_eval.loss_sum;
   if (loss_->is_classification()) e.eval_accuracy = on_eval.correct;
   if (traced_) traced_->add(record::SpanKind::kEvaluation, start, std::chrono::steady_clock::now());
@@ -125,6 +129,7 @@ EpochResult Trainer<T>::finish_epoch(int64_t epoch, double train_seconds, Index 
     if (eval_) record["train_loss"] = e.train_loss;
     record["time_s"] = e.time_s;
     record["samples_per_s"] = e.samples_per_s;
+    record["step"] = step;  // appended: the record keeps its earlier prefix
     log_->write(record);
     if (!options_.quiet) {
       char accuracy[32] = "-";
@@ -134,13 +139,14 @@ EpochResult Trainer<T>::finish_epoch(int64_t epoch, double train_seconds, Index 
       std::fflush(stdout);
     }
   }
+  track_evaluation(on_eval, epoch, step, {epoch + 1, 0, step});
   return e;
 }
 
 #define MPIDDP_INSTANTIATE(T)                                           \
   template void Trainer<T>::start();                                    \
   template io::Json Trainer<T>::resume_point() const;                       \
-  template EpochResult Trainer<T>::finish_epoch(int64_t, double, Index);
+  template EpochResult Trainer<T>::finish_epoch(int64_t, int64_t, double, Index);
 MPIDDP_INSTANTIATE(float)
 MPIDDP_INSTANTIATE(double)
 #undef MPIDDP_INSTANTIATE

@@ -93,6 +93,7 @@ Trainer<T>::Trainer(const config::Config& config, distributed::Communicator& com
                                        target_kind_phrase(eval_->target_kind()) + "), but data.train's: " +
                                        std::to_string(train_.label_positions) + " (it " +
                                        target_kind_phrase(train_.target_kind()) + ")");
+  plan_evaluations();
   if (sampler_.per_rank() == 0)
     throw ConfigError("data.train.samples", "fewer samples than ranks with drop_last: every "
                                             "rank would get an empty epoch");
@@ -115,10 +116,11 @@ Trainer<T>::Trainer(const config::Config& config, distributed::Communicator& com
                          .threads;
   threads_ = step_->threads(chosen);
   use_threads(threads_);
-  // Only rank 0 writes the log; the other ranks hold a disabled one.
-  log_ = comm.rank() == 0 && !config.log_path.empty()
-             ? std::make_unique<io::JsonlLog>(config.log_path)
-             : std::make_unique<io::JsonlLog>();
+  // Only rank 0 writes the logs; the other ranks hold disabled ones. Every file and the
+  // TensorBoard directory are created now, before the first step.
+  log_ = comm.rank() == 0 ? std::make_unique<record::RunLogs>(record::RunLogPaths{
+                                config.log_path, config.log_csv, config.log_tensorboard})
+                          : std::make_unique<record::RunLogs>();
   // An unwritable trace.path is known now, not after the run (rank 0 writes the file).
   if (trace_.enabled() && comm.rank() == 0) record::check_trace_writable(config.trace.path);
   // Rank 0's parameters arrive for the replica check in pieces of at most 256 Ki values

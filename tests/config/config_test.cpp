@@ -114,6 +114,51 @@ std::pair<std::string, std::string> override_error(const std::string& assignment
   return {"(no error)", ""};
 }
 
+TEST(Config, EvaluationEarlyStoppingKeepBestAndLogFormats) {
+  // Absent: evaluations per epoch only, no early stopping, no best checkpoint, no CSV or
+  // TensorBoard, and none of the keys in the resolved config (or its hash).
+  const Config plain = parse_config(default_experiment());
+  EXPECT_EQ(plain.eval.every_steps, 0);
+  EXPECT_EQ(plain.eval.max_samples, 0);
+  EXPECT_FALSE(plain.early_stopping.enabled());
+  EXPECT_EQ(plain.checkpoint.keep_best, "");
+  EXPECT_EQ(plain.log_csv, "");
+  EXPECT_EQ(plain.log_tensorboard, "");
+  for (const char* key : {"eval", "early_stopping"}) EXPECT_FALSE(plain.resolved.contains(key)) << key;
+  EXPECT_FALSE(plain.resolved["checkpoint"].contains("keep_best"));
+  EXPECT_FALSE(plain.resolved["log"].contains("csv"));
+
+  io::Json user = default_experiment();
+  apply_override(user, "eval={\"every_steps\":5,\"max_samples\":100}");
+  apply_override(user, "early_stopping={\"patience\":4}");
+  apply_override(user, "checkpoint={\"dir\":\"ck\",\"keep_best\":\"eval_accuracy\"}");
+  apply_override(user, "log={\"csv\":\"run.csv\",\"tensorboard\":\"tb\"}");
+  const Config c = parse_config(user);
+  EXPECT_EQ(c.eval.every_steps, 5);
+  EXPECT_EQ(c.eval.max_samples, 100);
+  EXPECT_EQ(c.early_stopping.metric, "eval_loss");  // the defaults of a given section
+  EXPECT_EQ(c.early_stopping.patience, 4);
+  EXPECT_EQ(c.early_stopping.min_delta, 0.0);
+  EXPECT_EQ(c.checkpoint.keep_best, "eval_accuracy");
+  EXPECT_EQ(c.log_csv, "run.csv");
+  EXPECT_EQ(c.log_tensorboard, "tb");
+  EXPECT_EQ(c.resolved["early_stopping"]["patience"], 4);
+
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"eval.every_steps=-1", "eval.every_steps"},
+      {"eval.max_samples=-3", "eval.max_samples"},
+      {"eval.often=1", "eval.often"},
+      {"early_stopping.patience=0", "early_stopping.patience"},
+      {"early_stopping.min_delta=-0.1", "early_stopping.min_delta"},
+      {"early_stopping.metric=train_loss", "early_stopping.metric"},
+      {"checkpoint.keep_best=eval_loss", "checkpoint.keep_best"},  // no checkpoint.dir
+      {"checkpoint={\"dir\":\"ck\",\"keep_best\":\"loss\"}", "checkpoint.keep_best"},
+      {"log.csv=7", "log.csv"}};
+  for (const auto& [assignment, key] : bad) EXPECT_EQ(override_error(assignment).first, key) << assignment;
+  EXPECT_NE(override_error("checkpoint.keep_best=eval_loss").second.find("set checkpoint.dir"), std::string::npos);
+  EXPECT_NE(override_error("early_stopping.metric=train_loss").second.find("\"eval_accuracy\""), std::string::npos);
+}
+
 TEST(Config, OptimizerDecayAndClipGradNorm) {
   // Absent: decay on every tensor, no clipping, and neither key in the resolved config, which
   // (and whose hash) stays what it was before they existed.

@@ -10,6 +10,7 @@
 //              optimizer step count, the model and dtype, the resume-relevant config and its
 //              hash, the batch geometry, the RNG description and a checksum of the data section
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,10 @@ struct TrainingPosition {
   int64_t epoch = 1;  // the epoch to run (1-based)
   int64_t batch = 0;  // batches of that epoch already done
   int64_t step = 0;   // optimizer steps taken so far
+  // The evaluations' trackers at this position (train/improvement.hpp: the best value of
+  // checkpoint.keep_best's and early_stopping's metrics, and evaluations since), so that a
+  // resumed run keeps and stops as the uninterrupted one; null before they exist.
+  io::Json evaluations = nullptr;
 };
 
 // What a checkpoint must agree with to be resumed by this run.
@@ -46,6 +51,9 @@ io::Json resume_config(const config::Config& config);
 
 // "<dir>/step-000000000016.safetensors"
 std::string checkpoint_path(const std::string& dir, int64_t step);
+// "<dir>/best": the checkpoint of the best evaluation (checkpoint.keep_best). Never one of
+// list_checkpoints', so keeping the newest K never deletes it.
+std::string best_checkpoint_path(const std::string& dir);
 // The complete checkpoints in dir, oldest first; temporary files of an interrupted write
 // are not checkpoints and are skipped.
 std::vector<std::string> list_checkpoints(const std::string& dir);
@@ -53,18 +61,32 @@ std::vector<std::string> list_checkpoints(const std::string& dir);
 // (".step-*.safetensors.tmp", io::temporary_name) and returns their names. Rank 0, at start:
 // no other writer is running then.
 std::vector<std::string> remove_stale_temporaries(const std::string& dir);
-// --resume PATH|latest|auto: "latest" is the newest checkpoint in checkpoint_dir, a
-// directory means its newest checkpoint, anything else is taken as a file.
+// --resume PATH|latest|best|auto: "latest" is the newest checkpoint in checkpoint_dir, "best"
+// its best one, a directory means its newest checkpoint, anything else is taken as a file.
 // Error(kExitCheckpoint) when there is none. "auto" is "latest" when checkpoint_dir holds a
 // checkpoint, and "" (start from the beginning) when it holds none or is "".
 std::string resolve_resume_path(const std::string& spec, const std::string& checkpoint_dir);
+
+// Where a crash test kills a checkpoint write (debug.fail_kind, config/fault.hpp): once the
+// new file's temporary copy is complete and synced, before its rename; and once it is in
+// place, before the checkpoints beyond checkpoint.keep are deleted.
+struct WriteProbes {
+  std::function<void()> before_rename;
+  std::function<void()> before_pruning;
+};
 
 // Rank 0: writes the checkpoint of `position`, then removes the oldest beyond keep.
 // Returns its path.
 template <typename T>
 std::string write_checkpoint(const config::CheckpointConfig& settings, const TrainingPosition& position,
                              const RunIdentity& identity, const nn::Model<T>& model,
-                             optim::Optimizer<T>& optimizer);
+                             optim::Optimizer<T>& optimizer, const WriteProbes& probes = {});
+// Rank 0: writes the checkpoint of `position` as best_checkpoint_path(settings.dir), over the
+// previous best in one rename. Returns its path.
+template <typename T>
+std::string write_best_checkpoint(const config::CheckpointConfig& settings, const TrainingPosition& position,
+                                  const RunIdentity& identity, const nn::Model<T>& model,
+                                  optim::Optimizer<T>& optimizer, const WriteProbes& probes = {});
 
 // Validates a checkpoint against this run (integrity, model, dtype, config, batch geometry)
 // and restores the parameters and optimizer state. Error(kExitCheckpoint) says which check

@@ -14,6 +14,7 @@
 #include "mpiddp/optim/optimizer.hpp"
 #include "mpiddp/optim/schedule.hpp"
 #include "mpiddp/config/deterministic.hpp"
+#include "mpiddp/config/evaluation.hpp"
 #include "mpiddp/config/fault.hpp"
 #include "mpiddp/config/trace.hpp"
 
@@ -29,6 +30,9 @@ struct CheckpointConfig {
   int64_t every_epochs = 0;  // 0: not by epoch
   int64_t every_steps = 0;   // 0: not by step
   int64_t keep = 3;          // the newest K are kept; 0 keeps all
+  // "": no best checkpoint; else a metric (config/evaluation.hpp) whose best evaluation's
+  // checkpoint is kept as "<dir>/best", beside the newest `keep`
+  std::string keep_best;
 };
 
 struct Config {
@@ -53,6 +57,10 @@ struct Config {
   FaultConfig faults;             // on_nonfinite, divergence, watchdog, debug
   std::string log_path;           // "": no JSON Lines file
   int64_t log_every_steps = 1;
+  std::string log_csv;            // log.csv: the step and evaluation records as CSV; "": none
+  std::string log_tensorboard;    // log.tensorboard: a directory of TensorBoard event files; "": none
+  EvaluationConfig eval;          // eval.every_steps, eval.max_samples
+  EarlyStoppingConfig early_stopping;
   TraceConfig trace;              // trace.path, trace.steps: the step timeline
   std::string init_weights;   // init.weights: a safetensors file; "": seeded initialisation
   std::string sampler_order;  // sampler.order: an .npy int64 [epochs, samples]; "": own order

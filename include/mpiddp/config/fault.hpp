@@ -15,7 +15,12 @@ struct FaultInjection {
   int64_t rank = -1;          // debug.fail_rank: -1 = no injection
   int64_t step = 1;           // debug.fail_step: 1-based optimizer step; 0 = during setup
   int64_t count = 1;          // debug.fail_count: consecutive steps that fail (nan, huge, perturb)
-  std::string kind = "throw"; // debug.fail_kind: throw | nan | huge | stall | exit | kill | signal | perturb | mismatch
+  // debug.fail_kind: throw | nan | huge | stall | exit | kill | signal | perturb | mismatch, or
+  // a kill -9 of the rank writing checkpoints (0) at a point of the first checkpoint write at
+  // or after fail_step: kill_writing_checkpoint / kill_writing_best (the temporary file of the
+  // next checkpoint / of the best one complete, before its rename), kill_pruning (the new
+  // checkpoint in place, before the ones beyond checkpoint.keep are deleted)
+  std::string kind = "throw";
   double stall_s = 0.0;       // debug.stall_s: how long "stall" sleeps; 0 = forever
 
   bool enabled() const { return rank >= 0; }

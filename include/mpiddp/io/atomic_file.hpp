@@ -5,6 +5,7 @@
 // itself survives a crash. A process killed at any moment leaves either the old file (or
 // none) or the complete new one, plus at worst a stray temporary file.
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,8 +22,11 @@ struct ByteSpan {
 std::string temporary_name(const std::string& path);
 
 // Writes the pieces to `path` atomically. An Error(kExitOutput) names the file and the
-// failing call; the temporary file is removed on failure.
-void write_file_atomically(const std::string& path, const std::vector<ByteSpan>& pieces);
+// failing call; the temporary file is removed on failure. before_rename, when given, runs
+// once the temporary file is complete and synced, just before the rename: the crash tests
+// kill the process there (debug.fail_kind "kill_writing_best", config/fault.hpp).
+void write_file_atomically(const std::string& path, const std::vector<ByteSpan>& pieces,
+                           const std::function<void()>& before_rename = nullptr);
 
 // Reads a whole file. An Error with `code` names the file, and what it is for (`role`, such
 // as "sampler.order"), when it cannot be read.

@@ -14,6 +14,7 @@
 // an error that names the file and the problem, never a crash.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -83,9 +84,10 @@ SafetensorsFile read_safetensors(const std::string& path, int error_code,
 std::vector<char> encode_safetensors(const std::vector<TensorToWrite>& tensors,
                                      const std::map<std::string, std::string>& metadata);
 
-// Writes a file atomically (see io/atomic_file.hpp).
+// Writes a file atomically (see io/atomic_file.hpp, and its before_rename).
 void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
-                       const std::map<std::string, std::string>& metadata);
+                       const std::map<std::string, std::string>& metadata,
+                       const std::function<void()>& before_rename = nullptr);
 
 std::string shape_text(const std::vector<int64_t>& shape);  // "[48, 6]"
 

@@ -5,6 +5,7 @@
 // simulates and the test that uses it.
 #include <cstdint>
 
+#include "mpiddp/checkpoint/checkpoint.hpp"
 #include "mpiddp/distributed/communicator.hpp"
 #include "mpiddp/config/fault.hpp"
 
@@ -28,5 +29,10 @@ void inject_collective_fault(const config::FaultInjection& f, distributed::Commu
 // smallest possible replica divergence.
 template <typename T>
 void inject_update_fault(const config::FaultInjection& f, int rank, int64_t step, T* params);
+
+// The crash points of a checkpoint write at `step` on rank 0 (kill_writing_checkpoint,
+// kill_writing_best, kill_pruning): each raises SIGKILL there, as kill -9 from outside would.
+// best: the write is the best checkpoint's (checkpoint.keep_best).
+checkpoint::WriteProbes checkpoint_write_probes(const config::FaultInjection& f, int64_t step, bool best);
 
 }  // namespace mpiddp::train

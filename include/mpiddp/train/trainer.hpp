@@ -13,6 +13,7 @@
 //   trainer_step.cpp          one step: the strategy's parts in order, then the update
 //   trainer_faults.cpp        non-finite steps, replica divergence (verify_replicas, resync)
 //   trainer_report.cpp        start() (handshake, run record), finish_epoch
+//   trainer_evaluation.cpp    evaluations every eval.every_steps, the best checkpoint, early stopping
 //   trainer_setup.cpp         the constructor (local setup, config checks), plan_reduction
 //   trainer_checkpointing.cpp the initial state, checkpoints and final weights
 //   trainer_interrupt.cpp     the stop on SIGTERM/SIGINT/SIGUSR1 and a restarted attempt's log
@@ -28,7 +29,7 @@
 #include "mpiddp/distributed/communicator.hpp"
 #include "mpiddp/distributed/gradient_reducer.hpp"
 #include "mpiddp/distributed/statistics_reducer.hpp"
-#include "mpiddp/io/jsonl_log.hpp"
+#include "mpiddp/record/run_logs.hpp"
 #include "mpiddp/nn/loss.hpp"
 #include "mpiddp/nn/model.hpp"
 #include "mpiddp/train/gemm_choice.hpp"
@@ -40,6 +41,7 @@
 #include "mpiddp/data/sample_order.hpp"
 #include "mpiddp/record/step_profile.hpp"
 #include "mpiddp/train/step_strategy.hpp"
+#include "mpiddp/train/improvement.hpp"
 #include "mpiddp/record/step_trace.hpp"
 
 namespace mpiddp::train {
@@ -68,8 +70,17 @@ struct EpochResult {
   double samples_per_s = 0.0;
 };
 
+// An evaluation of eval.every_steps (an eval record).
+struct EvaluationResult {
+  int64_t epoch = 0, step = 0;
+  double eval_loss = 0.0;
+  std::optional<double> eval_accuracy;  // classification only
+};
+
 struct RunResult {
   std::vector<EpochResult> epochs;  // empty unless TrainOptions::keep_history
+  std::vector<EvaluationResult> evaluations;  // eval.every_steps'; empty unless keep_history
+  int64_t early_stop_step = 0;  // the step after which early stopping ended the run; 0: it did not
   std::vector<double> step_losses;  // global mean loss of each step; empty unless keep_history
   int64_t steps = 0;
   int64_t skipped_steps = 0;  // non-finite steps skipped (on_nonfinite = skip)
@@ -130,7 +141,27 @@ class Trainer final : public TrainingRun {
   // `count` samples, from gradients to update and the step record.
   StepDone train_step(int64_t epoch, int64_t step, const Index* samples, Index count,
                       int64_t total_steps);
-  EpochResult finish_epoch(int64_t epoch, double seconds, Index samples_seen);
+  // resume_at: where a checkpoint written after the epoch's evaluation resumes.
+  EpochResult finish_epoch(int64_t epoch, int64_t step, double seconds, Index samples_seen);
+  // Defined in trainer_evaluation.cpp. Whether eval.every_steps asks for an evaluation after
+  // `step`; the evaluation set's sums at `step` (computed once per step, collective); the
+  // eval record, its table row and what follows from it.
+  bool evaluation_due(int64_t step) const;
+  nn::EvalSums evaluation_at(int64_t step);
+  void evaluate_during_epoch(int64_t epoch, int64_t step, const checkpoint::TrainingPosition& resume_at);
+  // The best checkpoint and early stopping's count, from the evaluation at `step` (every rank
+  // alike, Note [deciding together]); resume_at is where its checkpoint resumes.
+  void track_evaluation(const nn::EvalSums& sums, int64_t epoch, int64_t step,
+                        const checkpoint::TrainingPosition& resume_at);
+  // The early_stop record and the table's line (rank 0); value: the evaluation's, none when
+  // a run resumed at the step where it had stopped.
+  void report_early_stop(int64_t epoch, int64_t step, std::optional<double> value);
+  // The trackers' state for a checkpoint (TrainingPosition::evaluations), and back.
+  io::Json evaluation_state() const;
+  void restore_evaluation_state(const io::Json& state);
+  // Checks the metrics that checkpoint.keep_best and early_stopping name against what this
+  // run computes, and builds the evaluation set and the trackers (constructor, local).
+  void plan_evaluations();
   void verify_replicas(int64_t step, bool at_end, RunResult* result);
   void resynchronize();
   void handle_nonfinite_step(int64_t step, int64_t epoch, const StepOutcome& outcome);
@@ -144,11 +175,12 @@ class Trainer final : public TrainingRun {
   // Defined in trainer_checkpointing.cpp: where the parameters and optimizer state come
   // from (a checkpoint, init.weights or the seed), and what is written at the end.
   checkpoint::TrainingPosition initial_state();
-  // Every rank calls it (collective when the optimizer is sharded); rank 0 writes.
-  void save_checkpoint(const checkpoint::TrainingPosition& position);
+  // Every rank calls it (collective when the optimizer is sharded); rank 0 writes. best:
+  // the best checkpoint (checkpoint.keep_best) rather than the next in the series.
+  void save_checkpoint(checkpoint::TrainingPosition position, bool best = false);
   // Rank 0's part: the file from the whole optimizer state, and its log record.
   void write_checkpoint_file(const checkpoint::TrainingPosition& position, optim::Optimizer<T>& optimizer,
-                             std::chrono::steady_clock::time_point start);
+                             std::chrono::steady_clock::time_point start, bool best);
   void save_final_weights();
   checkpoint::RunIdentity identity() const;
   const std::vector<Index>* replay_order(int64_t epoch) const;
@@ -162,6 +194,9 @@ class Trainer final : public TrainingRun {
   TrainOptions options_;
   data::Dataset<T> train_;
   std::optional<data::Dataset<T>> eval_;
+  // What "eval_loss" is measured on: data.eval, else the training set, cut to its first
+  // eval.max_samples samples when that is set.
+  data::Dataset<T> evaluation_set_;
   std::unique_ptr<nn::Model<T>> model_;
   std::unique_ptr<nn::Loss<T>> loss_;
   std::unique_ptr<optim::OptimizerShard<T>> optimizer_;  // whole, or this rank's part (reduce.shard_optimizer)
@@ -176,12 +211,20 @@ class Trainer final : public TrainingRun {
   Index batch_per_rank_;
   std::unique_ptr<Replica<T>> replica_;       // the model, loss, data and batch buffers
   std::unique_ptr<StepStrategy<T>> step_;     // what this run's mode does in a step
-  std::unique_ptr<io::JsonlLog> log_;
+  std::unique_ptr<record::RunLogs> log_;  // log.path, log.csv, log.tensorboard (rank 0)
   std::optional<data::SampleOrder> order_;  // sampler.order, when set
   checkpoint::TrainingPosition position_;         // where run() starts (set by start())
   std::string resumed_from_;          // the checkpoint's path, when resuming
   bool stop_requested_ = false;  // the last reduction carried some rank's stop vote
   int64_t last_checkpoint_step_ = -1;  // the step of the last checkpoint written, -1: none
+  int64_t evaluated_step_ = -1;        // the step of evaluated_, -1: none yet
+  nn::EvalSums evaluated_;             // the evaluation set's sums at evaluated_step_
+  int64_t tracked_step_ = -1;          // the step whose evaluation the trackers took last
+  std::optional<ImprovementTracker> best_;      // checkpoint.keep_best
+  std::optional<ImprovementTracker> stopping_;  // early_stopping
+  bool stopped_early_ = false;  // early stopping's patience ran out: every rank stops together
+  int64_t early_stop_step_ = 0;
+  std::vector<EvaluationResult> evaluations_;  // for RunResult, when keep_history
   int64_t skipped_in_a_row_ = 0, skipped_total_ = 0, resyncs_ = 0;
   nn::AlignedVector<T> replica_scratch_; // (min(P, 256 Ki)) rank 0's parameters, piece by piece
 };
