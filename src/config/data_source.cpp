@@ -134,12 +134,56 @@ void parse_fashion_mnist(JsonSection& s, data::FashionMnistConfig& f) {
   f.dir = s.text("dir", data::kFashionMnistDir);
 }
 
+// augment: a list of {"type": NAME, its keys}, applied in order to each training batch; absent
+// (or empty) is none and leaves the resolved config as it was. Evaluation sees the data as it
+// is, so data.eval's is refused.
+std::vector<data::AugmentSpec> parse_augment(JsonSection& s) {
+  const std::string path = s.key_path("augment");
+  const Json* list = s.raw("augment");
+  if (!list) return {};
+  if (path != "data.train.augment")
+    throw ConfigError(path, "augmentation is for the training data only (data.train.augment); "
+                            "evaluation reads its samples as they are");
+  if (!list->is_array())
+    throw ConfigError(path, "expected a list of transforms like [{\"type\": \"random_crop\", \"padding\": 4}, "
+                            "{\"type\": \"horizontal_flip\", \"p\": 0.5}, {\"type\": \"gaussian_noise\", "
+                            "\"std\": 0.1}], got " + list->dump(-1, ' ', false, Json::error_handler_t::replace));
+  std::vector<data::AugmentSpec> specs;
+  Json resolved = Json::array();
+  for (size_t i = 0; i < list->size(); ++i) {
+    JsonSection item(&(*list)[i], path + "[" + std::to_string(i) + "]");
+    const std::string type = item.required_choice("type", data::augment_type_names());
+    data::AugmentSpec spec;
+    if (type == "random_crop") {
+      if (!item.has("padding"))
+        throw ConfigError(item.key_path("padding"), "required key is missing: the zeros added on each side, like 4");
+      spec.type = data::AugmentType::kRandomCrop;
+      spec.padding = item.integer("padding", 0, 0, data::kMaxAugmentPadding);
+    } else if (type == "horizontal_flip") {
+      spec.type = data::AugmentType::kHorizontalFlip;
+      spec.p = item.number("p", 0.5, 0.0, 1.0);
+    } else {
+      if (!item.has("std"))
+        throw ConfigError(item.key_path("std"), "required key is missing: the noise's standard deviation, like 0.1");
+      spec.type = data::AugmentType::kGaussianNoise;
+      spec.std = item.number("std", 0.0, 0.0, 1e6);
+    }
+    item.finish();
+    resolved.push_back(item.resolved());
+    specs.push_back(spec);
+  }
+  s.put("augment", std::move(resolved));
+  return specs;
+}
+
 }  // namespace
 
 data::SourceConfig parse_data_source(JsonSection& s, InputKind model_input) {
   data::SourceConfig d;
   d.source = s.required_choice("source", {"synthetic_regression", "synthetic_classification",
                                           "npy", "csv", "idx", "fashion_mnist", "text", "tokens"});
+  // Any source may name it; whether the data are images is known when they are loaded (train::Replica).
+  d.augment = parse_augment(s);
   if (d.source == "text" || d.source == "tokens") {
     if (model_input != InputKind::kTokenIds)
       throw ConfigError(s.key_path("source"), "\"" + d.source + "\" gives token ids, and the model's first layer "

@@ -5,12 +5,24 @@
 #include <algorithm>
 #include <cstring>
 
+#include "mpiddp/core/error.hpp"
+
 namespace mpiddp::train {
 
 template <typename T>
 Replica<T>::Replica(nn::Model<T>& model, const nn::Loss<T>& loss, const data::Dataset<T>& train,
-                    Index batch, Index target_outputs, record::PhaseClock& phases)
+                    Index batch, Index target_outputs, record::PhaseClock& phases,
+                    const std::vector<data::AugmentSpec>& augment)
     : model_(model), loss_(loss), train_(train), phases_(phases), input_kind_(model.input_kind()) {
+  // The images are the samples as the model reads them: the data's own shape, or a flat
+  // file's as model.input_shape gives it.
+  if (!augment.empty()) {
+    if (input_kind_ == InputKind::kTokenIds)
+      throw ConfigError("data.train.augment", "augmentation takes images, and the model takes token ids from "
+                                              "data.train (" + train.name + ")");
+    const data::ImageShape image = data::augment_image_shape(model.input_shape(), train.samples, train.name);
+    augmentation_ = data::Augmentation<T>(augment, image);
+  }
   const Index inputs = nn::shape_size(model.input_shape());
   if (input_kind_ == InputKind::kTokenIds)
     token_ids_.assign(inputs * batch, 0);
@@ -56,6 +68,7 @@ template <typename T>
 double Replica<T>::forward_loss(const Index* samples, Index count, const nn::PassContext& pass,
                                 Index group, double* group_losses) {
   gather(train_, samples, count);
+  if (!augmentation_.empty()) augmentation_.apply(x_.data(), count, samples, pass.seed, pass.epoch);
   phases_.lap(&record::StepProfile::data_s, record::SpanKind::kData);
   columns_ = count;
   const ConstMatrixView<T> out = model_.forward(pass, input(count));

@@ -106,7 +106,7 @@ Trainer<T>::Trainer(const config::Config& config, distributed::Communicator& com
   if (config.optimizer.decay == optim::DecayRule::kMatrices) optimizer_->exempt_from_decay(vectors_and_scalars(*model_));
   replica_ = std::make_unique<Replica<T>>(*model_, *loss_, train_, batch_per_rank_,
                                           std::max<Index>(train_.outputs, eval_ ? eval_->outputs : 0),
-                                          phases_);
+                                          phases_, config.train_data.augment);
   replica_->training_pass().seed = config.seed;
   step_ = make_step_strategy<T>({config, comm, *replica_, reducer_, *optimizer_, statistics_,
                                  batch_per_rank_, sampler_});

@@ -3,7 +3,9 @@
 // docs/config.md ("Data sources") describes the keys of each source.
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "mpiddp/data/augment.hpp"
 #include "mpiddp/data/csv.hpp"
 #include "mpiddp/data/dataset.hpp"
 #include "mpiddp/data/fashion_mnist.hpp"
@@ -25,6 +27,9 @@ struct SourceConfig {
   CsvConfig csv;
   IdxConfig idx;
   FashionMnistConfig fashion_mnist;
+  // data.train.augment: the transforms of each training batch, in order (data/augment.hpp);
+  // empty (the default): none, nothing computed.
+  std::vector<AugmentSpec> augment;
 };
 
 // Loads (or generates) a dataset, once per rank: every rank holds all of it (files are

@@ -2,11 +2,13 @@
 // This rank's model replica as every step strategy works on it: the model and its loss, the
 // training data, the batch buffers, and the one sequence that every strategy runs on a batch,
 // gather -> forward -> loss (forward_loss) -> backward, and evaluation's gather -> forward ->
-// per-sample sums (add_evaluation). Allocates its buffers once, when it is built.
+// per-sample sums (add_evaluation). Training batches are augmented right after the gather
+// (data.train.augment), evaluation's never. Allocates its buffers once, when it is built.
 #include <vector>
 
 #include "mpiddp/core/memory.hpp"
 #include "mpiddp/core/types.hpp"
+#include "mpiddp/data/augment.hpp"
 #include "mpiddp/data/dataset.hpp"
 #include "mpiddp/nn/context.hpp"
 #include "mpiddp/nn/loss.hpp"
@@ -20,9 +22,12 @@ class Replica {
  public:
   // batch: the most samples one pass gathers (the per-rank batch); target_outputs: the widest
   // regression target of the sets it will gather (0 for class labels). The label and token
-  // buffers take the model's shapes: one label per sample or per position.
+  // buffers take the model's shapes: one label per sample or per position. augment: the
+  // transforms of every training batch (data.train.augment); not empty, the model must read
+  // the training samples as images (C, H, W), else a ConfigError naming data.train.augment.
   Replica(nn::Model<T>& model, const nn::Loss<T>& loss, const data::Dataset<T>& train,
-          Index batch, Index target_outputs, record::PhaseClock& phases);
+          Index batch, Index target_outputs, record::PhaseClock& phases,
+          const std::vector<data::AugmentSpec>& augment = {});
 
   nn::Model<T>& model() { return model_; }
   const data::Dataset<T>& train_set() const { return train_; }
@@ -31,7 +36,8 @@ class Replica {
   // them, the loop sets them before each step) and BatchNorm's statistics reducer.
   nn::PassContext& training_pass() { return training_pass_; }
 
-  // Gathers `count` training samples, runs the model forward in `pass` and the loss over
+  // Gathers `count` training samples (samples: their indices in the training set), augments
+  // them as pass.seed and pass.epoch draw it, runs the model forward in `pass` and the loss over
   // groups of `group` consecutive columns, each group's loss the mean over its own samples,
   // leaving dLoss/dout in the model's output gradient. Writes the groups' losses to
   // group_losses, count / group of them, and returns the first (the batch's, when group is
@@ -68,6 +74,7 @@ class Replica {
   std::vector<int32_t> token_ids_; // (positions, batch), token ids
   nn::AlignedVector<T> y_;         // (outputs, batch), regression
   std::vector<int32_t> labels_;    // (label positions, batch), classification
+  data::Augmentation<T> augmentation_;  // of x_, training passes only; empty: none
 };
 
 }  // namespace mpiddp::train
