@@ -347,10 +347,14 @@ size_t export_checkpoint_weights(const std::string& checkpoint, const std::strin
     refuse(checkpoint, "corrupt: its mpiddp_checkpoint metadata is not a JSON object");
   if (hex64(fnv1a(file.data(), file.data_bytes())) != checkpoint_text(state, "data_checksum", checkpoint))
     refuse(checkpoint, "corrupt: the data checksum does not match");
-  std::vector<io::TensorToWrite> parameters;
-  for (const auto& t : file.tensors())
+  std::vector<io::TensorToWrite> parameters, average;
+  const std::string average_prefix = kOptimizerPrefix + std::string("ema.");  // ema.decay's state
+  for (const auto& t : file.tensors()) {
     if (t.name.rfind(kOptimizerPrefix, 0) != 0)
       parameters.push_back({t.name, t.dtype, t.shape, file.data() + t.begin});
+    else if (t.name.rfind(average_prefix, 0) == 0)
+      average.push_back({t.name.substr(average_prefix.size()), t.dtype, t.shape, file.data() + t.begin});
+  }
   std::map<std::string, std::string> metadata = {{"producer", std::string("mpiddp ") + MPIDDP_VERSION},
                                                  {"model", checkpoint_text(state, "model", checkpoint)},
                                                  {"exported_from", checkpoint}};
@@ -358,6 +362,8 @@ size_t export_checkpoint_weights(const std::string& checkpoint, const std::strin
   const auto vocabulary = file.metadata().find(kVocabularyKey);
   if (vocabulary != file.metadata().end()) metadata[kVocabularyKey] = vocabulary->second;
   io::write_safetensors(weights, parameters, metadata);
+  // The average of the weights (ema.decay) beside them, under the parameters' names.
+  if (!average.empty()) io::write_safetensors(average_weights_path(weights), average, metadata);
   return parameters.size();
 }
 

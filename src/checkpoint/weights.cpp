@@ -140,9 +140,10 @@ std::set<std::string> tensor_names(const std::vector<nn::ParameterTensor>& layou
 
 template <typename T>
 void save_weights(const std::string& path, const nn::Model<T>& model,
-                  const std::map<std::string, std::string>& metadata) {
-  auto tensors = named_tensors(model.tensors(), model.parameters());
-  const auto tied = named_tensors(model.tied_tensors(), model.parameters());
+                  const std::map<std::string, std::string>& metadata, const T* parameters) {
+  const T* values = parameters ? parameters : model.parameters();
+  auto tensors = named_tensors(model.tensors(), values);
+  const auto tied = named_tensors(model.tied_tensors(), values);
   tensors.insert(tensors.end(), tied.begin(), tied.end());
   const auto buffers = buffer_tensors(model);
   tensors.insert(tensors.end(), buffers.begin(), buffers.end());
@@ -150,6 +151,12 @@ void save_weights(const std::string& path, const nn::Model<T>& model,
   all["producer"] = std::string("mpiddp ") + MPIDDP_VERSION;
   all["model"] = model.describe();
   io::write_safetensors(path, tensors, all);
+}
+
+std::string average_weights_path(const std::string& path) {
+  const std::string suffix = ".safetensors";
+  const bool named = path.size() > suffix.size() && path.ends_with(suffix);
+  return (named ? path.substr(0, path.size() - suffix.size()) : path) + ".ema" + suffix;
 }
 
 template <typename T>
@@ -175,7 +182,7 @@ void load_weights(const std::string& path, nn::Model<T>& model) {
   template void load_buffer_tensors<T>(const io::SafetensorsFile&, nn::Model<T>&, int);    \
   template std::set<std::string> state_tensor_names<T>(const nn::Model<T>&);               \
   template void save_weights<T>(const std::string&, const nn::Model<T>&,                   \
-                                const std::map<std::string, std::string>&);                  \
+                                const std::map<std::string, std::string>&, const T*);        \
   template void load_weights<T>(const std::string&, nn::Model<T>&);
 MPIDDP_INSTANTIATE(float)
 MPIDDP_INSTANTIATE(double)

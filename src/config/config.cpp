@@ -1,5 +1,6 @@
 #include "mpiddp/config/config.hpp"
 
+#include <cmath>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -204,6 +205,16 @@ Config parse_config(const io::Json& user) {
     auto optimizer = root.section("optimizer");
     c.optimizer = parse_optimizer(optimizer);
     optimizer.finish();
+  }
+  // ema.*: read only when given, so that a config without it resolves as before it existed.
+  if (root.has("ema")) {
+    auto ema = root.section("ema");
+    c.optimizer.ema_decay = ema.number("decay", 0.0, 0.0, 1.0);
+    if (c.optimizer.ema_decay == 1.0)
+      throw ConfigError("ema.decay", "must be below 1: an average with decay 1 never moves from the "
+                                     "initial parameters (0.999 or 0.9999 are usual; 0 turns it off)");
+    c.optimizer.ema_every_steps = ema.integer("every_steps", 1, 1, io::kMaxConfigCount);
+    ema.finish();
   }
   {
     auto schedule = root.section("schedule");

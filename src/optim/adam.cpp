@@ -39,7 +39,7 @@ void Adam<T>::update(T* params, const T* grads, Index begin, Index end, double w
 }
 
 template <typename T>
-std::vector<typename Optimizer<T>::StateBuffer> Adam<T>::state_buffers() {
+std::vector<typename Optimizer<T>::StateBuffer> Adam<T>::own_state_buffers() {
   return {{"exp_avg", &exp_avg_}, {"exp_avg_sq", &exp_avg_sq_}};
 }
 

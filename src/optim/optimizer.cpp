@@ -10,9 +10,31 @@ namespace mpiddp::optim {
 
 template <typename T>
 void Optimizer<T>::step(T* params, const T* grads, double lr) {
+  const Index parameters = runs_.back().end;
+  // The average starts from the parameters the first step starts from (a resumed run's
+  // comes from its checkpoint).
+  if (!average_.empty() && steps_ == 0) std::copy_n(params, parameters, average_.data());
   ++steps_;
   for (const Run& run : runs_)
     if (run.begin < run.end) update(params, grads, run.begin, run.end, run.decayed ? weight_decay_ : 0.0, lr);
+  if (average_.empty() || steps_ % average_every_ != 0) return;
+  const double decay = average_decay_, rest = 1.0 - average_decay_;
+  for (Index i = 0; i < parameters; ++i)
+    average_[i] = static_cast<T>(decay * static_cast<double>(average_[i]) + rest * static_cast<double>(params[i]));
+}
+
+template <typename T>
+std::vector<typename Optimizer<T>::StateBuffer> Optimizer<T>::state_buffers() {
+  std::vector<StateBuffer> buffers = own_state_buffers();
+  if (!average_.empty()) buffers.push_back({"ema", &average_});
+  return buffers;
+}
+
+template <typename T>
+void Optimizer<T>::keep_average(double decay, int64_t every_steps) {
+  average_.assign(static_cast<size_t>(runs_.back().end), T(0));
+  average_decay_ = decay;
+  average_every_ = every_steps;
 }
 
 template <typename T>
@@ -31,8 +53,10 @@ void Optimizer<T>::exempt_from_decay(const ParameterRanges& ranges) {
   runs_ = std::move(runs);
 }
 
+namespace {
+
 template <typename T>
-std::unique_ptr<Optimizer<T>> make_optimizer(const OptimizerConfig& config, Index parameters) {
+std::unique_ptr<Optimizer<T>> make_update_rule(const OptimizerConfig& config, Index parameters) {
   if (config.type == "sgd") {
     if (config.nesterov && (config.momentum <= 0.0 || config.dampening != 0.0))
       throw ConfigError("optimizer.nesterov", "nesterov needs momentum > 0 and dampening 0");
@@ -42,6 +66,15 @@ std::unique_ptr<Optimizer<T>> make_optimizer(const OptimizerConfig& config, Inde
   if (config.type == "adamw") return std::make_unique<Adam<T>>(config, parameters, true);
   throw ConfigError("optimizer.type",
                     "unknown optimizer '" + config.type + "'; expected sgd, adam or adamw");
+}
+
+}  // namespace
+
+template <typename T>
+std::unique_ptr<Optimizer<T>> make_optimizer(const OptimizerConfig& config, Index parameters) {
+  auto optimizer = make_update_rule<T>(config, parameters);
+  if (config.ema_decay > 0.0) optimizer->keep_average(config.ema_decay, config.ema_every_steps);
+  return optimizer;
 }
 
 template class Optimizer<float>;

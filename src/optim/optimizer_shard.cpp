@@ -86,6 +86,20 @@ double OptimizerShard<T>::step(T* params, T* grads, double lr) {
 }
 
 template <typename T>
+void OptimizerShard<T>::swap_in_average(T* params, T* kept) {
+  const std::vector<T>& average = *optimizer_->average();
+  std::copy(params + begin_, params + end_, kept);
+  std::copy(average.begin(), average.end(), params + begin_);
+  if (sharded()) exchange_->allgather(params, part_bytes_);
+}
+
+template <typename T>
+void OptimizerShard<T>::restore_parameters(T* params, const T* kept) {
+  std::copy(kept, kept + (end_ - begin_), params + begin_);
+  if (sharded()) exchange_->allgather(params, part_bytes_);
+}
+
+template <typename T>
 std::vector<size_t> OptimizerShard<T>::part_begins() const {
   std::vector<size_t> begins;
   for (const size_t bytes : part_bytes_) begins.push_back(bytes / sizeof(T));

@@ -43,7 +43,7 @@ void Sgd<T>::update(T* params, const T* grads, Index begin, Index end, double we
 }
 
 template <typename T>
-std::vector<typename Optimizer<T>::StateBuffer> Sgd<T>::state_buffers() {
+std::vector<typename Optimizer<T>::StateBuffer> Sgd<T>::own_state_buffers() {
   if (momentum_buffer_.empty()) return {};
   return {{"momentum_buffer", &momentum_buffer_}};
 }

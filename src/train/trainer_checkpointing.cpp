@@ -105,9 +105,16 @@ void Trainer<T>::write_checkpoint_file(const checkpoint::TrainingPosition& posit
 
 template <typename T>
 void Trainer<T>::save_final_weights() {
-  if (comm_.rank() == 0 && !config_.save_weights.empty())
-    checkpoint::save_weights(config_.save_weights, *model_,
-                             checkpoint::model_metadata(identity().vocabulary, config_.resolved.dump()));
+  if (config_.save_weights.empty()) return;
+  const auto metadata = checkpoint::model_metadata(identity().vocabulary, config_.resolved.dump());
+  if (comm_.rank() == 0) checkpoint::save_weights(config_.save_weights, *model_, metadata);
+  if (config_.optimizer.ema_decay <= 0.0) return;
+  // The average of the weights beside them, under the same names: optimizer state, gathered
+  // from the ranks' parts to rank 0 when the optimizer is sharded (a collective).
+  const auto whole = optimizer_->whole_on_rank0();
+  if (comm_.rank() == 0)
+    checkpoint::save_weights(checkpoint::average_weights_path(config_.save_weights), *model_, metadata,
+                             whole->average()->data());
 }
 
 template <typename T>

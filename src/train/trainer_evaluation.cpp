@@ -25,6 +25,9 @@ void Trainer<T>::plan_evaluations() {
     if (metric == "eval_accuracy" && !loss_->is_classification())
       throw ConfigError(key, "\"eval_accuracy\" is computed for classification losses only; this "
                              "run's loss is \"" + config_.loss.type + "\" (use \"eval_loss\")");
+    if (metric == "eval_loss_ema" && config_.optimizer.ema_decay <= 0.0)
+      throw ConfigError(key, "\"eval_loss_ema\" is computed only with an average of the weights; "
+                             "set ema.decay (0.999, say)");
   };
   if (!config_.checkpoint.keep_best.empty()) {
     check_metric(config_.checkpoint.keep_best, "checkpoint.keep_best");
@@ -42,28 +45,43 @@ bool Trainer<T>::evaluation_due(int64_t step) const {
 }
 
 template <typename T>
-nn::EvalSums Trainer<T>::evaluation_at(int64_t step) {
+typename Trainer<T>::Evaluation Trainer<T>::evaluation_at(int64_t step) {
   if (evaluated_step_ != step) {
     step_->before_evaluation();
-    evaluated_ = step_->evaluate(evaluation_set_);
+    evaluated_.live = step_->evaluate(evaluation_set_);
+    if (!live_parameters_.empty()) evaluated_.average = evaluate_average();
     evaluated_step_ = step;
   }
   return evaluated_;
 }
 
 template <typename T>
+nn::EvalSums Trainer<T>::evaluate_average() {
+  // The average takes the parameters' place in the one parameter buffer for the evaluation
+  // (every layer reads its views of it), and the parameters come back bit for bit. The
+  // evaluations end in an allreduce, so no rank reads the buffer when another swaps it.
+  optimizer_->swap_in_average(model_->parameters(), live_parameters_.data());
+  const nn::EvalSums sums = step_->evaluate(evaluation_set_);
+  optimizer_->restore_parameters(model_->parameters(), live_parameters_.data());
+  return sums;
+}
+
+template <typename T>
 void Trainer<T>::evaluate_during_epoch(int64_t epoch, int64_t step,
                                        const checkpoint::TrainingPosition& resume_at) {
   const auto start = std::chrono::steady_clock::now();
-  const nn::EvalSums sums = evaluation_at(step);
+  const Evaluation evaluation = evaluation_at(step);
+  const nn::EvalSums& sums = evaluation.live;
   const double seconds = record::seconds_since(start);
   if (traced_) traced_->add(record::SpanKind::kEvaluation, start, std::chrono::steady_clock::now());
   if (options_.keep_history)
     evaluations_.push_back({epoch, step, sums.loss_sum,
-                            loss_->is_classification() ? std::optional<double>(sums.correct) : std::nullopt});
+                            loss_->is_classification() ? std::optional<double>(sums.correct) : std::nullopt,
+                            evaluation.average ? std::optional<double>(evaluation.average->loss_sum) : std::nullopt});
   if (comm_.rank() == 0) {
     io::Json record = {{"kind", "eval"}, {"epoch", epoch}, {"step", step}, {"eval_loss", sums.loss_sum}};
     if (loss_->is_classification()) record["eval_accuracy"] = sums.correct;
+    if (evaluation.average) record["eval_loss_ema"] = evaluation.average->loss_sum;
     record["samples"] = evaluation_set_.samples;
     record["time_s"] = seconds;
     log_->write(record);
@@ -76,18 +94,21 @@ void Trainer<T>::evaluate_during_epoch(int64_t epoch, int64_t step,
       std::fflush(stdout);
     }
   }
-  track_evaluation(sums, epoch, step, resume_at);
+  track_evaluation(evaluation, epoch, step, resume_at);
 }
 
 template <typename T>
-void Trainer<T>::track_evaluation(const nn::EvalSums& sums, int64_t epoch, int64_t step,
+void Trainer<T>::track_evaluation(const Evaluation& evaluation, int64_t epoch, int64_t step,
                                   const checkpoint::TrainingPosition& resume_at) {
   if ((!best_ && !stopping_) || tracked_step_ == step) return;
   tracked_step_ = step;
   // Note [deciding together]: rank 0's values on every rank.
-  double values[2] = {sums.loss_sum, sums.correct};
+  double values[3] = {evaluation.live.loss_sum, evaluation.live.correct,
+                      evaluation.average ? evaluation.average->loss_sum : 0.0};
   comm_.broadcast(values, sizeof values, 0);
-  const auto value_of = [&](const std::string& metric) { return metric == "eval_accuracy" ? values[1] : values[0]; };
+  const auto value_of = [&](const std::string& metric) {
+    return metric == "eval_accuracy" ? values[1] : metric == "eval_loss_ema" ? values[2] : values[0];
+  };
   if (stopping_) stopping_->observe(value_of(stopping_->metric()), step);
   if (best_ && best_->observe(value_of(best_->metric()), step)) save_checkpoint(resume_at, /*best=*/true);
   if (!stopping_ || stopping_->evaluations_since_best() < config_.early_stopping.patience) return;
@@ -136,9 +157,10 @@ void Trainer<T>::restore_evaluation_state(const io::Json& state) {
 #define MPIDDP_INSTANTIATE(T)                                                                       \
   template void Trainer<T>::plan_evaluations();                                                     \
   template bool Trainer<T>::evaluation_due(int64_t) const;                                          \
-  template nn::EvalSums Trainer<T>::evaluation_at(int64_t);                                         \
+  template typename Trainer<T>::Evaluation Trainer<T>::evaluation_at(int64_t);                      \
+  template nn::EvalSums Trainer<T>::evaluate_average();                                             \
   template void Trainer<T>::evaluate_during_epoch(int64_t, int64_t, const checkpoint::TrainingPosition&); \
-  template void Trainer<T>::track_evaluation(const nn::EvalSums&, int64_t, int64_t,                 \
+  template void Trainer<T>::track_evaluation(const Evaluation&, int64_t, int64_t,                   \
                                              const checkpoint::TrainingPosition&);                  \
   template void Trainer<T>::report_early_stop(int64_t, int64_t, std::optional<double>);              \
   template io::Json Trainer<T>::evaluation_state() const;                                           \

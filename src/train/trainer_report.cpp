@@ -116,9 +116,13 @@ EpochResult Trainer<T>::finish_epoch(int64_t epoch, int64_t step, double train_s
   // The training set's sums serve as the evaluation's unless the evaluation set is another
   // set or a prefix of it; an evaluation already made at this step (eval.every_steps) is reused.
   const bool own_set = eval_ || evaluation_set_.samples < train_.samples;
-  const nn::EvalSums on_eval = own_set || evaluated_step_ == step ? evaluation_at(step) : on_train;
+  Evaluation evaluation = own_set || evaluated_step_ == step || !live_parameters_.empty()
+                              ? evaluation_at(step) : Evaluation{on_train, std::nullopt};
+  if (!own_set) evaluation.live = on_train;  // the same set: the same sums, taken once
+  const nn::EvalSums& on_eval = evaluation.live;
   e.eval_loss = on_eval.loss_sum;
   if (loss_->is_classification()) e.eval_accuracy = on_eval.correct;
+  if (evaluation.average) e.eval_loss_ema = evaluation.average->loss_sum;
   if (traced_) traced_->add(record::SpanKind::kEvaluation, start, std::chrono::steady_clock::now());
   e.time_s = train_seconds + record::seconds_since(start);
   e.samples_per_s = static_cast<double>(samples_seen) / train_seconds;
@@ -126,6 +130,7 @@ EpochResult Trainer<T>::finish_epoch(int64_t epoch, int64_t step, double train_s
   if (comm_.rank() == 0) {
     io::Json record = {{"kind", "epoch"}, {"epoch", e.epoch}, {"eval_loss", e.eval_loss}};
     if (e.eval_accuracy) record["eval_accuracy"] = *e.eval_accuracy;
+    if (e.eval_loss_ema) record["eval_loss_ema"] = *e.eval_loss_ema;
     if (eval_) record["train_loss"] = e.train_loss;
     record["time_s"] = e.time_s;
     record["samples_per_s"] = e.samples_per_s;
@@ -139,7 +144,7 @@ EpochResult Trainer<T>::finish_epoch(int64_t epoch, int64_t step, double train_s
       std::fflush(stdout);
     }
   }
-  track_evaluation(on_eval, epoch, step, {epoch + 1, 0, step});
+  track_evaluation(evaluation, epoch, step, {epoch + 1, 0, step});
   return e;
 }
 

@@ -104,6 +104,8 @@ Trainer<T>::Trainer(const config::Config& config, distributed::Communicator& com
   optimizer_ = std::make_unique<optim::OptimizerShard<T>>(config.optimizer, model_->parameter_count(),
                                                           distributed::part_exchange(comm, scope));
   if (config.optimizer.decay == optim::DecayRule::kMatrices) optimizer_->exempt_from_decay(vectors_and_scalars(*model_));
+  // ema.decay: this rank's part of the parameters while the average is evaluated in their place.
+  if (config.optimizer.ema_decay > 0.0) live_parameters_.assign(optimizer_->end() - optimizer_->begin(), T(0));
   replica_ = std::make_unique<Replica<T>>(*model_, *loss_, train_, batch_per_rank_,
                                           std::max<Index>(train_.outputs, eval_ ? eval_->outputs : 0),
                                           phases_, config.train_data.augment);

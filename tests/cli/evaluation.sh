@@ -10,6 +10,7 @@
 #    checkpoint in place before the old ones are deleted; each time a loadable best and a
 #    latest remain, and the resumed run ends with the uninterrupted run's parameters and best;
 #  - --resume best and `mpiddp export DIR/best`;
+#  - the average of the weights (ema.decay): eval_loss_ema, the best by it, its weights files;
 #  - log.csv's rows and log.tensorboard's event file; exit 8 before the first step for a
 #    TensorBoard directory that cannot be created; exit 2 for a metric the run does not compute.
 source "$(dirname "$0")/lib.sh"
@@ -100,6 +101,24 @@ grep -q "\"resumed_from\":{\"path\":\"$WORK/whole/best\",[^}]*\"step\":$best_ste
 run_np 1 train --quiet --set epochs=1 --set init.weights="$WORK/best_weights.safetensors" > /dev/null ||
   fail "the best checkpoint's exported weights do not load as init.weights"
 
+# The average of the weights: its loss in the eval and epoch records and the CSV, the best by
+# it kept, and its weights beside save_weights' and export's, loadable as init.weights.
+run_np 2 train --quiet "${EVAL[@]}" --set epochs=2 --set ema.decay=0.9 --set checkpoint.dir="$WORK/ema" \
+  --set checkpoint.keep_best=eval_loss_ema --set save_weights="$WORK/final.safetensors" \
+  --set log.csv="$WORK/ema.csv" --log "$WORK/ema.jsonl"
+[ "$(grep -c '"kind":"eval",.*"eval_loss_ema":' "$WORK/ema.jsonl")" -eq "$(grep -c '"kind":"eval"' "$WORK/ema.jsonl")" ] ||
+  fail "an eval record lacks eval_loss_ema"
+grep -q '"kind":"epoch",.*"eval_loss_ema":' "$WORK/ema.jsonl" || fail "the epoch record lacks eval_loss_ema"
+grep -q '"best":{"metric":"eval_loss_ema"' "$WORK/ema.jsonl" || fail "no best checkpoint by eval_loss_ema"
+[ -n "$(awk -F, 'NR > 1 && $1 == "eval" && $9 != ""' "$WORK/ema.csv")" ] || fail "log.csv's eval_loss_ema column is empty"
+"$MPIDDP" export "$WORK/ema/best" "$WORK/exported.safetensors" > /dev/null
+for weights in "$WORK/final.ema.safetensors" "$WORK/exported.ema.safetensors"; do
+  [ -f "$weights" ] || fail "no $weights"
+  run_np 1 train --quiet --set epochs=1 --set init.weights="$weights" > /dev/null ||
+    fail "$weights does not load as init.weights"
+done
+! cmp -s "$WORK/final.safetensors" "$WORK/final.ema.safetensors" || fail "the average's file holds the weights"
+
 # Bad input: a TensorBoard directory under a regular file (exit 8, before the first step: no
 # log published), a metric the run does not compute (exit 2).
 touch "$WORK/file"
@@ -108,11 +127,18 @@ run_np 2 train --quiet --set log.tensorboard="$WORK/file/tb" --log "$WORK/bad.js
 code=$?
 run_np 1 train --quiet --set checkpoint.dir="$WORK/ck" --set checkpoint.keep_best=eval_accuracy 2> "$WORK/err2"
 code2=$?
+run_np 1 train --quiet --set early_stopping.metric=eval_loss_ema 2> "$WORK/err3"
+code3=$?
+run_np 1 train --quiet --set ema.decay=1 2> "$WORK/err4"
+code4=$?
 set -e
 [ "$code" -eq 8 ] || { cat "$WORK/err"; fail "an uncreatable log.tensorboard gave exit $code, not 8"; }
 grep -q "$WORK/file/tb" "$WORK/err" || fail "the message does not name the directory: $(cat "$WORK/err")"
 [ ! -e "$WORK/bad.jsonl" ] || fail "a step ran before the TensorBoard directory failed"
 [ "$code2" -eq 2 ] || fail "keep_best on eval_accuracy of a regression gave exit $code2, not 2"
 grep -q "checkpoint.keep_best" "$WORK/err2" || fail "the message does not name checkpoint.keep_best"
+[ "$code3" -eq 2 ] && grep -q "early_stopping.metric.*ema.decay" "$WORK/err3" ||
+  fail "eval_loss_ema without ema.decay: exit $code3, $(cat "$WORK/err3")"
+[ "$code4" -eq 2 ] && grep -q "ema.decay" "$WORK/err4" || fail "ema.decay 1: exit $code4, $(cat "$WORK/err4")"
 
 echo "early stop after step $first_stop at np 1 2 3, deterministic eval records equal, best at step $best_step survives 3 kill points"

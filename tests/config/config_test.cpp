@@ -124,7 +124,8 @@ TEST(Config, EvaluationEarlyStoppingKeepBestAndLogFormats) {
   EXPECT_EQ(plain.checkpoint.keep_best, "");
   EXPECT_EQ(plain.log_csv, "");
   EXPECT_EQ(plain.log_tensorboard, "");
-  for (const char* key : {"eval", "early_stopping"}) EXPECT_FALSE(plain.resolved.contains(key)) << key;
+  EXPECT_EQ(plain.optimizer.ema_decay, 0.0);
+  for (const char* key : {"eval", "early_stopping", "ema"}) EXPECT_FALSE(plain.resolved.contains(key)) << key;
   EXPECT_FALSE(plain.resolved["checkpoint"].contains("keep_best"));
   EXPECT_FALSE(plain.resolved["log"].contains("csv"));
 
@@ -133,7 +134,10 @@ TEST(Config, EvaluationEarlyStoppingKeepBestAndLogFormats) {
   apply_override(user, "early_stopping={\"patience\":4}");
   apply_override(user, "checkpoint={\"dir\":\"ck\",\"keep_best\":\"eval_accuracy\"}");
   apply_override(user, "log={\"csv\":\"run.csv\",\"tensorboard\":\"tb\"}");
+  apply_override(user, "ema={\"decay\":0.999}");
   const Config c = parse_config(user);
+  EXPECT_EQ(c.optimizer.ema_decay, 0.999);
+  EXPECT_EQ(c.optimizer.ema_every_steps, 1);
   EXPECT_EQ(c.eval.every_steps, 5);
   EXPECT_EQ(c.eval.max_samples, 100);
   EXPECT_EQ(c.early_stopping.metric, "eval_loss");  // the defaults of a given section
@@ -153,7 +157,10 @@ TEST(Config, EvaluationEarlyStoppingKeepBestAndLogFormats) {
       {"early_stopping.metric=train_loss", "early_stopping.metric"},
       {"checkpoint.keep_best=eval_loss", "checkpoint.keep_best"},  // no checkpoint.dir
       {"checkpoint={\"dir\":\"ck\",\"keep_best\":\"loss\"}", "checkpoint.keep_best"},
-      {"log.csv=7", "log.csv"}};
+      {"log.csv=7", "log.csv"},
+      {"ema.decay=1", "ema.decay"},
+      {"ema.decay=-0.5", "ema.decay"},
+      {"ema.every_steps=0", "ema.every_steps"}};
   for (const auto& [assignment, key] : bad) EXPECT_EQ(override_error(assignment).first, key) << assignment;
   EXPECT_NE(override_error("checkpoint.keep_best=eval_loss").second.find("set checkpoint.dir"), std::string::npos);
   EXPECT_NE(override_error("early_stopping.metric=train_loss").second.find("\"eval_accuracy\""), std::string::npos);

@@ -70,13 +70,15 @@ void check_parts_match_whole(const optim::OptimizerConfig& config, int parts) {
 }
 
 optim::OptimizerConfig optimizer(const std::string& type, double momentum = 0.0,
-                                 double weight_decay = 0.0, bool nesterov = false) {
+                                 double weight_decay = 0.0, bool nesterov = false, double ema_decay = 0.0) {
   optim::OptimizerConfig c;
   c.type = type;
   c.lr = type == "sgd" ? 0.05 : 0.01;
   c.momentum = momentum;
   c.weight_decay = weight_decay;
   c.nesterov = nesterov;
+  c.ema_decay = ema_decay;
+  c.ema_every_steps = 2;
   return c;
 }
 
@@ -85,7 +87,7 @@ TEST(PartWiseStep, IsTheWholeStepBitForBit) {
     for (const auto& config :
          {optimizer("sgd"), optimizer("sgd", 0.9), optimizer("sgd", 0.9, 1e-2, true),
           optimizer("sgd", 0.0, 1e-2), optimizer("adam"), optimizer("adam", 0.0, 1e-2),
-          optimizer("adamw", 0.0, 0.1)}) {
+          optimizer("adamw", 0.0, 0.1), optimizer("adamw", 0.0, 0.1, false, 0.9)}) {
       check_parts_match_whole<float>(config, parts);
       check_parts_match_whole<double>(config, parts);
     }

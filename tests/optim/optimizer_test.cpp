@@ -104,6 +104,31 @@ TEST(AdamW, DecoupledWeightDecay) {
   EXPECT_NEAR(p[0], 0.999 - 0.05 / (0.5 + 1e-8), 1e-14);
 }
 
+TEST(Optimizer, TheAverageOfTheWeightsByHand) {
+  // SGD lr 0.1 on p = (1, 2) with gradients (1, -1) every step; ema.decay 0.5, every 2nd step.
+  OptimizerConfig config = sgd();
+  config.ema_decay = 0.5;
+  config.ema_every_steps = 2;
+  auto o = make_optimizer<double>(config, 2);
+  ASSERT_NE(o->average(), nullptr);
+  ASSERT_EQ(o->state_buffers().size(), 1u);  // SGD without momentum has none of its own
+  EXPECT_EQ(o->state_buffers()[0].name, "ema");
+  std::vector<double> p = {1.0, 2.0};
+  const std::vector<double> g = {1.0, -1.0};
+  o->step(p.data(), g.data(), 0.1);  // p = (0.9, 2.1); step 1 of every 2: the average is the start
+  EXPECT_EQ(*o->average(), (std::vector<double>{1.0, 2.0}));
+  o->step(p.data(), g.data(), 0.1);  // p = (0.8, 2.2): ema = 0.5 * (1, 2) + 0.5 * (0.8, 2.2)
+  EXPECT_NEAR((*o->average())[0], 0.9, 1e-15);
+  EXPECT_NEAR((*o->average())[1], 2.1, 1e-15);
+  o->step(p.data(), g.data(), 0.1);
+  o->step(p.data(), g.data(), 0.1);  // p = (0.6, 2.4): ema = 0.5 * (0.9, 2.1) + 0.5 * (0.6, 2.4)
+  EXPECT_NEAR((*o->average())[0], 0.75, 1e-15);
+  EXPECT_NEAR((*o->average())[1], 2.25, 1e-15);
+  // Off: no average, no state buffer.
+  EXPECT_EQ(make_optimizer<double>(sgd(), 2)->average(), nullptr);
+  EXPECT_TRUE(make_optimizer<double>(sgd(), 2)->state_buffers().empty());
+}
+
 TEST(Optimizer, StateBuffersAreNamed) {
   auto momentum = make_optimizer<float>(sgd(0.9), 3);
   ASSERT_EQ(momentum->state_buffers().size(), 1u);

@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -160,6 +162,99 @@ TEST(EarlyStopping, AResumedRunKeepsTheBestAndStopsAsTheUninterruptedOne) {
   const RunResult from_best = train(user, comm, "best");
   EXPECT_EQ(from_best.early_stop_step, whole.early_stop_step);
   EXPECT_EQ(from_best.replicas.checksum, whole.replicas.checksum);
+}
+
+
+// The average of the weights (ema.decay 0.9): its evaluations at N ranks, with the optimizer
+// whole or sharded (each rank then holds its part of the average), against one process; the
+// weights file beside save_weights'; in deterministic mode the same bits at every N and
+// after a resume.
+// The tensors' bytes of a safetensors file (its metadata names the run's own paths).
+std::vector<char> tensor_bytes(const std::string& path) {
+  const io::SafetensorsFile file = io::read_safetensors(path, mpiddp::kExitData);
+  return {file.data(), file.data() + file.data_bytes()};
+}
+
+TEST(Ema, NRanksWholeOrShardedReproduceOneProcess) {
+  distributed::MpiCommunicator comm;
+  distributed::LocalCommunicator one;
+  io::Json user = classifier("float64");
+  user["ema"] = {{"decay", 0.9}};
+  // Every rank runs the one process too: each writes its own files.
+  const std::string dir = test::scratch_dir("ema_weights");
+  io::Json single_user = user;
+  single_user["save_weights"] = dir + "/single.safetensors";
+  const RunResult single = train(single_user, one);
+  ASSERT_EQ(single.epochs.size(), 3u);
+  for (const auto& e : single.epochs) {
+    ASSERT_TRUE(e.eval_loss_ema.has_value());
+    EXPECT_NE(*e.eval_loss_ema, e.eval_loss);  // the average is not the weights
+  }
+  ASSERT_TRUE(single.evaluations.front().eval_loss_ema.has_value());
+  // The weights file and the average's beside it, with the same names.
+  const io::SafetensorsFile weights = io::read_safetensors(dir + "/single.safetensors", mpiddp::kExitData);
+  const io::SafetensorsFile average = io::read_safetensors(dir + "/single.ema.safetensors", mpiddp::kExitData);
+  EXPECT_NE(tensor_bytes(dir + "/single.safetensors"), tensor_bytes(dir + "/single.ema.safetensors"));
+  ASSERT_EQ(average.tensors().size(), weights.tensors().size());
+  for (size_t t = 0; t < weights.tensors().size(); ++t) EXPECT_EQ(average.tensors()[t].name, weights.tensors()[t].name);
+  for (const bool sharded : {false, true}) {
+    io::Json n_user = user;
+    n_user["reduce"]["shard_optimizer"] = sharded;
+    const std::string what = sharded ? "sharded" : "whole";
+    const std::string shared = test::shared_scratch_dir(comm, "ema_weights_n");
+    n_user["save_weights"] = shared + "/n.safetensors";
+    const RunResult n_ranks = train(n_user, comm);
+    comm.barrier();  // rank 0 writes the files after the run's last collective
+    // The average rank 0 writes: gathered from the ranks' parts when sharded.
+    const std::vector<char> n_average = tensor_bytes(shared + "/n.ema.safetensors"),
+                            one_average = tensor_bytes(dir + "/single.ema.safetensors");
+    ASSERT_EQ(n_average.size(), one_average.size());
+    for (size_t i = 0; i < n_average.size(); i += sizeof(double)) {
+      double a, b;
+      std::memcpy(&a, n_average.data() + i, sizeof a);
+      std::memcpy(&b, one_average.data() + i, sizeof b);
+      ASSERT_NEAR(a, b, 1e-12 * (1.0 + std::abs(b))) << what << ", average value " << i / sizeof(double);
+    }
+    for (size_t e = 0; e < single.epochs.size(); ++e)
+      EXPECT_NEAR(*n_ranks.epochs[e].eval_loss_ema, *single.epochs[e].eval_loss_ema,
+                  1e-12 * *single.epochs[e].eval_loss_ema) << what << ", epoch " << e + 1;
+    for (size_t i = 0; i < single.evaluations.size(); ++i)
+      EXPECT_NEAR(*n_ranks.evaluations[i].eval_loss_ema, *single.evaluations[i].eval_loss_ema,
+                  1e-12 * *single.evaluations[i].eval_loss_ema) << what << ", evaluation " << i;
+    EXPECT_TRUE(n_ranks.replicas.identical) << what;
+  }
+}
+
+TEST(Ema, DeterministicModeTheSameBitsAtEveryWorldSizeAndAfterAResume) {
+  distributed::MpiCommunicator comm;
+  distributed::LocalCommunicator one;
+  io::Json user = classifier("float32");
+  user["deterministic"] = {{"chunks", 24}};
+  user["ema"] = {{"decay", 0.9}, {"every_steps", 2}};
+  const std::string dir = test::shared_scratch_dir(comm, "ema_deterministic");
+  io::Json single_user = user;
+  single_user["save_weights"] = dir + "/single.safetensors";
+  single_user["checkpoint"] = {{"dir", dir + "/single_checkpoints"}, {"every_steps", 1}, {"keep", 0}};
+  const RunResult single = one.rank() == 0 && comm.rank() == 0 ? train(single_user, one) : RunResult{};
+  comm.barrier();
+  io::Json n_user = user;
+  n_user["save_weights"] = dir + "/n.safetensors";
+  const RunResult n_ranks = train(n_user, comm);
+  comm.barrier();  // rank 0 writes the files after the run's last collective
+  const std::vector<char> single_average = tensor_bytes(dir + "/single.ema.safetensors");
+  ASSERT_FALSE(single_average.empty());
+  EXPECT_EQ(tensor_bytes(dir + "/n.ema.safetensors"), single_average);
+  if (comm.rank() == 0) {
+    ASSERT_EQ(single.epochs.size(), 3u);
+    for (size_t e = 0; e < single.epochs.size(); ++e)
+      EXPECT_EQ(n_ranks.epochs[e].eval_loss_ema, single.epochs[e].eval_loss_ema) << "epoch " << e + 1;
+  }
+  // N ranks resume the one-process checkpoint after step 11 (mid-epoch 2, an odd step of
+  // every_steps 2): the same average at the end, bit for bit.
+  n_user["save_weights"] = dir + "/resumed.safetensors";
+  train(n_user, comm, checkpoint::checkpoint_path(dir + "/single_checkpoints", 11));
+  comm.barrier();
+  EXPECT_EQ(tensor_bytes(dir + "/resumed.ema.safetensors"), single_average);
 }
 
 }  // namespace

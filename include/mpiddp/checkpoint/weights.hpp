@@ -51,9 +51,15 @@ std::set<std::string> state_tensor_names(const nn::Model<T>& model);
 // Writes the model's parameters and buffers (its state_dict, tied tensors under both names)
 // as a safetensors file of its dtype, atomically, with `metadata` beside the producer's and
 // the model's description (checkpoint/vocabulary.hpp: a language model's vocabulary and config).
+// parameters: the values written under the parameters' names, (P) laid out as the model's
+// (the average of ema.decay); null: the model's own.
 template <typename T>
 void save_weights(const std::string& path, const nn::Model<T>& model,
-                  const std::map<std::string, std::string>& metadata = {});
+                  const std::map<std::string, std::string>& metadata = {}, const T* parameters = nullptr);
+
+// Where the average of the weights (ema.decay) goes beside the weights file `path`:
+// "W.safetensors" -> "W.ema.safetensors", another name -> "NAME.ema.safetensors".
+std::string average_weights_path(const std::string& path);
 
 // init.weights: fills the model's parameters and buffers from a file holding exactly its
 // tensors (load_state_dict(strict=True)).

@@ -11,9 +11,9 @@ template <typename T>
 class Adam final : public Optimizer<T> {
  public:
   Adam(const OptimizerConfig& config, Index parameters, bool decoupled_weight_decay);
-  std::vector<typename Optimizer<T>::StateBuffer> state_buffers() override;
 
  private:
+  std::vector<typename Optimizer<T>::StateBuffer> own_state_buffers() override;
   void update(T* params, const T* grads, Index begin, Index end, double weight_decay, double lr) override;
   OptimizerConfig config_;
   bool decoupled_;

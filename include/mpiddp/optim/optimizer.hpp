@@ -27,6 +27,10 @@ struct OptimizerConfig {
   // PyTorch's clip_grad_norm_ on the averaged gradient before each update; 0: off
   // (optim/gradient_clip.hpp).
   double clip_grad_norm = 0.0;
+  // ema.*: an exponential moving average of the parameters, kept as the optimizer state
+  // "ema" (see Optimizer), updated after every ema_every_steps-th step; 0: off.
+  double ema_decay = 0.0;
+  int64_t ema_every_steps = 1;
 };
 
 // Parameter ranges [begin, end), ascending and disjoint.
@@ -45,16 +49,28 @@ class Optimizer {
   // Steps taken so far.
   int64_t steps() const { return steps_; }
 
-  // The optimizer's state as named flat buffers (momentum, exp_avg, ...), for checkpoints.
+  // The optimizer's state as named flat buffers (momentum, exp_avg, ...), for checkpoints,
+  // and last, with ema.decay, the average of the parameters ("ema").
   struct StateBuffer {
     std::string name;
     std::vector<T>* values;
   };
-  virtual std::vector<StateBuffer> state_buffers() = 0;
+  std::vector<StateBuffer> state_buffers();
   void set_steps(int64_t steps) { steps_ = steps; }
+
+  // ema.decay: keep the exponential moving average of the parameters (timm's ModelEmaV2,
+  // ema-pytorch): a copy of the parameters as they are before the first step, then after
+  // every `every_steps`-th step ema = decay * ema + (1 - decay) * p, in double, rounded once
+  // to T. A pure function of the parameters' values, so every rank's (or every part's) is
+  // the same bits.
+  void keep_average(double decay, int64_t every_steps);
+  // The average (P), or null without ema.decay.
+  const std::vector<T>* average() const { return average_.empty() ? nullptr : &average_; }
 
  protected:
   explicit Optimizer(Index parameters) : runs_{{0, parameters, true}} {}
+  // The optimizer's own state (momentum, exp_avg, ...).
+  virtual std::vector<StateBuffer> own_state_buffers() = 0;
   // One run's update, parameters [begin, end), after the step count has grown to this
   // step's; weight_decay is the config's, or 0 in a run exempt from it.
   virtual void update(T* params, const T* grads, Index begin, Index end, double weight_decay, double lr) = 0;
@@ -68,6 +84,9 @@ class Optimizer {
   };
   std::vector<Run> runs_;  // covering [0, P) in order
   double weight_decay_ = 0.0;
+  std::vector<T> average_;  // (P) ema.decay's average; empty: off
+  double average_decay_ = 0.0;
+  int64_t average_every_ = 1;
 
  protected:
   // The config's weight decay, which the runs that take it get (set by each optimizer).

@@ -69,6 +69,13 @@ class OptimizerShard {
     keep_part_of(*whole);
     return result;
   }
+  // ema.decay: puts the average of the weights in the parameters' place, all P of them on
+  // every rank, as step() leaves updated parameters (this rank writes its part; sharded, the
+  // parts are exchanged: a collective), keeping this rank's part of the parameters in `kept`
+  // (end() - begin() values). restore_parameters puts them back (collective alike). Every
+  // rank writes only its own part, so a parameter buffer that the node's ranks share is safe.
+  void swap_in_average(T* params, T* kept);
+  void restore_parameters(T* params, const T* kept);
   // divergence.action = resync: every rank's state becomes rank 0's replica's. Collective.
   void broadcast_from_rank0();
 

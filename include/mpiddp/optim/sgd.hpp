@@ -12,9 +12,9 @@ template <typename T>
 class Sgd final : public Optimizer<T> {
  public:
   Sgd(const OptimizerConfig& config, Index parameters);
-  std::vector<typename Optimizer<T>::StateBuffer> state_buffers() override;
 
  private:
+  std::vector<typename Optimizer<T>::StateBuffer> own_state_buffers() override;
   void update(T* params, const T* grads, Index begin, Index end, double weight_decay, double lr) override;
   OptimizerConfig config_;
   std::vector<T> momentum_buffer_;  // (P), empty without momentum

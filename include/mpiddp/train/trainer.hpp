@@ -65,6 +65,7 @@ struct EpochResult {
   int64_t epoch = 0;          // 1-based
   double eval_loss = 0.0;     // over data.eval when configured, else over the training set
   std::optional<double> eval_accuracy;  // classification only
+  std::optional<double> eval_loss_ema;  // the average of the weights' (ema.decay)
   double train_loss = 0.0;    // over the whole training set, after the epoch's updates
   double time_s = 0.0;
   double samples_per_s = 0.0;
@@ -75,6 +76,7 @@ struct EvaluationResult {
   int64_t epoch = 0, step = 0;
   double eval_loss = 0.0;
   std::optional<double> eval_accuracy;  // classification only
+  std::optional<double> eval_loss_ema;  // ema.decay only
 };
 
 struct RunResult {
@@ -147,11 +149,18 @@ class Trainer final : public TrainingRun {
   // `step`; the evaluation set's sums at `step` (computed once per step, collective); the
   // eval record, its table row and what follows from it.
   bool evaluation_due(int64_t step) const;
-  nn::EvalSums evaluation_at(int64_t step);
+  struct Evaluation {
+    nn::EvalSums live;                    // the parameters'
+    std::optional<nn::EvalSums> average;  // the average's (ema.decay)
+  };
+  Evaluation evaluation_at(int64_t step);
+  // The evaluation set's sums with the average of the parameters in their place (collective
+  // when the optimizer is sharded); the parameters are back when it returns.
+  nn::EvalSums evaluate_average();
   void evaluate_during_epoch(int64_t epoch, int64_t step, const checkpoint::TrainingPosition& resume_at);
   // The best checkpoint and early stopping's count, from the evaluation at `step` (every rank
   // alike, Note [deciding together]); resume_at is where its checkpoint resumes.
-  void track_evaluation(const nn::EvalSums& sums, int64_t epoch, int64_t step,
+  void track_evaluation(const Evaluation& evaluation, int64_t epoch, int64_t step,
                         const checkpoint::TrainingPosition& resume_at);
   // The early_stop record and the table's line (rank 0); value: the evaluation's, none when
   // a run resumed at the step where it had stopped.
@@ -218,7 +227,8 @@ class Trainer final : public TrainingRun {
   bool stop_requested_ = false;  // the last reduction carried some rank's stop vote
   int64_t last_checkpoint_step_ = -1;  // the step of the last checkpoint written, -1: none
   int64_t evaluated_step_ = -1;        // the step of evaluated_, -1: none yet
-  nn::EvalSums evaluated_;             // the evaluation set's sums at evaluated_step_
+  Evaluation evaluated_;               // the evaluation set's sums at evaluated_step_
+  nn::AlignedVector<T> live_parameters_;  // ema.decay: this rank's part of the parameters while the average is evaluated
   int64_t tracked_step_ = -1;          // the step whose evaluation the trackers took last
   std::optional<ImprovementTracker> best_;      // checkpoint.keep_best
   std::optional<ImprovementTracker> stopping_;  // early_stopping
