@@ -113,10 +113,12 @@ double needed_memory_mb(const config::Config& config, const nn::Model<T>& model,
   const double state = (o.type == "sgd" ? (o.momentum != 0.0 ? p : 0.0) : 2.0 * p) / shards;
   const double parameters = node_copy ? p / ranks_on_node : p;
   // The layers' declared scratch (activations, ping-pong buffers, their own working memory),
-  // the model's output and its gradient, and the gathered batch.
+  // the model's output and its gradient, and the gathered batch (twice with prefetch: the
+  // worker's set beside the replica's).
+  const double batches = config.prefetch ? 2.0 : 1.0;
   const double activations =
       static_cast<double>(model.activation_bytes()) / sizeof(T) +
-      static_cast<double>(model.inputs()) * static_cast<double>(batch_per_rank);
+      batches * static_cast<double>(model.inputs()) * static_cast<double>(batch_per_rank);
   const double samples = static_cast<double>(train_set.samples);
   const double data_bytes =
       samples * static_cast<double>(train_set.features + train_set.outputs) * sizeof(T) +

@@ -102,13 +102,13 @@ io::Json resume_config(const config::Config& config) {
   // parameters now come from the checkpoint) and how often replicas are compared. Anything
   // else (model, data, sampler, batch, optimizer, schedule, seed, dtype, sync) must match.
   // A cosine schedule with t_max 0 spans the whole run, so there epochs shapes every lr.
-  // Fault policies, the watchdog, fault injection, threads and the reduction path change
+  // Fault policies, the watchdog, fault injection, threads, prefetch and the reduction path change
   // how a run is watched or spread over cores, not its updates (beyond float rounding, as
   // another world size does), so they may change too. When and how much it evaluates, and
   // when it stops early, change which updates run, not what any of them is.
   for (const char* key : {"log", "checkpoint", "save_weights", "init", "check_every_steps",
                           "on_nonfinite", "max_skipped", "divergence", "watchdog", "debug",
-                          "threads", "reduce", "eval", "early_stopping"})
+                          "threads", "prefetch", "reduce", "eval", "early_stopping"})
     kept.erase(key);
   if (!cosine_spans_run(config)) kept.erase("epochs");
   return kept;

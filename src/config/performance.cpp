@@ -1,6 +1,7 @@
-// The performance keys of a config: how many threads, how gradients are reduced, how many
-// micro-batches make one step, and which library computes the matrix products. None of them
-// changes the arithmetic of training beyond float rounding (docs/config.md).
+// The performance keys of a config: how many threads, whether the next batch is gathered
+// ahead, how gradients are reduced, how many micro-batches make one step, and which library
+// computes the matrix products. None of them changes the arithmetic of training beyond float
+// rounding (docs/config.md).
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/kernels/gemm.hpp"
 #include "mpiddp/config/config.hpp"
@@ -9,6 +10,9 @@ namespace mpiddp::config {
 
 void parse_performance(io::JsonSection& root, Config& c) {
   c.threads = root.integer("threads", 0, 0, 1024);
+  // Read only when given, so that the resolved config (and so the hash) of a config without
+  // it stays what it was.
+  if (root.has("prefetch")) c.prefetch = root.boolean("prefetch", true);
   c.accumulate_steps = root.integer("accumulate_steps", 1, 1, int64_t{1} << 20);
   auto reduce = root.section("reduce");
   c.reduce.algorithm = reduce.choice("algorithm", "auto", {"auto", "mpi", "shm"});

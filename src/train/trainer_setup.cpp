@@ -108,7 +108,7 @@ Trainer<T>::Trainer(const config::Config& config, distributed::Communicator& com
   if (config.optimizer.ema_decay > 0.0) live_parameters_.assign(optimizer_->end() - optimizer_->begin(), T(0));
   replica_ = std::make_unique<Replica<T>>(*model_, *loss_, train_, batch_per_rank_,
                                           std::max<Index>(train_.outputs, eval_ ? eval_->outputs : 0),
-                                          phases_, config.train_data.augment);
+                                          phases_, config.train_data.augment, config.prefetch);
   replica_->training_pass().seed = config.seed;
   step_ = make_step_strategy<T>({config, comm, *replica_, reducer_, *optimizer_, statistics_,
                                  batch_per_rank_, sampler_});

@@ -5,6 +5,7 @@
 // at N resumes its own mid-epoch checkpoint: every draw depends on (seed, epoch, sample
 // index, transform, value), never on the rank, the batch or a generator's state
 // (Note [the augmentation counter] in src/data/augment.cpp). Evaluation is never augmented.
+// Gathering the next batch on a worker thread (prefetch) changes no bit of any of it.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,6 +17,7 @@
 #include "mpiddp/distributed/local_communicator.hpp"
 #include "mpiddp/distributed/mpi_communicator.hpp"
 #include "mpiddp/train/trainer.hpp"
+#include "../support/quiet_training.hpp"
 #include "../support/scratch_dir.hpp"
 
 namespace mpiddp::train {
@@ -47,10 +49,7 @@ io::Json augmented_cnn(const std::string& dtype) {
 }
 
 RunResult train(const io::Json& user, distributed::Communicator& comm, const std::string& resume = "") {
-  TrainOptions options;
-  options.quiet = true;
-  options.resume = resume;
-  return run_training(config::parse_config(user), comm, options);
+  return test::quiet_training(user, comm, resume);
 }
 
 std::vector<double> after(const std::vector<double>& losses, size_t steps) {
@@ -133,6 +132,50 @@ TEST(AugmentEquivalence, EvaluationSeesTheDataAsItIs) {
   EXPECT_EQ(augmented.epochs[0].train_loss, unaugmented.epochs[0].train_loss);
   EXPECT_EQ(augmented.replicas.checksum, unaugmented.replicas.checksum);
   EXPECT_NE(augmented.step_losses[0], unaugmented.step_losses[0]);
+}
+
+// `prefetch` (the next batch gathered and augmented on a worker thread) changes no bit at N:
+// micro-batches, a shuffled sampler whose epoch ends in a partial batch (100 samples), and
+// evaluations between steps while a batch is in flight; deterministic mode with a rank's
+// chunks interleaved (12 chunks) and whole (N chunks); and a mid-epoch resume, with prefetch
+// switched either way (a performance key: it may change on resume).
+TEST(AugmentEquivalence, PrefetchChangesNoBit) {
+  distributed::MpiCommunicator comm;
+  auto with_prefetch = [](io::Json user, bool prefetch) {
+    user["prefetch"] = prefetch;
+    return user;
+  };
+  auto expect_same = [&](const RunResult& on, const RunResult& off, const std::string& what) {
+    ASSERT_FALSE(off.step_losses.empty()) << what;
+    EXPECT_EQ(on.step_losses, off.step_losses) << what << " at N=" << comm.size();
+    EXPECT_EQ(on.replicas.checksum, off.replicas.checksum) << what << " at N=" << comm.size();
+    EXPECT_EQ(on.epochs.back().eval_loss, off.epochs.back().eval_loss) << what << " at N=" << comm.size();
+    EXPECT_TRUE(on.replicas.identical) << what;
+  };
+  io::Json user = augmented_cnn("float32");
+  user["data"]["train"]["samples"] = 100;  // 5 steps an epoch, the last of 4 samples
+  user["accumulate_steps"] = 2;
+  user["eval"] = {{"every_steps", 3}};
+  const RunResult on = train(with_prefetch(user, true), comm);
+  expect_same(on, train(with_prefetch(user, false), comm), "accumulate_steps 2");
+  for (int chunks : {12, comm.size()}) {
+    io::Json exact = augmented_cnn("float32");
+    exact["deterministic"] = {{"chunks", chunks}};
+    expect_same(train(with_prefetch(exact, true), comm), train(with_prefetch(exact, false), comm),
+                "deterministic, " + std::to_string(chunks) + " chunks");
+  }
+  // The checkpoint after step 6 resumes at batch 1 of epoch 2.
+  const std::string dir = test::shared_scratch_dir(comm, "augment_prefetch");
+  io::Json saving = with_prefetch(user, true);
+  saving["checkpoint"] = {{"dir", dir}, {"every_steps", 3}, {"keep", 0}};
+  const RunResult straight = train(saving, comm);
+  EXPECT_EQ(straight.step_losses, on.step_losses);
+  for (bool prefetch : {true, false}) {
+    const RunResult resumed = train(with_prefetch(saving, prefetch), comm, checkpoint::checkpoint_path(dir, 6));
+    ASSERT_EQ(resumed.step_losses.size(), 9u);
+    EXPECT_EQ(resumed.step_losses, after(straight.step_losses, 6)) << "resumed with prefetch " << prefetch;
+    EXPECT_EQ(resumed.replicas.checksum, straight.replicas.checksum) << "resumed with prefetch " << prefetch;
+  }
 }
 
 }  // namespace

@@ -66,8 +66,9 @@ struct Config {
   std::string sampler_order;  // sampler.order: an .npy int64 [epochs, samples]; "": own order
   std::string save_weights;   // save_weights: final weights as safetensors; "": not written
   CheckpointConfig checkpoint;
-  // Performance (docs/config.md, parsed by parse_performance in performance_config.cpp).
+  // Performance (docs/config.md, parsed by parse_performance in performance.cpp).
   int64_t threads = 0;           // compute threads per rank; 0: from cores and ranks per node
+  bool prefetch = true;          // gather the next step's batch on a worker thread during this one
   int64_t accumulate_steps = 1;  // micro-batches per optimizer step (gradient accumulation)
   distributed::ReduceConfig reduce;
   std::string gemm = "auto";     // compute.gemm: auto, or a library of kernels/gemm.hpp
@@ -95,7 +96,7 @@ io::Json default_experiment();
 // Validates a user config and fills in the defaults. Throws ConfigError naming the key.
 Config parse_config(const io::Json& user);
 
-// The performance keys of the root section: threads, accumulate_steps and "reduce".
+// The performance keys of the root section: threads, prefetch, accumulate_steps and "reduce".
 void parse_performance(io::JsonSection& root, Config& config);
 
 // Applies "--set a.b.c=VALUE": VALUE is parsed as JSON when it is valid JSON, otherwise

@@ -13,7 +13,7 @@ namespace mpiddp::record {
 
 // Seconds summed over the steps of the timed epochs (all but the first, warm-up, epoch).
 struct StepProfile {
-  double data_s = 0;          // gathering the batch from the dataset
+  double data_s = 0;          // gathering the batch, or waiting for the prefetched one (prefetch)
   double forward_s = 0;       // zeroing gradients, forward pass and loss
   double backward_s = 0;      // backward pass (including bucket starts during it)
   double sync_exposed_s = 0;  // waiting for the gradient sync after backward ends

@@ -3,7 +3,12 @@
 // training data, the batch buffers, and the one sequence that every strategy runs on a batch,
 // gather -> forward -> loss (forward_loss) -> backward, and evaluation's gather -> forward ->
 // per-sample sums (add_evaluation). Training batches are augmented right after the gather
-// (data.train.augment), evaluation's never. Allocates its buffers once, when it is built.
+// (data.train.augment), evaluation's never. With `prefetch`, the gather and augmentation of
+// the next step's batch run on a worker thread during this step (train/batch_prefetcher.hpp):
+// the prefetcher is a part of the replica because the two sets of buffers trade places
+// between them, and the replica stays the one place that decides which set a pass reads.
+// Allocates its buffers once, when it is built.
+#include <memory>
 #include <vector>
 
 #include "mpiddp/core/memory.hpp"
@@ -14,6 +19,8 @@
 #include "mpiddp/nn/loss.hpp"
 #include "mpiddp/nn/model.hpp"
 #include "mpiddp/record/step_profile.hpp"
+#include "mpiddp/train/batch_buffers.hpp"
+#include "mpiddp/train/batch_prefetcher.hpp"
 
 namespace mpiddp::train {
 
@@ -25,9 +32,10 @@ class Replica {
   // buffers take the model's shapes: one label per sample or per position. augment: the
   // transforms of every training batch (data.train.augment); not empty, the model must read
   // the training samples as images (C, H, W), else a ConfigError naming data.train.augment.
+  // prefetch: start the worker that gathers the batches prefetch() asks for.
   Replica(nn::Model<T>& model, const nn::Loss<T>& loss, const data::Dataset<T>& train,
           Index batch, Index target_outputs, record::PhaseClock& phases,
-          const std::vector<data::AugmentSpec>& augment = {});
+          const std::vector<data::AugmentSpec>& augment = {}, bool prefetch = false);
 
   nn::Model<T>& model() { return model_; }
   const data::Dataset<T>& train_set() const { return train_; }
@@ -35,6 +43,14 @@ class Replica {
   // The training passes' context: the seed, the epoch and step (dropout's masks depend on
   // them, the loop sets them before each step) and BatchNorm's statistics reducer.
   nn::PassContext& training_pass() { return training_pass_; }
+
+  // Asks the worker for the next step's training samples, samples[0, count) of epoch `epoch`
+  // (0-based, drawn with training_pass()'s seed), to gather while this step computes; the
+  // indices are copied. Does nothing without prefetch. A forward_loss whose samples it holds
+  // takes them from it (Note [the prefetched batch] in src/train/batch_prefetcher.cpp).
+  void prefetch(const Index* samples, Index count, int64_t epoch);
+  // The batches forward_loss took from the worker (0 without prefetch).
+  int64_t prefetched_batches() const { return prefetcher_ ? prefetcher_->taken() : 0; }
 
   // Gathers `count` training samples (samples: their indices in the training set), augments
   // them as pass.seed and pass.epoch draw it, runs the model forward in `pass` and the loss over
@@ -48,7 +64,8 @@ class Replica {
     double loss;
     return forward_loss(samples, count, pass, count, &loss);
   }
-  // Backward over the batch of the last forward_loss.
+  // Backward over the batch of the last forward_loss, before the next forward_loss (which may
+  // hand the buffers it read to the worker).
   void backward(const nn::PassContext& pass, nn::GradientListener* listener = nullptr);
 
   // Adds the per-sample losses (and correct predictions) of `count` samples of `set`, in
@@ -57,24 +74,19 @@ class Replica {
                       nn::EvalSums& sums);
 
  private:
-  void gather(const data::Dataset<T>& set, const Index* samples, Index count);
-  nn::BatchTargets<T> targets(Index first) const;
-  nn::BatchInput<T> input(Index count) const;
+  // The first column of the batch buffers where the pass's samples lie once gathered (or
+  // taken from the worker, with prefetch) and augmented.
+  Index training_batch(const Index* samples, Index count, const nn::PassContext& pass);
 
   nn::Model<T>& model_;
   const nn::Loss<T>& loss_;
   const data::Dataset<T>& train_;
   record::PhaseClock& phases_;
   nn::PassContext training_pass_;
-  Index x_rows_ = 0, y_rows_ = 0;  // the gathered set's features and regression outputs
-  Index label_rows_ = 1;           // the gathered set's labels per sample
-  InputKind input_kind_;           // what the model takes: x_ or token_ids_
-  Index columns_ = 0;              // the samples of the last forward_loss
-  nn::AlignedVector<T> x_;         // (features, batch), values
-  std::vector<int32_t> token_ids_; // (positions, batch), token ids
-  nn::AlignedVector<T> y_;         // (outputs, batch), regression
-  std::vector<int32_t> labels_;    // (label positions, batch), classification
-  data::Augmentation<T> augmentation_;  // of x_, training passes only; empty: none
+  Index first_ = 0, columns_ = 0;       // the columns of the last forward_loss
+  BatchBuffers<T> batch_;               // (capacity batch) what the passes read
+  data::Augmentation<T> augmentation_;  // of batch_'s values, training passes only; empty: none
+  std::unique_ptr<BatchPrefetcher<T>> prefetcher_;  // with prefetch: the next step's batch
 };
 
 }  // namespace mpiddp::train
