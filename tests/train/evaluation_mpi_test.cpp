@@ -20,6 +20,7 @@
 #include "mpiddp/distributed/mpi_communicator.hpp"
 #include "mpiddp/io/safetensors.hpp"
 #include "mpiddp/train/trainer.hpp"
+#include "../support/quiet_training.hpp"
 #include "../support/scratch_dir.hpp"
 
 namespace mpiddp::train {
@@ -48,10 +49,7 @@ io::Json classifier(const std::string& dtype) {
 }
 
 RunResult train(const io::Json& user, distributed::Communicator& comm, const std::string& resume = "") {
-  TrainOptions options;
-  options.quiet = true;
-  options.resume = resume;
-  return run_training(config::parse_config(user), comm, options);
+  return test::quiet_training(user, comm, resume);
 }
 
 TEST(EvaluationEveryNSteps, NRanksReproduceOneProcess) {

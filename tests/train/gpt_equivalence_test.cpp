@@ -16,6 +16,7 @@
 #include "mpiddp/distributed/local_communicator.hpp"
 #include "mpiddp/distributed/mpi_communicator.hpp"
 #include "mpiddp/train/trainer.hpp"
+#include "../support/quiet_training.hpp"
 #include "../support/scratch_dir.hpp"
 #include "../support/token_files.hpp"
 
@@ -52,10 +53,7 @@ io::Json gpt(const std::string& dir, const std::string& dtype) {
 }
 
 RunResult train(const io::Json& user, distributed::Communicator& comm, const std::string& resume = "") {
-  TrainOptions options;
-  options.quiet = true;
-  options.resume = resume;
-  return run_training(config::parse_config(user), comm, options);
+  return test::quiet_training(user, comm, resume);
 }
 
 void expect_close(const RunResult& n_ranks, const RunResult& single, double tolerance, const std::string& what) {
