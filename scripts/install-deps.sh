@@ -2,8 +2,8 @@
 # Installs the Debian packages mpiddp needs, and nothing when they are present.
 # Usage: scripts/install-deps.sh [--with-mpich] [--with-data] [--with-slurm] [--with-chromium]
 #                               [--with-torch] [--with-fuzz] [--with-valgrind]
-# --with-torch: for the optional tools/torch_crosscheck.py (run with /usr/bin/python3); never
-# needed to build or test. --with-fuzz: clang and libFuzzer for scripts/fuzz.sh (CI runs it).
+# --with-torch: for the optional tools/torch_crosscheck.py and tools/read_tensorboard.py (run
+# with /usr/bin/python3); never needed to build or test. --with-fuzz: clang and libFuzzer for scripts/fuzz.sh (CI runs it).
 # --with-valgrind: valgrind for scripts/test-valgrind.sh.
 set -euo pipefail
 
@@ -18,7 +18,7 @@ for arg in "$@"; do
     --with-data)  packages+=(dataset-fashion-mnist bible-kjv) ;;  # bible-kjv: scripts/get-kjv.sh
     --with-slurm) packages+=(slurm-wlm munge libpmix-dev iproute2 util-linux) ;;  # iproute2, util-linux: launch/local-cluster
     --with-chromium) packages+=(chromium) ;;  # the optional plot render test
-    --with-torch) packages+=(python3-torch python3-numpy) ;;
+    --with-torch) packages+=(python3-torch python3-numpy python3-protobuf) ;;
     --with-fuzz) packages+=(clang-14 libclang-rt-14-dev) ;;  # libFuzzer (scripts/fuzz.sh)
     --with-valgrind) packages+=(valgrind) ;;  # memcheck (scripts/test-valgrind.sh)
     *) echo "install-deps.sh: unknown option '$arg'" >&2; exit 2 ;;

@@ -6,6 +6,7 @@
 
 #include "mpiddp/distributed/communicator.hpp"
 #include "mpiddp/train/trainer.hpp"
+#include "quiet_training.hpp"
 
 namespace mpiddp::test {
 
@@ -20,10 +21,7 @@ inline io::Json adam_experiment(const std::string& checkpoint_dir) {
 // Trains quietly, resuming from `resume` when it is not empty.
 inline train::RunResult train_run(distributed::Communicator& comm, const io::Json& user,
                                   const std::string& resume = "") {
-  train::TrainOptions options;
-  options.quiet = true;
-  options.resume = resume;
-  return train::run_training(config::parse_config(user), comm, options);
+  return quiet_training(user, comm, resume);
 }
 
 }  // namespace mpiddp::test

@@ -195,16 +195,18 @@ TEST(Ema, NRanksWholeOrShardedReproduceOneProcess) {
   EXPECT_NE(tensor_bytes(dir + "/single.safetensors"), tensor_bytes(dir + "/single.ema.safetensors"));
   ASSERT_EQ(average.tensors().size(), weights.tensors().size());
   for (size_t t = 0; t < weights.tensors().size(); ++t) EXPECT_EQ(average.tensors()[t].name, weights.tensors()[t].name);
+  // Made once: rank 0 empties the directory when it makes it, which must not happen while
+  // another rank still reads the files of the iteration before.
+  const std::string shared = test::shared_scratch_dir(comm, "ema_weights_n");
   for (const bool sharded : {false, true}) {
     io::Json n_user = user;
     n_user["reduce"]["shard_optimizer"] = sharded;
     const std::string what = sharded ? "sharded" : "whole";
-    const std::string shared = test::shared_scratch_dir(comm, "ema_weights_n");
-    n_user["save_weights"] = shared + "/n.safetensors";
+    n_user["save_weights"] = shared + "/" + what + ".safetensors";
     const RunResult n_ranks = train(n_user, comm);
     comm.barrier();  // rank 0 writes the files after the run's last collective
     // The average rank 0 writes: gathered from the ranks' parts when sharded.
-    const std::vector<char> n_average = tensor_bytes(shared + "/n.ema.safetensors"),
+    const std::vector<char> n_average = tensor_bytes(shared + "/" + what + ".ema.safetensors"),
                             one_average = tensor_bytes(dir + "/single.ema.safetensors");
     ASSERT_EQ(n_average.size(), one_average.size());
     for (size_t i = 0; i < n_average.size(); i += sizeof(double)) {
