@@ -14,8 +14,9 @@
 # and a re-measured cache may pick another library for small products, which changes bits
 # without any change to the code. The runs cover default and deterministic mode, the mpi and
 # shm paths and two emulated nodes, the optimizer sharded or not, accumulate_steps, sync off,
-# float64, the MLP of bench/mlp.json and the Fashion-MNIST CNN (skipped without the data set:
-# scripts/install-deps.sh --with-data).
+# float64, the MLP of bench/mlp.json, the Fashion-MNIST CNN (skipped without the data set:
+# scripts/install-deps.sh --with-data) and bench/gpt.json's GPT on the King James Bible
+# (scripts/get-kjv.sh), with attention's dropout in deterministic mode.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -45,6 +46,8 @@ mlp_det            | 2 | - | bench/mlp.json --set compute.gemm=eigen --set deter
 mlp_det_accum      | 2 | - | bench/mlp.json --set compute.gemm=eigen --set deterministic.chunks=16 --set epochs=1 --set accumulate_steps=2
 cnn_fmnist         | 2 | - | configs/fashion_mnist_cnn.json --set compute.gemm=eigen --set epochs=1
 cnn_det            | 2 | - | tests/golden/deterministic_cnn.json --set compute.gemm=eigen
+gpt_np2            | 2 | - | bench/gpt.json --set compute.gemm=eigen --set epochs=1 --set data.train.range=[0,0.008]
+gpt_dropout_det    | 2 | - | bench/gpt.json --set compute.gemm=eigen --set deterministic.chunks=2 --set epochs=1 --set data.train.range=[0,0.004] --set model.layers.2.layers.1.dropout=0.1
 EOF
 )
 names() { sed -E 's/ *\|.*//' <<< "$RUNS"; }
@@ -91,6 +94,9 @@ while IFS='|' read -r name np envs args; do
   if [ ${#wanted[@]} -gt 0 ] && ! printf '%s\n' "${wanted[@]}" | grep -qx "$name"; then continue; fi
   if [[ $name == cnn_* ]] && [ ! -d /usr/share/datasets/fashion-mnist ]; then
     printf '%-20s %3s %6s  %s\n' "$name" "$np" - "skipped: Fashion-MNIST is not installed"; continue
+  fi
+  if [[ $name == gpt_* ]] && [ ! -f "$root/data/kjv.txt" ]; then
+    printf '%-20s %3s %6s  %s\n' "$name" "$np" - "skipped: data/kjv.txt is missing (scripts/get-kjv.sh)"; continue
   fi
   envv=()
   [ "$envs" = - ] || envv=($envs)

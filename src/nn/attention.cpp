@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <optional>
 
 #include "mpiddp/core/error.hpp"
@@ -22,7 +21,15 @@ AttentionOptions AttentionOptions::parse(io::JsonSection& section) {
   if (options.dropout >= 1.0)
     throw ConfigError(section.key_path("dropout"), "expected a drop probability in [0, 1), got 1");
   options.init = InitStd::parse(section);
+  // Read only when given, so that configs written before it resolve (and hash) as before.
+  if (section.has("algorithm")) options.algorithm = section.choice("algorithm", "auto", {"auto", "naive", "tiled"});
   return options;
+}
+
+AttentionAlgorithm attention_algorithm(const std::string& configured, Index positions) {
+  if (configured == "naive") return AttentionAlgorithm::kNaive;
+  if (configured == "tiled") return AttentionAlgorithm::kTiled;
+  return positions >= kTiledAttentionFrom ? AttentionAlgorithm::kTiled : AttentionAlgorithm::kNaive;
 }
 
 namespace {
@@ -39,11 +46,6 @@ const Shape& attention_input(const AttentionOptions& options, const Shape& input
   return input;
 }
 
-template <typename T>
-using Strided = Eigen::Map<Matrix<T>, 0, Eigen::OuterStride<>>;
-template <typename T>
-using ConstStrided = Eigen::Map<const Matrix<T>, 0, Eigen::OuterStride<>>;
-
 }  // namespace
 
 template <typename T>
@@ -56,10 +58,13 @@ Attention<T>::Attention(const AttentionOptions& options, const Shape& input, con
       causal_(options.causal),
       bias_(options.bias),
       dropout_(options.dropout),
-      dropout_scale_(static_cast<T>(1.0 / (1.0 - options.dropout))),
       init_(options.init),
       salt_(fnv1a(key)),
-      key_(key) {}
+      key_(key) {
+  const AttentionGeometry geometry{t_, c_, heads_, d_, causal_, dropout_};
+  core_ = attention_algorithm(options.algorithm, t_) == AttentionAlgorithm::kTiled ? make_tiled_attention<T>(geometry)
+                                                                                  : make_naive_attention<T>(geometry);
+}
 
 template <typename T>
 std::string Attention<T>::describe() const {
@@ -78,8 +83,7 @@ std::vector<TensorSpec> Attention<T>::parameters() const {
 template <typename T>
 size_t Attention<T>::scratch_bytes(Index max_batch) const {
   const Index n = max_batch * t_;
-  return 2 * scratch_values_bytes<T>(3 * c_ * n) + 2 * scratch_values_bytes<T>(c_ * n) +
-         scratch_values_bytes<T>(t_ * t_ * heads_ * max_batch) + (dropout_ > 0.0 ? 2 : 1) * scratch_values_bytes<T>(t_ * t_);
+  return 2 * scratch_values_bytes<T>(3 * c_ * n) + 2 * scratch_values_bytes<T>(c_ * n) + core_->scratch_bytes(max_batch);
 }
 
 template <typename T>
@@ -122,11 +126,9 @@ void Attention<T>::bind(const LayerMemory<T>& memory) {
   };
   carve(qkv_, 3 * c_ * n);
   carve(heads_out_, c_ * n);
-  carve(probabilities_, t_ * t_ * heads_ * memory.max_batch);
   carve(d_qkv_, 3 * c_ * n);
   carve(d_heads_out_, c_ * n);
-  carve(d_scores_, t_ * t_);
-  if (dropout_ > 0.0) carve(mask_, t_ * t_);
+  core_->bind(reinterpret_cast<std::byte*>(s), memory.max_batch, {qkv_, heads_out_, d_qkv_, d_heads_out_});
 }
 
 template <typename T>
@@ -146,86 +148,6 @@ std::optional<DropoutStream> Attention<T>::dropout_stream(const PassContext& con
 }
 
 template <typename T>
-void Attention<T>::draw_mask(const DropoutStream& dropout, Index h, Index q) {
-  dropout.fill(mask_, h * t_ * t_, t_ * t_, q, dropout_, dropout_scale_);
-}
-
-// Scores and probabilities of head h of sample b: column i of p is the query at position i,
-// p(j, i) = softmax over j of q_i . k_j / sqrt(D), with the keys after i masked when causal.
-template <typename T>
-void Attention<T>::attend(Index b, Index h, const DropoutStream* dropout, Index position) {
-  const Index stride = 3 * c_;
-  const T* base = qkv_ + b * t_ * stride + h * d_;
-  const ConstStrided<T> q(base, d_, t_, Eigen::OuterStride<>(stride));
-  const ConstStrided<T> k(base + c_, d_, t_, Eigen::OuterStride<>(stride));
-  const ConstStrided<T> v(base + 2 * c_, d_, t_, Eigen::OuterStride<>(stride));
-  MatrixView<T> p(probabilities(b, h), t_, t_);
-  p.noalias() = k.transpose() * q;
-  const T scale = T(1) / std::sqrt(static_cast<T>(d_));
-  for (Index i = 0; i < t_; ++i) {
-    T* column = p.col(i).data();
-    const Index keys = causal_ ? i + 1 : t_;
-    T max = -std::numeric_limits<T>::infinity();
-    for (Index j = 0; j < keys; ++j) max = std::max(max, column[j] * scale);
-    T sum = 0;
-    for (Index j = 0; j < keys; ++j) {
-      column[j] = std::exp(column[j] * scale - max);
-      sum += column[j];
-    }
-    const T inv = T(1) / sum;
-    for (Index j = 0; j < keys; ++j) column[j] *= inv;
-    std::fill(column + keys, column + t_, T(0));
-  }
-  Strided<T> out(heads_out_ + b * t_ * c_ + h * d_, d_, t_, Eigen::OuterStride<>(c_));
-  if (!dropout) {
-    out.noalias() = v * p;
-    return;
-  }
-  // The probabilities stay as they are, for backward's softmax; the dropped ones go into
-  // d_scores_, free until backward.
-  draw_mask(*dropout, h, position);
-  MatrixView<T> dropped(d_scores_, t_, t_);
-  dropped = p.cwiseProduct(ConstMatrixView<T>(mask_, t_, t_));
-  out.noalias() = v * dropped;
-}
-
-// With P the probabilities and dO the head's output gradient: dv = dO P^T, dP = v^T dO, the
-// softmax's dS(j, i) = P(j, i) (dP(j, i) - sum_j' P(j', i) dP(j', i)) / sqrt(D), then
-// dq = k dS and dk = q dS^T. Masked entries have P = 0, so they pass no gradient. With
-// dropout's mask M the output read P M (elementwise): dv = dO (P M)^T, and dP is v^T dO times M.
-template <typename T>
-void Attention<T>::attend_backward(Index b, Index h, const DropoutStream* dropout, Index position) {
-  const Index stride = 3 * c_, offset = b * t_ * stride + h * d_;
-  const ConstStrided<T> q(qkv_ + offset, d_, t_, Eigen::OuterStride<>(stride));
-  const ConstStrided<T> k(qkv_ + offset + c_, d_, t_, Eigen::OuterStride<>(stride));
-  const ConstStrided<T> v(qkv_ + offset + 2 * c_, d_, t_, Eigen::OuterStride<>(stride));
-  Strided<T> dq(d_qkv_ + offset, d_, t_, Eigen::OuterStride<>(stride));
-  Strided<T> dk(d_qkv_ + offset + c_, d_, t_, Eigen::OuterStride<>(stride));
-  Strided<T> dv(d_qkv_ + offset + 2 * c_, d_, t_, Eigen::OuterStride<>(stride));
-  const ConstStrided<T> d_out(d_heads_out_ + b * t_ * c_ + h * d_, d_, t_, Eigen::OuterStride<>(c_));
-  const ConstMatrixView<T> p(probabilities(b, h), t_, t_);
-  MatrixView<T> ds(d_scores_, t_, t_);
-  if (dropout) {
-    draw_mask(*dropout, h, position);
-    const ConstMatrixView<T> mask(mask_, t_, t_);
-    ds = p.cwiseProduct(mask);
-    dv.noalias() = d_out * ds.transpose();
-    ds.noalias() = v.transpose() * d_out;
-    ds = ds.cwiseProduct(mask);
-  } else {
-    dv.noalias() = d_out * p.transpose();
-    ds.noalias() = v.transpose() * d_out;
-  }
-  const T scale = T(1) / std::sqrt(static_cast<T>(d_));
-  for (Index i = 0; i < t_; ++i) {
-    const T dot = p.col(i).dot(ds.col(i));
-    ds.col(i) = (p.col(i).array() * (ds.col(i).array() - dot) * scale).matrix();
-  }
-  dq.noalias() = k * ds;
-  dk.noalias() = q * ds.transpose();
-}
-
-template <typename T>
 void Attention<T>::forward(const PassContext& context, ConstMatrixView<T> x, MatrixView<T> y) {
   const Index n = x.cols() * t_;
   const ConstMatrixView<T> xs(x.data(), c_, n);
@@ -236,7 +158,7 @@ void Attention<T>::forward(const PassContext& context, ConstMatrixView<T> x, Mat
                     kernels::Op::kNone, kernels::Accumulate::kAdd);
   const std::optional<DropoutStream> dropout = dropout_stream(context);
   for (Index b = 0; b < x.cols(); ++b)
-    for (Index h = 0; h < heads_; ++h) attend(b, h, dropout ? &*dropout : nullptr, context.position(b));
+    for (Index h = 0; h < heads_; ++h) core_->forward(b, h, dropout ? &*dropout : nullptr, context.position(b));
   MatrixView<T> ys(y.data(), c_, n);
   if (bias_) ys.colwise() = VectorView<T>(proj_bias_, c_);
   else ys.setZero();
@@ -260,7 +182,7 @@ void Attention<T>::backward(const PassContext& context, ConstMatrixView<T> x, Co
   const std::optional<DropoutStream> dropout = dropout_stream(context);
   for (Index b = 0; b < x.cols(); ++b)
     for (Index h = 0; h < heads_; ++h)
-      attend_backward(b, h, dropout ? &*dropout : nullptr, context.position(b));
+      core_->backward(b, h, dropout ? &*dropout : nullptr, context.position(b));
   // c_attn, the same with the (3C) gradient of q, k and v.
   const ConstMatrixView<T> d_qkv(d_qkv_, 3 * c_, n);
   MatrixView<T> d_attn(attn_weight_grad_, c_, 3 * c_);

@@ -8,16 +8,19 @@
 // With `dropout` p, the probabilities are dropped and scaled by 1/(1-p) in training, as
 // nanoGPT's attn_dropout, with masks by the sample's global position (nn/dropout_mask.hpp).
 //
+// The core from q, k, v to the heads' outputs is one of two algorithms (nn/attention_core.hpp):
+// `naive` keeps each head's (T, T) probabilities per sample, `tiled` only each query's
+// log-sum-exp; `auto` takes the one measured faster for the sequence's length
+// (attention_algorithm below, docs/benchmarks.md).
+//
 // Scratch, for up to max_batch samples B (values of T): qkv (3C, B T), the heads' outputs
-// (C, B T), the attention probabilities (T, T) per head and sample, and in backward their
-// gradients' buffers of the same sizes as qkv and the heads' outputs, and one (T, T) (two
-// with dropout: the mask of one head). The
-// probabilities are the only part that grows with T^2 (issue 34 brings a tiled kernel that
-// keeps O(T) per head instead).
+// (C, B T), and in backward their gradients' buffers of the same sizes, then the core's own.
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "mpiddp/io/json_reader.hpp"
+#include "mpiddp/nn/attention_core.hpp"
 #include "mpiddp/nn/dropout_mask.hpp"
 #include "mpiddp/nn/initialization.hpp"
 #include "mpiddp/nn/layer.hpp"
@@ -30,8 +33,14 @@ struct AttentionOptions {
   bool bias = true;
   double dropout = 0.0;  // on the probabilities, as nanoGPT's attn_dropout
   InitStd init;          // the projections' weights N(0, init_std^2), biases zero
+  std::string algorithm = "auto";  // "auto" | "naive" | "tiled"
   static AttentionOptions parse(io::JsonSection& section);
 };
+
+// The algorithm `auto` picks for T positions (a rule, so that the same model has the same
+// bits on every machine of a kind): tiled from kTiledAttentionFrom positions on.
+inline constexpr Index kTiledAttentionFrom = 128;
+AttentionAlgorithm attention_algorithm(const std::string& configured, Index positions);
 
 template <typename T>
 class Attention final : public Layer<T> {
@@ -51,22 +60,12 @@ class Attention final : public Layer<T> {
                 ConstMatrixView<T> dy, MatrixView<T>* dx) override;
 
  private:
-  // Head h of sample b: its (T, T) probabilities, column i the query at position i.
-  T* probabilities(Index b, Index h) const { return probabilities_ + (b * heads_ + h) * t_ * t_; }
-  // The products of one head of one sample: probabilities from q and k, the output from v.
-  // With `dropout`, the probabilities' mask comes from the stream (null in evaluation, or
-  // without dropout) at the sample's global position.
-  void attend(Index b, Index h, const DropoutStream* dropout, Index position);
-  void attend_backward(Index b, Index h, const DropoutStream* dropout, Index position);
   // The pass's dropout stream: none in evaluation or without dropout.
   std::optional<DropoutStream> dropout_stream(const PassContext& context) const;
-  // The mask of head h of the sample at position q, into mask_: (T, T) as the probabilities.
-  void draw_mask(const DropoutStream& dropout, Index h, Index q);
 
   Index t_, c_, heads_, d_;  // positions, width, heads, width of a head
   bool causal_, bias_;
   double dropout_;
-  T dropout_scale_;  // 1 / (1 - dropout)
   InitStd init_;
   uint64_t salt_;    // fnv1a of the key path: the dropout stream's
   std::string key_;
@@ -76,11 +75,10 @@ class Attention final : public Layer<T> {
   T* proj_bias_ = nullptr;
   T* attn_weight_grad_ = nullptr, *attn_bias_grad_ = nullptr;
   T* proj_weight_grad_ = nullptr, *proj_bias_grad_ = nullptr;
-  // Scratch: qkv_ (3C, B T), heads_out_ (C, B T), probabilities_ (T, T, heads, B), and for
-  // backward d_qkv_ (3C, B T), d_heads_out_ (C, B T), d_scores_ (T, T); with dropout, mask_
-  // (T, T), one head's at a time: backward draws it again rather than keep every head's.
-  T* qkv_ = nullptr, *heads_out_ = nullptr, *probabilities_ = nullptr;
-  T* d_qkv_ = nullptr, *d_heads_out_ = nullptr, *d_scores_ = nullptr, *mask_ = nullptr;
+  // Scratch: qkv_ (3C, B T), heads_out_ (C, B T), and for backward d_qkv_ (3C, B T),
+  // d_heads_out_ (C, B T); then the core's.
+  T* qkv_ = nullptr, *heads_out_ = nullptr, *d_qkv_ = nullptr, *d_heads_out_ = nullptr;
+  std::unique_ptr<AttentionCore<T>> core_;
 };
 
 }  // namespace mpiddp::nn
