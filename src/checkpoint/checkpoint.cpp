@@ -11,6 +11,7 @@
 #include "mpiddp/core/hash.hpp"
 #include "mpiddp/checkpoint/vocabulary.hpp"
 #include "mpiddp/checkpoint/weights.hpp"
+#include "mpiddp/nn/residual.hpp"
 
 namespace mpiddp::checkpoint {
 
@@ -105,12 +106,15 @@ io::Json resume_config(const config::Config& config) {
   // Fault policies, the watchdog, fault injection, threads, prefetch and the reduction path change
   // how a run is watched or spread over cores, not its updates (beyond float rounding, as
   // another world size does), so they may change too. When and how much it evaluates, and
-  // when it stops early, change which updates run, not what any of them is.
+  // when it stops early, change which updates run, not what any of them is. A residual's
+  // recompute changes what a step keeps in memory, not one bit of it (nn/residual.hpp).
   for (const char* key : {"log", "checkpoint", "save_weights", "init", "check_every_steps",
                           "on_nonfinite", "max_skipped", "divergence", "watchdog", "debug",
                           "threads", "prefetch", "reduce", "eval", "early_stopping"})
     kept.erase(key);
   if (!cosine_spans_run(config)) kept.erase("epochs");
+  if (kept.contains("model") && kept["model"].contains("layers"))
+    kept["model"]["layers"] = nn::without_recompute(std::move(kept["model"]["layers"]));
   return kept;
 }
 

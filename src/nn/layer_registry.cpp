@@ -96,6 +96,21 @@ std::vector<std::string> layer_type_names() { return layer_registry().names(); }
 
 namespace {
 
+// An unread key of a layer's section is an error. A "recompute" there is a residual's key
+// put on the layers inside it, so the message says where it belongs.
+void finish_layer_section(io::JsonSection& section, const LayerSpec& spec) {
+  try {
+    section.finish();
+  } catch (const ConfigError& e) {
+    if (e.key_path() != spec.key + ".recompute") throw;
+    throw ConfigError(e.key_path(), "unknown key of a " + spec.type +
+                                        " layer: recompute belongs to a residual (its body's forward "
+                                        "runs again in backward); set it on the residual around the "
+                                        "layers: {\"type\": \"residual\", \"recompute\": true, "
+                                        "\"layers\": [...]}");
+  }
+}
+
 std::vector<LayerSpec> parse_list(const io::Json* list, const std::string& key_path,
                                   io::Json& resolved_out) {
   if (!list) throw ConfigError(key_path, "required key is missing");
@@ -118,7 +133,7 @@ std::vector<LayerSpec> parse_list(const io::Json* list, const std::string& key_p
                         "unknown layer type '" + spec.type + "'; expected " + names_text());
     section.put("type", spec.type);
     spec.options = entry->parse(section);
-    section.finish();
+    finish_layer_section(section, spec);
     resolved_out.push_back(section.resolved());
     specs.push_back(std::move(spec));
   }

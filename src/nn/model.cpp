@@ -39,6 +39,7 @@ Model<T>::Model(const Shape& input, const std::vector<LayerSpec>& specs, Index m
   buffer_values_.assign(values, T(0));
   buffer_counters_.assign(counters, 0);
   scratch_.assign(stack_.scratch_bytes(max_batch_), std::byte{0});
+  transient_.assign(stack_.transient_bytes(max_batch_), std::byte{0});
   output_.assign(outputs() * max_batch_, T(0));
   output_gradient_.assign(outputs() * max_batch_, T(0));
   stack_.bind(memory());
@@ -81,6 +82,7 @@ LayerMemory<T> Model<T>::memory() {
   m.buffers = buffer_values_.data();
   m.counters = buffer_counters_.data();
   m.scratch = scratch_.data();
+  m.transient = transient_.data();
   m.max_batch = max_batch_;
   return m;
 }

@@ -118,6 +118,13 @@ size_t Sequential<T>::scratch_bytes(Index max_batch) const {
 }
 
 template <typename T>
+size_t Sequential<T>::transient_bytes(Index max_batch) const {
+  size_t largest = 0;
+  for (const auto& layer : layers_) largest = std::max(largest, layer->transient_bytes(max_batch));
+  return largest;
+}
+
+template <typename T>
 double Sequential<T>::multiply_adds_per_sample() const {
   double total = 0.0;
   for (const auto& layer : layers_) total += layer->multiply_adds_per_sample();
@@ -148,7 +155,7 @@ void Sequential<T>::bind(const LayerMemory<T>& memory) {
     own.gradients = memory.gradients + parameter_offsets_[l];
     own.buffers = buffers;
     own.counters = counters;
-    own.scratch = scratch;
+    own.scratch = scratch;  // own.transient stays the stack's: its layers run one at a time
     for (const BufferSpec& b : layers_[l]->buffers()) {
       if (b.type == BufferType::kReal) buffers += shape_size(b.shape);
       else counters += shape_size(b.shape);
@@ -167,6 +174,12 @@ template <typename T>
 bool Sequential<T>::supports_chunked_pass(Index chunk) const {
   return std::all_of(layers_.begin(), layers_.end(),
                      [chunk](const auto& layer) { return layer->supports_chunked_pass(chunk); });
+}
+
+template <typename T>
+bool Sequential<T>::can_run_forward_twice() const {
+  return std::all_of(layers_.begin(), layers_.end(),
+                     [](const auto& layer) { return layer->can_run_forward_twice(); });
 }
 
 template <typename T>

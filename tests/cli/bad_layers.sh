@@ -48,6 +48,10 @@ for np in 1 2; do
   expect_error "$np" "model.layers[3].layers[1].type" --set model.layers.3.layers.1.type=swish
   expect_error "$np" "model.layers[7]: linear needs a flat input" --set model.layers.6.type=relu
   expect_error "$np" "model.layers[4].kernel" --set 'model.layers.4.kernel=[2,0]'
+  expect_error "$np" "model.layers[0].recompute: unknown key of a conv2d layer: recompute belongs to a residual" \
+    --set model.layers.0.recompute=true
+  expect_error "$np" "model.layers[3].recompute: the body's layer model.layers[3].layers[1] (batchnorm2d)" \
+    --set model.layers.3.recompute=true --set model.layers.3.layers.1.type=batchnorm2d
 done
 # One value per channel in training: one sample per step on one rank, or per rank without sync.
 expect_error 1 "model.layers[1]: batchnorm2d would normalise over 1 value" \

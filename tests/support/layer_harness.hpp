@@ -39,12 +39,14 @@ class LayerHarness {
     buffers.assign(static_cast<size_t>(values), T(0));
     counters.assign(static_cast<size_t>(counts), 0);
     scratch_.assign(layer.scratch_bytes(max_batch), std::byte{0});
+    transient_.assign(layer.transient_bytes(max_batch), std::byte{0});
     nn::LayerMemory<T> memory;
     memory.parameters = params.data();
     memory.gradients = grads.data();
     memory.buffers = buffers.data();
     memory.counters = counters.data();
     memory.scratch = scratch_.data();
+    memory.transient = transient_.data();
     memory.max_batch = max_batch;
     layer.bind(memory);
   }
@@ -68,6 +70,10 @@ class LayerHarness {
     return dx;
   }
 
+  // Fills the transient memory with NaN bytes, as the layers after this one overwrite it
+  // between its forward and its backward (Note [transient memory] in nn/layer.hpp).
+  void clobber_transient() { std::fill(transient_.begin(), transient_.end(), std::byte{0xff}); }
+
   // Copies values into the bound parameters (their count must match).
   void set_parameters(const std::vector<T>& values) {
     EXPECT_EQ(values.size(), params.size());
@@ -79,7 +85,7 @@ class LayerHarness {
 
  private:
   nn::Layer<T>& layer_;
-  nn::AlignedVector<std::byte> scratch_;
+  nn::AlignedVector<std::byte> scratch_, transient_;
 };
 
 // Checks a layer's backward against central differences of L = sum(y .* r), for its input

@@ -46,7 +46,8 @@ struct RunIdentity {
 
 // The resolved config less the keys a resumed run may change: epochs (unless a cosine
 // schedule with t_max 0 spans the whole run), log, checkpoint, save_weights, init (the
-// parameters come from the checkpoint) and check_every_steps. See docs/checkpoints.md.
+// parameters come from the checkpoint), check_every_steps and the residuals' recompute.
+// See docs/checkpoints.md.
 io::Json resume_config(const config::Config& config);
 
 // "<dir>/step-000000000016.safetensors"

@@ -63,6 +63,9 @@ class BatchNorm final : public Layer<T> {
   }
   // ConfigError (exit 2) on the layer's key when `smallest` samples give one value per channel.
   void check_training_batch(Index smallest) const override;
+  // A training forward moves the running statistics (and, synchronised, is a collective):
+  // a second one would move them twice, so no recomputing residual may hold it.
+  bool can_run_forward_twice() const override { return false; }
   void bind(const LayerMemory<T>& memory) override;
   // weight 1, bias 0, running_mean 0, running_var 1, num_batches_tracked 0; draws nothing.
   void initialize(Rng& rng) override;

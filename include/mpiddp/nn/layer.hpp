@@ -6,9 +6,20 @@
 //   parameters()   trained tensors, with PyTorch's name suffix and shape, in memory order;
 //   buffers()      saved but untrained state (BatchNorm's running statistics);
 //   scratch_bytes  memory it keeps from forward to backward, or uses inside one pass, for
-//                  up to max_batch samples.
+//                  up to max_batch samples;
+//   transient_bytes  memory it uses inside one forward call or one backward call only
+//                  (Note [transient memory]).
 // The model sums these up, allocates each kind once, and hands every layer its views (bind).
 // A training step therefore allocates nothing.
+//
+// Note [transient memory]
+// Scratch is the layer's own: nothing else writes it between its forward and its backward.
+// Transient memory is shared: every layer of a stack gets the same region, since they run
+// one at a time, and the model allocates the largest any layer asks for, once. A layer may
+// write and read it freely inside one call of forward or of backward, but nothing in it
+// survives the call: the layers after it (in forward) or before it (in backward) overwrite
+// it in between. A recomputing residual (nn/residual.hpp) keeps its body's activations
+// there: it runs the body's forward again inside its own backward instead of keeping them.
 //
 // Note [one buffer, many views]
 // All parameters of a model live in one flat buffer and all gradients in another with the
@@ -78,6 +89,9 @@ struct LayerMemory {
   T* buffers = nullptr;      // the real buffers(), in order
   int64_t* counters = nullptr;  // the int64 buffers(), in order
   std::byte* scratch = nullptr; // scratch_bytes(max_batch), 64-byte aligned
+  // transient_bytes(max_batch), 64-byte aligned, shared with the stack's other layers
+  // (Note [transient memory]).
+  std::byte* transient = nullptr;
   Index max_batch = 0;
   // The whole model's tensors and buffers, where a layer finds the tensors it is tied to.
   const std::vector<ParameterTensor>* model_tensors = nullptr;
@@ -107,6 +121,9 @@ class Layer {
   // The tensors it uses but does not own (TiedTensor); their sizes are not in parameters().
   virtual std::vector<TiedTensor> tied_tensors() const { return {}; }
   virtual size_t scratch_bytes(Index /*max_batch*/) const { return 0; }
+  // Memory used within one forward call or one backward call, not kept between them
+  // (Note [transient memory]).
+  virtual size_t transient_bytes(Index /*max_batch*/) const { return 0; }
   // Multiply-adds of one sample's forward pass (backward costs about twice as much): the
   // thread choice and the benchmarks' FLOP figures come from it.
   virtual double multiply_adds_per_sample() const { return 0.0; }
@@ -131,6 +148,13 @@ class Layer {
   // chunk's parameter gradients onto the context's gradient grid. False unless the layer
   // says so: such a model's deterministic step goes chunk by chunk instead.
   virtual bool supports_chunked_pass(Index /*chunk*/) const { return false; }
+  // Whether a second forward of the same input and context, before the backward, writes the
+  // same bits and leaves the layer as one forward would: what a recomputing residual needs
+  // of its body. True unless the layer says otherwise: BatchNorm's training forward moves
+  // its running statistics (and sums statistics over the ranks), so a second one would move
+  // them again. A layer that draws from a generator's state, not from the pass's counters
+  // as dropout does (nn/dropout_mask.hpp), must say false as well.
+  virtual bool can_run_forward_twice() const { return true; }
   // Whether backward honours PassContext::overwrite_gradients: when it is set, every one of
   // the layer's parameter gradients is written, not added to. False unless the layer says
   // so: the step then clears the layer's gradients before the pass, as it always did.

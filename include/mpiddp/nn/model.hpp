@@ -1,6 +1,7 @@
 #pragma once
 // A model: a Sequential with its memory. It owns one flat parameter buffer, one flat
-// gradient buffer, the buffers' memory and one scratch arena, and hands each layer its
+// gradient buffer, the buffers' memory, one scratch arena and one transient arena (Note
+// [transient memory] in nn/layer.hpp), and hands each layer its
 // views (Note [one buffer, many views] in nn/layer.hpp), in order, with a running offset.
 //
 // Activation memory is sized once for max_batch samples: forward and backward only write
@@ -59,9 +60,10 @@ class Model {
   // architecture in hashes, logs and checkpoints.
   std::string describe() const;
   const Sequential<T>& layers() const { return stack_; }
-  // Bytes of activation memory for max_batch: the layers' scratch, the output and its gradient.
+  // Bytes of activation memory for max_batch: the layers' scratch and transient memory, the
+  // output and its gradient.
   size_t activation_bytes() const {
-    return scratch_.size() + (output_.size() + output_gradient_.size()) * sizeof(T);
+    return scratch_.size() + transient_.size() + (output_.size() + output_gradient_.size()) * sizeof(T);
   }
 
   T* parameters() { return parameters_; }
@@ -152,6 +154,7 @@ class Model {
   AlignedVector<T> buffer_values_;           // the real buffers, in layer order
   std::vector<int64_t> buffer_counters_;     // the int64 buffers, in layer order
   AlignedVector<std::byte> scratch_;         // every layer's scratch, activations included
+  AlignedVector<std::byte> transient_;       // the layers' shared transient memory
   AlignedVector<T> output_;                  // (outputs, max_batch)
   AlignedVector<T> output_gradient_;         // (outputs, max_batch)
 };

@@ -2,7 +2,8 @@
 // A chain of layers, each fed by the one before: the model's body, and a residual's body.
 // It is a layer itself: its parameters, buffers and scratch are its layers' in order (names
 // prefixed "<index>."), and its scratch also holds the activations between its layers and
-// the two ping-pong buffers of backward.
+// the two ping-pong buffers of backward. Its layers run one at a time, so they share one
+// transient region, the largest any of them asks for (Note [transient memory] in layer.hpp).
 #include <memory>
 #include <utility>
 #include <vector>
@@ -37,6 +38,7 @@ class Sequential final : public Layer<T> {
   // layer tied to them: the layers holding them add their gradients, never overwrite them.
   void share_gradients(const std::vector<std::pair<Index, Index>>& ranges);
   size_t scratch_bytes(Index max_batch) const override;
+  size_t transient_bytes(Index max_batch) const override;
   double multiply_adds_per_sample() const override;
   void gemm_calls(Index batch, std::vector<kernels::GemmCall>& calls) const override {
     for (const auto& layer : layers_) layer->gemm_calls(batch, calls);
@@ -45,6 +47,7 @@ class Sequential final : public Layer<T> {
     for (const auto& layer : layers_) layer->check_training_batch(smallest);
   }
   bool supports_chunked_pass(Index chunk) const override;
+  bool can_run_forward_twice() const override;
   // Every layer with parameters does: the others' gradients would need clearing first.
   bool can_overwrite_gradients() const override;
   // The stack's parameter ranges [first, end) that a pass with overwrite_gradients adds to,
