@@ -1,5 +1,8 @@
 #include "mpiddp/train/deterministic_gemm.hpp"
 
+#include <algorithm>
+#include <type_traits>
+
 #include "mpiddp/kernels/gemm_columns.hpp"
 #include "mpiddp/kernels/grid_product.hpp"
 
@@ -41,22 +44,78 @@ constexpr bool kNativeBuild = true;
 constexpr bool kNativeBuild = false;
 #endif
 
+// "6291456": the rule's text gives whole numbers of multiply-adds.
+std::string multiply_adds_text(double value) { return std::to_string(static_cast<long long>(value)); }
+
 }  // namespace
+
+CpuFeatures this_cpu_features() {
+  // CPUID, read when the process starts (GCC's and Clang's builtin): the CPU that runs, not
+  // the one that built.
+  __builtin_cpu_init();
+  return {__builtin_cpu_supports("avx512f") != 0};
+}
+
+GemmRule deterministic_gemm_rule(const GemmRuleInputs& in) {
+  // Each step appends what it looked at; the first that fails ends the text with eigen.
+  std::string text;
+  auto looked_at = [&](const std::string& fact) { text += (text.empty() ? "" : ", ") + fact; };
+  auto eigen = [&]() { return GemmRule{kernels::GemmBackend::kEigen, text + ": eigen"}; };
+  looked_at(in.chunked_pass ? "chunked pass" : "chunk by chunk");
+  if (!in.chunked_pass) return eigen();
+  looked_at(in.native_build ? "native build" : "portable build");
+  if (!in.native_build) return eigen();
+  const bool onednn = std::find(in.built.begin(), in.built.end(), kernels::GemmBackend::kOneDnn) != in.built.end();
+  looked_at(onednn ? "onednn built in" : "no onednn built in");
+  if (!onednn) return eigen();
+  looked_at(in.float32 ? "float32" : "float64");
+  if (!in.float32) return eigen();
+  looked_at(in.cpu.avx512f ? "cpu avx512f" : "cpu no-avx512f");
+  if (!in.cpu.avx512f) return eigen();
+  const double typical = kernels::typical_product_multiply_adds(in.products);
+  const bool large = typical >= kRuleLibraryMultiplyAdds;
+  looked_at("typical product " + multiply_adds_text(typical) + " multiply-adds " + (large ? ">= " : "< ") +
+            multiply_adds_text(kRuleLibraryMultiplyAdds));
+  if (!large) return eigen();
+  return {kernels::GemmBackend::kOneDnn, text + ": onednn"};
+}
+
+template <typename T>
+GemmRuleInputs deterministic_gemm_rule_inputs(const nn::Model<T>& model, Index chunk) {
+  GemmRuleInputs in;
+  in.chunked_pass = model.layers().supports_chunked_pass(chunk);
+  in.native_build = kNativeBuild;
+  in.built = kernels::available_gemm_backends();
+  in.float32 = std::is_same_v<T, float>;
+  in.cpu = this_cpu_features();
+  // The products a library makes over many chunks at once, at the widest piece: the same
+  // at every N, since the pieces follow B/C alone.
+  for (const kernels::GemmCall& call : model.gemm_calls(kernels::chunked_product_pieces(chunk).front()))
+    if (call.role != kernels::GemmRole::kWeightGradient) in.products.push_back(call);
+  return in;
+}
 
 template <typename T>
 DeterministicGemm choose_deterministic_gemm(const std::string& configured, const nn::Model<T>& model,
                                             Index chunks, Index chunk, Index last_chunk) {
   DeterministicGemm result;
-  result.choice = choose_gemm<T>(configured == "auto" ? "eigen" : configured, {}, 1);
-  result.choice.how = "deterministic";
-  // Note [deterministic mode's library]: a measured library only for a chunked pass, only in
-  // a native build, and only where the choice is remembered and its column bits hold.
-  if (configured == "auto" && kNativeBuild && model.layers().supports_chunked_pass(chunk)) {
-    GemmChoice measured = choose_gemm<T>("auto", model.gemm_calls(kernels::chunked_product_pieces(chunk).front()), 1);
-    if (measured.backend != kernels::GemmBackend::kEigen && measured.remembered) {
-      result.full = chunked_pass_pieces(measured.backend, model, chunks, chunk);
-      if (result.full.chunked()) result.choice = measured;
+  if (configured == "auto") {
+    // Note [deterministic mode's library]: steps 1 to 6, then step 7, the column check.
+    // Nothing is timed, and the default mode's cache is neither read nor written.
+    const GemmRule rule = deterministic_gemm_rule(deterministic_gemm_rule_inputs(model, chunk));
+    result.choice.backend = rule.backend;
+    result.choice.how = "rule";
+    result.choice.rule = rule.text;
+    if (rule.backend != kernels::GemmBackend::kEigen) {
+      result.full = chunked_pass_pieces(rule.backend, model, chunks, chunk);
+      if (!result.full.chunked()) {
+        result.choice.backend = kernels::GemmBackend::kEigen;
+        result.choice.rule += ", its column bits do not hold: eigen";
+      }
     }
+  } else {
+    result.choice = choose_gemm<T>(configured, {}, 1);
+    result.choice.how = "deterministic";
   }
   const kernels::GemmBackend backend = result.choice.backend;
   if (!result.full.chunked()) result.full = chunked_pass_pieces(backend, model, chunks, chunk);
@@ -69,6 +128,8 @@ DeterministicGemm choose_deterministic_gemm(const std::string& configured, const
   return result;
 }
 
+template GemmRuleInputs deterministic_gemm_rule_inputs<float>(const nn::Model<float>&, Index);
+template GemmRuleInputs deterministic_gemm_rule_inputs<double>(const nn::Model<double>&, Index);
 template DeterministicGemm choose_deterministic_gemm<float>(const std::string&, const nn::Model<float>&, Index,
                                                             Index, Index);
 template DeterministicGemm choose_deterministic_gemm<double>(const std::string&, const nn::Model<double>&, Index,

@@ -95,6 +95,7 @@ io::Json gemm_record(const GemmChoice& choice) {
                      {"chosen", choice.how}};
   if (!choice.timings.empty()) record["seconds"] = timings_json(choice.timings);
   if (!choice.cache.empty()) record["cache"] = choice.cache;
+  if (!choice.rule.empty()) record["rule"] = choice.rule;
   return record;
 }
 

@@ -5,8 +5,9 @@
 # column bits let it take the chunked pass is measured on this CPU at start-up, and the run
 # record says which pass ran and in pieces of how many columns; either way the records and
 # checksums are byte-identical at np 1, 2, 3, 4, 6 and 8, and the pass is the same at every
-# np. Then `auto`, which takes the library the machine runs fastest when its bits hold: the
-# same library, pass and bits at np 1, 3 and 8.
+# np. Then `auto`, which takes its library by a rule of the build, the CPU's features and the
+# pass's shapes (oneDNN with AVX-512 where its bits hold, else Eigen), nothing timed: the run
+# record says "chosen":"rule", and the same library, pass and bits at np 1, 3 and 8.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/deterministic_lib.sh"
 cat > "$WORK/mlp.json" <<'JSON'
@@ -47,6 +48,8 @@ done
 det_run auto_np1 1 "${MLP[@]}"
 grep -q '"deterministic":{"chunks":24,"pass":"chunked"' "$WORK/auto_np1.jsonl" ||
   fail "auto: chunks of 16 samples did not take the chunked pass"
+grep -q '"gemm":{[^}]*"chosen":"rule","rule":"chunked pass, ' "$WORK/auto_np1.jsonl" ||
+  fail "auto: the run record's gemm does not name the rule that chose"
 echo "  auto: $(backend_of "$WORK/auto_np1.jsonl"), $(pass_of "$WORK/auto_np1.jsonl")"
 for np in 3 8; do
   det_run "auto_np$np" "$np" "${MLP[@]}"

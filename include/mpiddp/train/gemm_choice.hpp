@@ -2,6 +2,8 @@
 // Which library computes the matrix products of a run (compute.gemm; kernels/gemm.hpp). With
 // `auto`, rank 0 times the libraries on the model's own products and every rank takes its
 // answer (the trainer broadcasts it: replicas must not mix libraries, which round apart).
+// Deterministic mode's `auto` times nothing and reads no cache: a rule decides it (Note
+// [deterministic mode's library] in train/deterministic_gemm.hpp).
 //
 // Note [the choice is remembered]
 // Timings on a busy machine can put two libraries within noise of each other, and a choice
@@ -22,12 +24,17 @@ namespace mpiddp::train {
 
 struct GemmChoice {
   kernels::GemmBackend backend = kernels::GemmBackend::kEigen;
-  std::string how;                     // "config", "measured" or "cached"
+  // "config", "measured" or "cached"; in deterministic mode "rule" (auto) or "deterministic"
+  // (a library named in compute.gemm).
+  std::string how;
   std::vector<kernels::GemmTiming> timings;  // of the measurement (also when read from the cache)
   std::string cache;                   // the cache file, or why there is none
   // Whether later runs will read this answer: read from the cache, or measured and written
   // to it. A measured answer that was not written may differ in the next run.
   bool remembered = false;
+  // Deterministic mode's `auto`: what its rule looked at, and what it chose (Note
+  // [deterministic mode's library] in train/deterministic_gemm.hpp).
+  std::string rule;
 };
 
 // Rank 0's decision: `configured` is compute.gemm, T the model's number type.
@@ -35,7 +42,7 @@ template <typename T>
 GemmChoice choose_gemm(const std::string& configured, const std::vector<kernels::GemmCall>& calls, int threads);
 
 // The run record's "gemm" field: {"backend", "library", "chosen": how, "seconds": {library:
-// seconds per pass} when measured, "cache"}.
+// seconds per pass} when measured, "cache", "rule" in deterministic mode's auto}.
 io::Json gemm_record(const GemmChoice& choice);
 
 // The directory of the cache file (Note [the choice is remembered]); "" when none is set.
