@@ -44,6 +44,24 @@ def openblas_core():
     return ""
 
 
+# A float32 product's error, relative to sum |a||b| elementwise, is at most about k 2^-24 for
+# k = 384 terms (2.3e-5); a kernel that computes wrong products is off by order 1.
+PRODUCT_TOLERANCE = 1e-4
+WRONG_PRODUCTS = 3  # the exit code: bench/compare.sh then falls back to the environment's kernel
+
+
+def product_error():
+    """The largest error of a (512, 384) x (384, 256) float32 product on this process's kernel
+    against float64, relative to sum |a||b| in each element: the check that OpenBLAS's own
+    pick for this CPU computes right before any figure is taken from it."""
+    g = torch.Generator().manual_seed(0)
+    a = torch.rand(512, 384, generator=g) - 0.5
+    b = torch.rand(384, 256, generator=g) - 0.5
+    exact = a.double() @ b.double()
+    scale = a.double().abs() @ b.double().abs()
+    return float((((a @ b).double() - exact).abs() / scale).max())
+
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 import openblas_threads  # noqa: E402
 
@@ -192,6 +210,11 @@ def main():
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--steps", type=int, default=0, help="at most this many steps per epoch (a smoke test)")
     args = parser.parse_args()
+    error = product_error()
+    if not error <= PRODUCT_TOLERANCE:
+        print(f"torch_peer: the OpenBLAS kernel {openblas_core()!r} computes a float32 product {error:.3g} away "
+              f"from float64 (relative; at most {PRODUCT_TOLERANCE:g} is rounding)", file=sys.stderr)
+        return WRONG_PRODUCTS
     cfg = load_workload(args.workload)
     if args.procs == 1:
         q = mp.get_context("fork").SimpleQueue()
@@ -217,6 +240,7 @@ def main():
         line["tokens_per_cpu_s"] = block / cpu_per_sample
     line["blas_core"] = openblas_core()
     line["openblas_coretype"] = os.environ.get("OPENBLAS_CORETYPE", "")
+    line["product_error"] = error
     if args.steps > 0:
         line["steps_per_epoch"] = args.steps  # a smoke test, not a measurement
     print(json.dumps(line))
