@@ -123,15 +123,15 @@ TEST(DeterministicGemmRule, TheBoundIsInclusive) {
 }
 
 // The cli_deterministic_library model in float32, 24 chunks of 16 samples.
-const char* const kLayers = R"([
+const char* const kRuleModelLayers = R"([
     {"type": "linear", "out": 256}, {"type": "relu"},
     {"type": "linear", "out": 192}, {"type": "relu"}, {"type": "linear", "out": 10}])";
-constexpr Index kChunks = 24;
-constexpr Index kChunk = 16;
+constexpr Index kRuleChunks = 24;
+constexpr Index kRuleChunk = 16;
 
 TEST(DeterministicGemmRule, TheInputsAreThePassesProductsAtItsWidestPiece) {
-  const nn::Model<float> model({64}, mpiddp::testing::specs(kLayers), kChunks * kChunk);
-  const GemmRuleInputs in = deterministic_gemm_rule_inputs(model, kChunk);
+  const nn::Model<float> model({64}, mpiddp::testing::specs(kRuleModelLayers), kRuleChunks * kRuleChunk);
+  const GemmRuleInputs in = deterministic_gemm_rule_inputs(model, kRuleChunk);
   EXPECT_TRUE(in.chunked_pass);
   EXPECT_TRUE(in.float32);
   EXPECT_EQ(in.built, kernels::available_gemm_backends());
@@ -147,8 +147,8 @@ TEST(DeterministicGemmRule, TheInputsAreThePassesProductsAtItsWidestPiece) {
   }
   // Chunks of 3 samples are not a whole number of Eigen's 4-column panels: chunk by chunk.
   EXPECT_FALSE(deterministic_gemm_rule_inputs(model, 3).chunked_pass);
-  const nn::Model<double> model64({64}, mpiddp::testing::specs(kLayers), kChunks * kChunk);
-  EXPECT_FALSE(deterministic_gemm_rule_inputs(model64, kChunk).float32);
+  const nn::Model<double> model64({64}, mpiddp::testing::specs(kRuleModelLayers), kRuleChunks * kRuleChunk);
+  EXPECT_FALSE(deterministic_gemm_rule_inputs(model64, kRuleChunk).float32);
 }
 
 class DeterministicGemmCache : public ::testing::Test {
@@ -173,15 +173,15 @@ class DeterministicGemmCache : public ::testing::Test {
 };
 
 TEST_F(DeterministicGemmCache, AutoNeitherReadsNorWritesTheTimingCache) {
-  const nn::Model<float> model({64}, mpiddp::testing::specs(kLayers), kChunks * kChunk);
+  const nn::Model<float> model({64}, mpiddp::testing::specs(kRuleModelLayers), kRuleChunks * kRuleChunk);
   // With no cache at all (a machine whose cache was cleared): the rule's answer, and no file.
-  const DeterministicGemm cleared = choose_deterministic_gemm<float>("auto", model, kChunks, kChunk, kChunk);
+  const DeterministicGemm cleared = choose_deterministic_gemm<float>("auto", model, kRuleChunks, kRuleChunk, kRuleChunk);
   EXPECT_EQ(cleared.choice.how, "rule");
   EXPECT_TRUE(cleared.choice.timings.empty());
   EXPECT_TRUE(cleared.choice.cache.empty());
   EXPECT_FALSE(std::filesystem::exists(dir_)) << "deterministic auto made the cache directory";
   // The rule's own answer, then step 7 (the column check): oneDNN, or Eigen with the reason.
-  const GemmRule rule = deterministic_gemm_rule(deterministic_gemm_rule_inputs(model, kChunk));
+  const GemmRule rule = deterministic_gemm_rule(deterministic_gemm_rule_inputs(model, kRuleChunk));
   EXPECT_EQ(cleared.choice.rule.rfind(rule.text, 0), 0u) << cleared.choice.rule;
   const bool bits_failed = cleared.choice.rule != rule.text;
   if (bits_failed) {
@@ -211,7 +211,7 @@ TEST_F(DeterministicGemmCache, AutoNeitherReadsNorWritesTheTimingCache) {
   const auto written = std::filesystem::last_write_time(dir_ / "gemm.json");
   std::filesystem::remove(dir_ / "gemm.lock");
 
-  const DeterministicGemm with_cache = choose_deterministic_gemm<float>("auto", model, kChunks, kChunk, kChunk);
+  const DeterministicGemm with_cache = choose_deterministic_gemm<float>("auto", model, kRuleChunks, kRuleChunk, kRuleChunk);
   EXPECT_EQ(with_cache.choice.backend, cleared.choice.backend) << "the cache names " << other;
   EXPECT_EQ(with_cache.choice.rule, cleared.choice.rule);
   EXPECT_EQ(with_cache.full.forward, cleared.full.forward);
@@ -222,8 +222,8 @@ TEST_F(DeterministicGemmCache, AutoNeitherReadsNorWritesTheTimingCache) {
 }
 
 TEST_F(DeterministicGemmCache, TheRecordSaysWhichRuleChose) {
-  const nn::Model<float> model({64}, mpiddp::testing::specs(kLayers), kChunks * kChunk);
-  const DeterministicGemm chosen = choose_deterministic_gemm<float>("auto", model, kChunks, kChunk, kChunk);
+  const nn::Model<float> model({64}, mpiddp::testing::specs(kRuleModelLayers), kRuleChunks * kRuleChunk);
+  const DeterministicGemm chosen = choose_deterministic_gemm<float>("auto", model, kRuleChunks, kRuleChunk, kRuleChunk);
   const io::Json record = gemm_record(chosen.choice);
   EXPECT_EQ(record["chosen"], "rule");
   EXPECT_EQ(record["rule"], chosen.choice.rule);
@@ -237,7 +237,7 @@ TEST_F(DeterministicGemmCache, TheRecordSaysWhichRuleChose) {
   EXPECT_EQ(gemm_record(by_chunk.choice)["rule"], "chunk by chunk: eigen");
   EXPECT_FALSE(by_chunk.full.chunked());
   // A library named in compute.gemm is used as named, as before: no rule.
-  const DeterministicGemm named = choose_deterministic_gemm<float>("eigen", model, kChunks, kChunk, kChunk);
+  const DeterministicGemm named = choose_deterministic_gemm<float>("eigen", model, kRuleChunks, kRuleChunk, kRuleChunk);
   EXPECT_EQ(gemm_record(named.choice)["chosen"], "deterministic");
   EXPECT_FALSE(gemm_record(named.choice).contains("rule"));
   EXPECT_FALSE(std::filesystem::exists(dir_));
