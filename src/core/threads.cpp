@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 
 #include <Eigen/Core>
@@ -14,9 +15,16 @@
 #endif
 
 namespace mpiddp {
+namespace {
+
+// The count use_threads set last. Eigen's own count is not it: kernels/gemm.cpp lowers that
+// for a small product (Note [threads per product] there).
+std::atomic<int> compute_threads{1};
+
+}  // namespace
 
 ThreadChoice choose_threads(int64_t configured, const char* omp_env, int cores, int node_cores,
-                            int ranks_on_node, double typical_product) {
+                            int ranks_on_node) {
   if (configured > 0) return {static_cast<int>(configured), "config"};
   if (omp_env && *omp_env) {
     char* end = nullptr;
@@ -24,9 +32,8 @@ ThreadChoice choose_threads(int64_t configured, const char* omp_env, int cores, 
     // OpenMP allows a list ("4,2") for nested levels: the first entry is ours.
     if (end != omp_env && value > 0 && (*end == '\0' || *end == ',')) return {static_cast<int>(value), "OMP_NUM_THREADS"};
   }
-  if (typical_product < kMinParallelProduct) return {1, "auto"};
   const int share = node_cores / std::max(1, ranks_on_node);
-  return {std::max(1, std::min(cores, share)), "auto"};
+  return {std::max(1, std::min(cores, share)), "auto", kMinParallelProduct};
 }
 
 int affinity_cores() {
@@ -42,6 +49,7 @@ int node_cores() {
 }
 
 void use_threads(int threads) {
+  compute_threads.store(threads, std::memory_order_relaxed);
   Eigen::setNbThreads(threads);
 #ifdef _OPENMP
   omp_set_num_threads(threads);
@@ -55,6 +63,6 @@ void use_threads(int threads) {
 #endif
 }
 
-int threads_in_use() { return Eigen::nbThreads(); }
+int threads_in_use() { return compute_threads.load(std::memory_order_relaxed); }
 
 }  // namespace mpiddp

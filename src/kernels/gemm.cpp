@@ -8,6 +8,9 @@
 #include <utility>
 
 #include "gemm_backends/gemm_kernels.hpp"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 namespace mpiddp::kernels {
 namespace {
@@ -38,6 +41,32 @@ bool available(GemmBackend backend) { return backend == GemmBackend::kEigen || k
 
 // Set once at setup, before any pass; read by every product.
 std::atomic<GemmBackend> backend_in_use{GemmBackend::kEigen};
+
+// Note [threads per product]
+// A rank's compute threads (`threads`) pay off only on a product big enough to share: waking
+// a second thread for a small one costs more than it saves (core/threads.hpp,
+// kMinParallelProduct). A model's products differ by orders of magnitude (a transformer's
+// projections against its head, a convolution of one sample against a linear layer), so with
+// `threads` auto the count is chosen per product: below one_thread_below multiply-adds the
+// product runs on one thread, above it on the rank's count. The counts (Eigen's, OpenMP's for
+// oneDNN, the library's own pool) are set together, and only when Eigen's, which always moves
+// with them, differs from the product's; only the main thread computes products. Without a
+// limit nothing is set here: every product runs on the counts use_threads and
+// use_gemm_backend set, as before there was a choice.
+std::atomic<int> rank_threads{1};         // use_gemm_backend's count
+std::atomic<double> one_thread_below{0};  // use_one_thread_below's
+
+void use_product_threads(double multiply_adds, const GemmKernels* kernels) {
+  const double limit = one_thread_below.load(std::memory_order_relaxed);
+  if (limit <= 0) return;
+  const int threads = multiply_adds < limit ? 1 : rank_threads.load(std::memory_order_relaxed);
+  if (threads == Eigen::nbThreads()) return;
+  Eigen::setNbThreads(threads);
+#ifdef _OPENMP
+  omp_set_num_threads(threads);
+#endif
+  if (kernels) kernels->set_threads(threads);
+}
 
 // Eigen's own expressions, exactly as the layers wrote them before there was a choice, so the
 // eigen backend keeps their bits.
@@ -119,7 +148,11 @@ void use_gemm_backend(GemmBackend backend, int threads) {
   for (GemmBackend b : kAllBackends)
     if (const GemmKernels* kernels = kernels_of(b)) kernels->set_threads(threads);
   backend_in_use.store(backend, std::memory_order_relaxed);
+  rank_threads.store(threads, std::memory_order_relaxed);
 }
+
+void use_one_thread_below(double multiply_adds) { one_thread_below.store(multiply_adds, std::memory_order_relaxed); }
+double one_thread_limit() { return one_thread_below.load(std::memory_order_relaxed); }
 
 GemmBackend gemm_backend_in_use() { return backend_in_use.load(std::memory_order_relaxed); }
 
@@ -129,6 +162,7 @@ void multiply(MatrixView<T> c, ConstMatrixView<T> a, Op op_a, ConstMatrixView<T>
   const gemm_detail::GemmFunction<T> function = kernels ? library_function<T>(*kernels) : nullptr;
   const Index k = op_a == Op::kTranspose ? a.rows() : a.cols();
   // An empty product is a no-op or a zero fill; BLAS libraries disagree on ld checks for them.
+  use_product_threads(static_cast<double>(c.rows()) * static_cast<double>(c.cols()) * static_cast<double>(k), kernels);
   if (!function || c.size() == 0 || k == 0) return eigen_multiply(c, a, op_a, b, op_b, mode);
   function(op_a, op_b, c.rows(), c.cols(), k, a.data(), a.rows(), b.data(), b.rows(),
            mode == Accumulate::kAdd ? T(1) : T(0), c.data(), c.rows());

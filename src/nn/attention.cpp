@@ -3,9 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/core/hash.hpp"
+#include "mpiddp/core/threads.hpp"
 #include "mpiddp/kernels/gemm.hpp"
 #include "mpiddp/kernels/row_sums.hpp"
 
@@ -83,7 +87,28 @@ std::vector<TensorSpec> Attention<T>::parameters() const {
 template <typename T>
 size_t Attention<T>::scratch_bytes(Index max_batch) const {
   const Index n = max_batch * t_;
-  return 2 * scratch_values_bytes<T>(3 * c_ * n) + 2 * scratch_values_bytes<T>(c_ * n) + core_->scratch_bytes(max_batch);
+  return 2 * scratch_values_bytes<T>(3 * c_ * n) + 2 * scratch_values_bytes<T>(c_ * n) +
+         core_->scratch_bytes(max_batch, workers(max_batch));
+}
+
+template <typename T>
+int Attention<T>::workers(Index max_batch) const {
+  return static_cast<int>(std::min<Index>(affinity_cores(), std::max<Index>(1, heads_ * max_batch)));
+}
+
+template <typename T>
+template <typename HeadPass>
+void Attention<T>::for_each_head(Index batch, const HeadPass& pass) const {
+  const Index pairs = batch * heads_;
+  const int team = static_cast<int>(std::min<Index>({threads_in_use(), workers_, pairs}));
+  if (team <= 1) {
+    for (Index pair = 0; pair < pairs; ++pair) pass(pair / heads_, pair % heads_, 0);
+    return;
+  }
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(team) schedule(static)
+  for (Index pair = 0; pair < pairs; ++pair) pass(pair / heads_, pair % heads_, omp_get_thread_num());
+#endif
 }
 
 template <typename T>
@@ -119,16 +144,13 @@ void Attention<T>::bind(const LayerMemory<T>& memory) {
   take(proj_weight_, proj_weight_grad_, c_ * c_);
   if (bias_) take(proj_bias_, proj_bias_grad_, c_);
   const Index n = memory.max_batch * t_;
-  T* s = reinterpret_cast<T*>(memory.scratch);
-  auto carve = [&](T*& buffer, Index count) {
-    buffer = s;
-    s += scratch_values_bytes<T>(count) / sizeof(T);
-  };
-  carve(qkv_, 3 * c_ * n);
-  carve(heads_out_, c_ * n);
-  carve(d_qkv_, 3 * c_ * n);
-  carve(d_heads_out_, c_ * n);
-  core_->bind(reinterpret_cast<std::byte*>(s), memory.max_batch, {qkv_, heads_out_, d_qkv_, d_heads_out_});
+  std::byte* scratch = memory.scratch;
+  qkv_ = take_scratch_values<T>(scratch, 3 * c_ * n);
+  heads_out_ = take_scratch_values<T>(scratch, c_ * n);
+  d_qkv_ = take_scratch_values<T>(scratch, 3 * c_ * n);
+  d_heads_out_ = take_scratch_values<T>(scratch, c_ * n);
+  workers_ = workers(memory.max_batch);
+  core_->bind(scratch, memory.max_batch, workers_, {qkv_, heads_out_, d_qkv_, d_heads_out_});
 }
 
 template <typename T>
@@ -157,8 +179,10 @@ void Attention<T>::forward(const PassContext& context, ConstMatrixView<T> x, Mat
   kernels::multiply(qkv, ConstMatrixView<T>(attn_weight_, c_, 3 * c_), kernels::Op::kTranspose, xs,
                     kernels::Op::kNone, kernels::Accumulate::kAdd);
   const std::optional<DropoutStream> dropout = dropout_stream(context);
-  for (Index b = 0; b < x.cols(); ++b)
-    for (Index h = 0; h < heads_; ++h) core_->forward(b, h, dropout ? &*dropout : nullptr, context.position(b));
+  const DropoutStream* stream = dropout ? &*dropout : nullptr;
+  for_each_head(x.cols(), [&](Index b, Index h, int worker) {
+    core_->forward(b, h, worker, stream, context.position(b));
+  });
   MatrixView<T> ys(y.data(), c_, n);
   if (bias_) ys.colwise() = VectorView<T>(proj_bias_, c_);
   else ys.setZero();
@@ -180,9 +204,10 @@ void Attention<T>::backward(const PassContext& context, ConstMatrixView<T> x, Co
   kernels::multiply(d_heads_out, ConstMatrixView<T>(proj_weight_, c_, c_), kernels::Op::kNone, dys,
                     kernels::Op::kNone, kernels::Accumulate::kOverwrite);
   const std::optional<DropoutStream> dropout = dropout_stream(context);
-  for (Index b = 0; b < x.cols(); ++b)
-    for (Index h = 0; h < heads_; ++h)
-      core_->backward(b, h, dropout ? &*dropout : nullptr, context.position(b));
+  const DropoutStream* stream = dropout ? &*dropout : nullptr;
+  for_each_head(x.cols(), [&](Index b, Index h, int worker) {
+    core_->backward(b, h, worker, stream, context.position(b));
+  });
   // c_attn, the same with the (3C) gradient of q, k and v.
   const ConstMatrixView<T> d_qkv(d_qkv_, 3 * c_, n);
   MatrixView<T> d_attn(attn_weight_grad_, c_, 3 * c_);

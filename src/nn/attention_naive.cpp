@@ -1,9 +1,10 @@
 // The naive core of attention: each head's (T, T) probabilities of every sample, kept from
-// forward to backward. Scratch: those probabilities, (T, T, heads, B), and for one head at a
-// time the scores' gradients (T, T) (with dropout also its mask, (T, T): backward draws it
+// forward to backward. Scratch: those probabilities, (T, T, heads, B), and for each worker
+// one head's scores' gradients (T, T) (with dropout also its mask, (T, T): backward draws it
 // again rather than keep every head's).
 #include <algorithm>
 #include <limits>
+#include <vector>
 
 #include "mpiddp/nn/attention_core.hpp"
 #include "mpiddp/nn/layer.hpp"
@@ -19,26 +20,11 @@ class NaiveAttention final : public AttentionCore<T> {
  public:
   using AttentionCore<T>::AttentionCore;
 
-  size_t scratch_bytes(Index max_batch) const override {
-    const Index square = g_.t * g_.t;
-    return scratch_values_bytes<T>(square * g_.heads * max_batch) + (g_.dropout > 0.0 ? 2 : 1) * scratch_values_bytes<T>(square);
-  }
-
-  void bind(std::byte* scratch, Index max_batch, const AttentionBuffers<T>& buffers) override {
-    this->buffers_ = buffers;
-    auto carve = [&](T*& buffer, Index count) {
-      buffer = reinterpret_cast<T*>(scratch);
-      scratch += scratch_values_bytes<T>(count);
-    };
-    carve(probabilities_, g_.t * g_.t * g_.heads * max_batch);
-    carve(d_scores_, g_.t * g_.t);
-    if (g_.dropout > 0.0) carve(mask_, g_.t * g_.t);
-  }
-
   // Column i of p is the query at position i: p(j, i) = softmax over j of q_i . k_j / sqrt(D),
   // with the keys after i masked when causal.
-  void forward(Index b, Index h, const DropoutStream* dropout, Index position) override {
+  void forward(Index b, Index h, int worker, const DropoutStream* dropout, Index position) override {
     const Index t = g_.t;
+    const Workspace& w = workspaces_[worker];
     MatrixView<T> p(probabilities(b, h), t, t);
     p.noalias() = this->k(b, h).transpose() * this->q(b, h);
     for (Index i = 0; i < t; ++i) {
@@ -62,9 +48,9 @@ class NaiveAttention final : public AttentionCore<T> {
     }
     // The probabilities stay as they are, for backward's softmax; the dropped ones go into
     // d_scores_, free until backward.
-    this->draw_mask(*dropout, h, 0, 0, t * t, position, mask_);
-    MatrixView<T> dropped(d_scores_, t, t);
-    dropped = p.cwiseProduct(ConstMatrixView<T>(mask_, t, t));
+    this->draw_mask(*dropout, h, 0, 0, t * t, position, w.mask);
+    MatrixView<T> dropped(w.d_scores, t, t);
+    dropped = p.cwiseProduct(ConstMatrixView<T>(w.mask, t, t));
     out.noalias() = this->v(b, h) * dropped;
   }
 
@@ -72,16 +58,17 @@ class NaiveAttention final : public AttentionCore<T> {
   // softmax's dS(j, i) = P(j, i) (dP(j, i) - sum_j' P(j', i) dP(j', i)) / sqrt(D), then
   // dq = k dS and dk = q dS^T. Masked entries have P = 0, so they pass no gradient. With
   // dropout's mask M the output read P M (elementwise): dv = dO (P M)^T, and dP is v^T dO times M.
-  void backward(Index b, Index h, const DropoutStream* dropout, Index position) override {
+  void backward(Index b, Index h, int worker, const DropoutStream* dropout, Index position) override {
     const Index t = g_.t;
+    const Workspace& w = workspaces_[worker];
     const auto v = this->v(b, h);
     auto dv = this->dv(b, h);
     const auto d_out = this->d_out(b, h);
     const ConstMatrixView<T> p(probabilities(b, h), t, t);
-    MatrixView<T> ds(d_scores_, t, t);
+    MatrixView<T> ds(w.d_scores, t, t);
     if (dropout) {
-      this->draw_mask(*dropout, h, 0, 0, t * t, position, mask_);
-      const ConstMatrixView<T> mask(mask_, t, t);
+      this->draw_mask(*dropout, h, 0, 0, t * t, position, w.mask);
+      const ConstMatrixView<T> mask(w.mask, t, t);
       ds = p.cwiseProduct(mask);
       dv.noalias() = d_out * ds.transpose();
       ds.noalias() = v.transpose() * d_out;
@@ -99,11 +86,29 @@ class NaiveAttention final : public AttentionCore<T> {
   }
 
  private:
+  // Kept: every head's probabilities. A worker's: the scores' gradients of one head (and
+  // with dropout its mask), each (T, T).
+  struct Workspace {
+    T* d_scores = nullptr;
+    T* mask = nullptr;
+  };
+
+  size_t kept_bytes(Index max_batch) const override { return scratch_values_bytes<T>(g_.t * g_.t * g_.heads * max_batch); }
+  size_t workspace_bytes() const override { return (g_.dropout > 0.0 ? 2 : 1) * scratch_values_bytes<T>(g_.t * g_.t); }
+  void bind_kept(std::byte* scratch, Index max_batch) override {
+    probabilities_ = take_scratch_values<T>(scratch, g_.t * g_.t * g_.heads * max_batch);
+  }
+  void bind_workspace(int worker, std::byte* scratch) override {
+    if (workspaces_.size() <= static_cast<size_t>(worker)) workspaces_.resize(worker + 1);
+    Workspace& w = workspaces_[worker];
+    w.d_scores = take_scratch_values<T>(scratch, g_.t * g_.t);
+    if (g_.dropout > 0.0) w.mask = take_scratch_values<T>(scratch, g_.t * g_.t);
+  }
+
   T* probabilities(Index b, Index h) const { return probabilities_ + (b * g_.heads + h) * g_.t * g_.t; }
 
   T* probabilities_ = nullptr;  // (T, T, heads, B)
-  T* d_scores_ = nullptr;       // (T, T)
-  T* mask_ = nullptr;           // (T, T), with dropout
+  std::vector<Workspace> workspaces_;
 };
 
 }  // namespace

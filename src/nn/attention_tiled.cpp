@@ -18,6 +18,7 @@
 // block holds key 0, which every query sees, so m is finite from the first tile on.
 #include <algorithm>
 #include <limits>
+#include <vector>
 
 #include "mpiddp/nn/attention_core.hpp"
 #include "mpiddp/nn/layer.hpp"
@@ -39,31 +40,8 @@ class TiledAttention final : public AttentionCore<T> {
   explicit TiledAttention(const AttentionGeometry& geometry)
       : AttentionCore<T>(geometry), tile_(std::min(kAttentionTile, geometry.t)) {}
 
-  // Kept: each query's log-sum-exp, (T, heads, B). Within one call: the tile's scores, their
-  // gradient and (with dropout) mask, (tile, tile) each; the running maxima and sums of a
-  // query block, (tile) each; backward's D_i, (T).
-  size_t scratch_bytes(Index max_batch) const override {
-    const Index square = tile_ * tile_;
-    return scratch_values_bytes<T>(g_.t * g_.heads * max_batch) + (g_.dropout > 0.0 ? 3 : 2) * scratch_values_bytes<T>(square) +
-           2 * scratch_values_bytes<T>(tile_) + scratch_values_bytes<T>(g_.t);
-  }
-
-  void bind(std::byte* scratch, Index max_batch, const AttentionBuffers<T>& buffers) override {
-    this->buffers_ = buffers;
-    auto carve = [&](T*& buffer, Index count) {
-      buffer = reinterpret_cast<T*>(scratch);
-      scratch += scratch_values_bytes<T>(count);
-    };
-    carve(log_sum_exp_, g_.t * g_.heads * max_batch);
-    carve(scores_, tile_ * tile_);
-    carve(d_scores_, tile_ * tile_);
-    if (g_.dropout > 0.0) carve(mask_, tile_ * tile_);
-    carve(running_max_, tile_);
-    carve(running_sum_, tile_);
-    carve(row_dots_, g_.t);
-  }
-
-  void forward(Index b, Index h, const DropoutStream* dropout, Index position) override {
+  void forward(Index b, Index h, int worker, const DropoutStream* dropout, Index position) override {
+    const Workspace& w = workspaces_[worker];
     const auto q = this->q(b, h), k = this->k(b, h), v = this->v(b, h);
     auto out = this->out(b, h);
     T* lse = log_sum_exp(b, h);
@@ -71,11 +49,11 @@ class TiledAttention final : public AttentionCore<T> {
       const Index nq = std::min(tile_, g_.t - i0);
       const Index key_end = g_.causal ? i0 + nq : g_.t;
       out.middleCols(i0, nq).setZero();
-      std::fill(running_max_, running_max_ + nq, -std::numeric_limits<T>::infinity());
-      std::fill(running_sum_, running_sum_ + nq, T(0));
+      std::fill(w.running_max, w.running_max + nq, -std::numeric_limits<T>::infinity());
+      std::fill(w.running_sum, w.running_sum + nq, T(0));
       for (Index j0 = 0; j0 < key_end; j0 += tile_) {
         const Index nk = std::min(tile_, key_end - j0);
-        MatrixView<T> p(scores_, nk, nq);
+        MatrixView<T> p(w.scores, nk, nq);
         p.noalias() = k.middleCols(j0, nk).transpose() * q.middleCols(i0, nq);
         for (Index c = 0; c < nq; ++c) {
           T* column = p.col(c).data();
@@ -83,32 +61,33 @@ class TiledAttention final : public AttentionCore<T> {
           if (keys > 0) {
             Column scores(column, keys);
             const T block_max = scores.maxCoeff() * scale_;
-            const T new_max = std::max(running_max_[c], block_max);
-            const T rescale = std::exp(running_max_[c] - new_max);  // 0 on the first tile
+            const T new_max = std::max(w.running_max[c], block_max);
+            const T rescale = std::exp(w.running_max[c] - new_max);  // 0 on the first tile
             scores = (scores * scale_ - new_max).exp();
-            running_sum_[c] = running_sum_[c] * rescale + scores.sum();
+            w.running_sum[c] = w.running_sum[c] * rescale + scores.sum();
             if (rescale != T(1)) out.col(i0 + c) *= rescale;
-            running_max_[c] = new_max;
+            w.running_max[c] = new_max;
           }
           std::fill(column + keys, column + nk, T(0));
         }
-        if (dropout) p = p.cwiseProduct(draw_masks(*dropout, h, i0, nq, j0, nk, position));
+        if (dropout) p = p.cwiseProduct(draw_masks(*dropout, w.mask, h, i0, nq, j0, nk, position));
         out.middleCols(i0, nq).noalias() += v.middleCols(j0, nk) * p;
       }
       for (Index c = 0; c < nq; ++c) {
-        out.col(i0 + c) *= T(1) / running_sum_[c];
-        lse[i0 + c] = running_max_[c] + std::log(running_sum_[c]);
+        out.col(i0 + c) *= T(1) / w.running_sum[c];
+        lse[i0 + c] = w.running_max[c] + std::log(w.running_sum[c]);
       }
     }
   }
 
-  void backward(Index b, Index h, const DropoutStream* dropout, Index position) override {
+  void backward(Index b, Index h, int worker, const DropoutStream* dropout, Index position) override {
+    const Workspace& w = workspaces_[worker];
     const auto q = this->q(b, h), k = this->k(b, h), v = this->v(b, h);
     auto dq = this->dq(b, h), dk = this->dk(b, h), dv = this->dv(b, h);
     const auto out = this->out(b, h);
     const auto d_out = this->d_out(b, h);
     const T* lse = log_sum_exp(b, h);
-    for (Index i = 0; i < g_.t; ++i) row_dots_[i] = d_out.col(i).dot(out.col(i));
+    for (Index i = 0; i < g_.t; ++i) w.row_dots[i] = d_out.col(i).dot(out.col(i));
     dq.setZero();
     dk.setZero();
     dv.setZero();
@@ -117,7 +96,7 @@ class TiledAttention final : public AttentionCore<T> {
       // Causal: the queries before the key block see none of its keys.
       for (Index i0 = g_.causal ? j0 : 0; i0 < g_.t; i0 += tile_) {
         const Index nq = std::min(tile_, g_.t - i0);
-        MatrixView<T> p(scores_, nk, nq), dp(d_scores_, nk, nq);
+        MatrixView<T> p(w.scores, nk, nq), dp(w.d_scores, nk, nq);
         p.noalias() = k.middleCols(j0, nk).transpose() * q.middleCols(i0, nq);
         for (Index c = 0; c < nq; ++c) {
           T* column = p.col(c).data();
@@ -128,7 +107,7 @@ class TiledAttention final : public AttentionCore<T> {
         }
         const auto d_out_block = d_out.middleCols(i0, nq);
         if (dropout) {
-          const auto mask = draw_masks(*dropout, h, i0, nq, j0, nk, position);
+          const auto mask = draw_masks(*dropout, w.mask, h, i0, nq, j0, nk, position);
           dp = p.cwiseProduct(mask);
           dv.middleCols(j0, nk).noalias() += d_out_block * dp.transpose();
           dp.noalias() = v.middleCols(j0, nk).transpose() * d_out_block;
@@ -138,7 +117,7 @@ class TiledAttention final : public AttentionCore<T> {
           dp.noalias() = v.middleCols(j0, nk).transpose() * d_out_block;
         }
         for (Index c = 0; c < nq; ++c)
-          p.col(c) = (p.col(c).array() * (dp.col(c).array() - row_dots_[i0 + c]) * scale_).matrix();
+          p.col(c) = (p.col(c).array() * (dp.col(c).array() - w.row_dots[i0 + c]) * scale_).matrix();
         dq.middleCols(i0, nq).noalias() += k.middleCols(j0, nk) * p;
         dk.middleCols(j0, nk).noalias() += q.middleCols(i0, nq) * p.transpose();
       }
@@ -151,21 +130,47 @@ class TiledAttention final : public AttentionCore<T> {
   Index visible_keys(Index i, Index j0, Index nk) const {
     return g_.causal ? std::clamp(i - j0 + 1, Index(0), nk) : nk;
   }
-  // The tile's mask (keys by queries) into mask_.
-  ConstMatrixView<T> draw_masks(const DropoutStream& dropout, Index h, Index i0, Index nq, Index j0, Index nk,
-                                Index position) const {
-    for (Index c = 0; c < nq; ++c) this->draw_mask(dropout, h, i0 + c, j0, nk, position, mask_ + c * nk);
-    return {mask_, nk, nq};
+  // The tile's mask (keys by queries) into mask.
+  ConstMatrixView<T> draw_masks(const DropoutStream& dropout, T* mask, Index h, Index i0, Index nq, Index j0,
+                                Index nk, Index position) const {
+    for (Index c = 0; c < nq; ++c) this->draw_mask(dropout, h, i0 + c, j0, nk, position, mask + c * nk);
+    return {mask, nk, nq};
+  }
+
+  // Kept: each query's log-sum-exp, (T, heads, B). A worker's, within one call: the tile's
+  // scores, their gradient and (with dropout) mask, (tile, tile) each; the running maxima and
+  // sums of a query block, (tile) each; backward's D_i, (T).
+  struct Workspace {
+    T* scores = nullptr;       // scores, then probabilities, then their gradient
+    T* d_scores = nullptr;
+    T* mask = nullptr;         // with dropout
+    T* running_max = nullptr;
+    T* running_sum = nullptr;
+    T* row_dots = nullptr;     // D_i
+  };
+
+  size_t kept_bytes(Index max_batch) const override { return scratch_values_bytes<T>(g_.t * g_.heads * max_batch); }
+  size_t workspace_bytes() const override {
+    return (g_.dropout > 0.0 ? 3 : 2) * scratch_values_bytes<T>(tile_ * tile_) + 2 * scratch_values_bytes<T>(tile_) +
+           scratch_values_bytes<T>(g_.t);
+  }
+  void bind_kept(std::byte* scratch, Index max_batch) override {
+    log_sum_exp_ = take_scratch_values<T>(scratch, g_.t * g_.heads * max_batch);
+  }
+  void bind_workspace(int worker, std::byte* scratch) override {
+    if (workspaces_.size() <= static_cast<size_t>(worker)) workspaces_.resize(worker + 1);
+    Workspace& w = workspaces_[worker];
+    w.scores = take_scratch_values<T>(scratch, tile_ * tile_);
+    w.d_scores = take_scratch_values<T>(scratch, tile_ * tile_);
+    if (g_.dropout > 0.0) w.mask = take_scratch_values<T>(scratch, tile_ * tile_);
+    w.running_max = take_scratch_values<T>(scratch, tile_);
+    w.running_sum = take_scratch_values<T>(scratch, tile_);
+    w.row_dots = take_scratch_values<T>(scratch, g_.t);
   }
 
   Index tile_;
   T* log_sum_exp_ = nullptr;  // (T, heads, B)
-  T* scores_ = nullptr;       // (tile, tile): scores, then probabilities, then their gradient
-  T* d_scores_ = nullptr;     // (tile, tile)
-  T* mask_ = nullptr;         // (tile, tile), with dropout
-  T* running_max_ = nullptr;  // (tile)
-  T* running_sum_ = nullptr;  // (tile)
-  T* row_dots_ = nullptr;     // (T): D_i
+  std::vector<Workspace> workspaces_;
 };
 
 }  // namespace

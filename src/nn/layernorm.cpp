@@ -39,8 +39,9 @@ template <typename T>
 void LayerNorm<T>::bind(const LayerMemory<T>& memory) {
   weight_ = memory.parameters;
   grad_ = memory.gradients;
-  mean_ = reinterpret_cast<T*>(memory.scratch);
-  rstd_ = mean_ + scratch_values_bytes<T>(rows_ * memory.max_batch) / sizeof(T);
+  std::byte* scratch = memory.scratch;
+  mean_ = take_scratch_values<T>(scratch, rows_ * memory.max_batch);
+  rstd_ = take_scratch_values<T>(scratch, rows_ * memory.max_batch);
 }
 
 template <typename T>

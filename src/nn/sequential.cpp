@@ -135,17 +135,12 @@ template <typename T>
 void Sequential<T>::bind(const LayerMemory<T>& memory) {
   max_batch_ = memory.max_batch;
   std::byte* scratch = memory.scratch;
-  auto take_values = [&](Index count) {
-    T* values = reinterpret_cast<T*>(scratch);
-    scratch += scratch_values_bytes<T>(count);
-    return values;
-  };
   activations_.clear();
   for (size_t l = 0; l + 1 < layers_.size(); ++l)
-    activations_.push_back(take_values(layers_[l]->outputs() * max_batch_));
+    activations_.push_back(take_scratch_values<T>(scratch, layers_[l]->outputs() * max_batch_));
   const Index widest = widest_inner_input(layers_);
-  delta_a_ = take_values(widest * max_batch_);
-  delta_b_ = take_values(widest * max_batch_);
+  delta_a_ = take_scratch_values<T>(scratch, widest * max_batch_);
+  delta_b_ = take_scratch_values<T>(scratch, widest * max_batch_);
 
   T* buffers = memory.buffers;
   int64_t* counters = memory.counters;

@@ -38,6 +38,8 @@ template <typename T>
 std::string cache_key(const std::vector<kernels::GemmCall>& calls, int threads) {
   std::string text = cpu_identity() + "|" MPIDDP_VERSION "|" __VERSION__ "|threads " + std::to_string(threads) +
                      (sizeof(T) == 4 ? "|float32" : "|float64");
+  // The products timed on one thread or on all (Note [threads per product]) time apart.
+  if (const double limit = kernels::one_thread_limit(); limit > 0) text += "|one thread below " + std::to_string(limit);
   for (kernels::GemmBackend b : kernels::available_gemm_backends()) text += "|" + kernels::gemm_backend_library(b);
   for (const kernels::GemmCall& call : calls) text += "|" + kernels::gemm_shape_text(call.shape) + "*" + std::to_string(call.count);
   return hex64(fnv1a(text));

@@ -73,6 +73,9 @@ void Trainer<T>::start() {
                                       {"within_node", levels.within_node},
                                       {"between_nodes", levels.between_nodes}}},
                        {"model", model_->describe()}};
+    // With `threads` auto each product takes one thread or all by its size (Note [threads per
+    // product] in kernels/gemm.cpp): the limit, appended when there is one.
+    if (threads_ > 1 && kernels::one_thread_limit() > 0) run_record["threads_one_below"] = kernels::one_thread_limit();
     // Among whom the optimizer's parts are cut: appended, so the record keeps its earlier prefix.
     run_record["reduce_shard_across"] =
         optimizer_->across_world() ? "world" : optimizer_->sharded() ? "node" : "none";

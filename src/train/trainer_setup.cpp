@@ -112,12 +112,11 @@ Trainer<T>::Trainer(const config::Config& config, distributed::Communicator& com
   replica_->training_pass().seed = config.seed;
   step_ = make_step_strategy<T>({config, comm, *replica_, reducer_, *optimizer_, statistics_,
                                  batch_per_rank_, sampler_});
-  const int chosen = choose_threads(config.threads, std::getenv("OMP_NUM_THREADS"), affinity_cores(),
-                                    node_cores(), comm.ranks_on_node(),
-                                    kernels::typical_product_multiply_adds(model_->gemm_calls(batch_per_rank_)))
-                         .threads;
-  threads_ = step_->threads(chosen);
+  const ThreadChoice chosen =
+      choose_threads(config.threads, std::getenv("OMP_NUM_THREADS"), affinity_cores(), node_cores(), comm.ranks_on_node());
+  threads_ = step_->threads(chosen.threads);
   use_threads(threads_);
+  kernels::use_one_thread_below(chosen.one_thread_below);
   // Only rank 0 writes the logs; the other ranks hold disabled ones. Every file and the
   // TensorBoard directory are created now, before the first step.
   log_ = comm.rank() == 0 ? std::make_unique<record::RunLogs>(record::RunLogPaths{

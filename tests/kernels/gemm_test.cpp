@@ -19,7 +19,10 @@ namespace {
 // Restores the process's backend after each test: the others run on Eigen.
 class GemmTest : public ::testing::Test {
  protected:
-  void TearDown() override { use_gemm_backend(GemmBackend::kEigen, 1); }
+  void TearDown() override {
+    use_one_thread_below(0);
+    use_gemm_backend(GemmBackend::kEigen, 1);
+  }
 };
 
 template <typename T>
@@ -164,6 +167,31 @@ TEST_F(GemmTest, EigenBackendKeepsTheBitsOfEigensExpressions) {
            ConstMatrixView<float>(b.data(), k, n), Op::kNone, Accumulate::kAdd);
   expected.noalias() += ConstMatrixView<float>(a.data(), k, m).transpose() * ConstMatrixView<float>(b.data(), k, n);
   EXPECT_EQ(0, std::memcmp(ours.data(), expected.data(), ours.size() * sizeof(float)));
+}
+
+TEST_F(GemmTest, ASmallProductRunsOnOneThreadAndABigOneOnTheRanksCount) {
+  // Note [threads per product]: with a limit of 1000 multiply-adds, 10 x 10 x 9 (900) runs on
+  // one thread and 10 x 10 x 10 on both; Eigen's count says which, and every library's
+  // product stays the reference's.
+  for (GemmBackend backend : available_gemm_backends()) {
+    SCOPED_TRACE(gemm_backend_name(backend));
+    use_gemm_backend(backend, 2);
+    use_one_thread_below(1000);
+    for (const Index k : {Index(9), Index(10), Index(9)}) {
+      const auto a = random_values<float>(10 * k, 4), b = random_values<float>(k * 10, 5);
+      std::vector<float> c(100);
+      multiply(MatrixView<float>(c.data(), 10, 10), ConstMatrixView<float>(a.data(), 10, k), Op::kNone,
+               ConstMatrixView<float>(b.data(), k, 10), Op::kNone, Accumulate::kOverwrite);
+      EXPECT_EQ(Eigen::nbThreads(), k == 10 ? 2 : 1) << "k " << k;
+      for (Index i = 0; i < 10; ++i)
+        for (Index j = 0; j < 10; ++j) {
+          long double expected = 0;
+          for (Index p = 0; p < k; ++p) expected += element(a, 10, Op::kNone, i, p) * element(b, k, Op::kNone, p, j);
+          EXPECT_NEAR(c[j * 10 + i], static_cast<double>(expected), 1e-5);
+        }
+    }
+  }
+  Eigen::setNbThreads(1);
 }
 
 TEST_F(GemmTest, NamesAndAvailability) {

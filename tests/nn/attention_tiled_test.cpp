@@ -3,7 +3,8 @@
 // same outputs, input gradients and parameter gradients to float rounding, causal and not,
 // one head and several, T below, at and above the 64-position tile and not a multiple of it,
 // with attention's dropout in training (both must drop the same probabilities); central
-// differences in float64; a sample's bits do not follow its batch; its scratch is O(T).
+// differences in float64; a sample's bits do not follow its batch; its scratch is O(T). Both
+// algorithms give the same bits on two compute threads as on one (the heads shared out).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +13,8 @@
 #include <vector>
 
 #include "mpiddp/core/error.hpp"
+#include "mpiddp/core/threads.hpp"
+#include "mpiddp/kernels/gemm.hpp"
 #include "mpiddp/nn/attention.hpp"
 #include "../support/gradient_check.hpp"
 #include "../support/layer_harness.hpp"
@@ -124,6 +127,32 @@ TEST(TiledAttention, ASamplesBitsDoNotFollowItsBatch) {
   const std::vector<float> dx1 = alone.backward(x1, y1, dy1, 1, random_pass_context(42, 2, 17, position1));
   EXPECT_TRUE(std::equal(y1.begin(), y1.end(), y3.begin() + values_per_sample));
   EXPECT_TRUE(std::equal(dx1.begin(), dx1.end(), dx3.begin() + values_per_sample));
+}
+
+// With two compute threads the batch's heads are shared out, each head computed whole by one
+// thread on its own workspace: outputs, input and parameter gradients are the one thread's
+// bits, for both algorithms, with dropout (its masks follow the head, not the thread) and
+// without, the tiled form at T = 70 (a tile and a part). The projections' products stay on
+// one thread here: a library's blocking, and so its bits, may follow its thread count.
+TEST(AttentionThreads, TwoThreadsGiveTheBitsOfOne) {
+  if (affinity_cores() < 2) GTEST_SKIP() << "one core: the heads cannot be shared out";
+  kernels::use_one_thread_below(1e30);
+  for (const char* algorithm : {"naive", "tiled"})
+    for (const double dropout : {0.0, 0.2}) {
+      SCOPED_TRACE(std::string(algorithm) + " dropout " + std::to_string(dropout));
+      const std::string json = attention_json(3, true, dropout, algorithm);
+      const PassContext context = random_pass_context();
+      use_threads(1);
+      const Pass<float> one = pass<float>(json, {70, 12}, 5, context);
+      use_threads(2);
+      const Pass<float> two = pass<float>(json, {70, 12}, 5, context);
+      use_threads(1);
+      EXPECT_EQ(one.y, two.y);
+      EXPECT_EQ(one.dx, two.dx);
+      EXPECT_EQ(one.grads, two.grads);
+      EXPECT_GT(expect_close(two.grads, one.grads, 0.0, "grads"), 0.1);
+    }
+  kernels::use_one_thread_below(0);
 }
 
 // The naive form keeps (T, T) per head and sample, the tiled one (T): with B T fixed, its

@@ -14,6 +14,7 @@
 #include "../support/layer_harness.hpp"
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/core/rng.hpp"
+#include "mpiddp/core/threads.hpp"
 #include "mpiddp/nn/model.hpp"
 #include "mpiddp/nn/residual.hpp"
 
@@ -117,17 +118,19 @@ TEST(Recompute, ARecomputingResidualInsideAnotherGivesTheSameBits) {
 // value count v takes align64(4 v) bytes):
 //   attention block body: layernorm out 128·4 = 512 values 2048, ping-pong 2 · 2048, layernorm
 //     2 · align64(8·4·4) = 256, attention 2 · align64(3·16·32·4) + 2 · align64(16·32·4) +
-//     align64(64·2·4·4) + 2 · align64(64·4) = 12288 + 4096 + 2048 + 512 = 18944: 25344;
-//     the residual keeps body_out 2048 more: 27392.
+//     align64(64·2·4·4) + W · 2 · align64(64·4) = 12288 + 4096 + 2048 + 512 W, W the workers
+//     (one per core, at most one per head of the batch; 1 gives 18944): 24832 + 512 W;
+//     the residual keeps body_out 2048 more: 26880 + 512 W (27392 on one core).
 //   MLP block body: activations (128 + 512 + 512 + 128)·4·4 = 20480, ping-pong 2 · 512·4·4 =
 //     16384, layernorm 256, dropout's mask 2048: 39168; with body_out 41216.
 //   model: the first block's output 2048, ping-pong 2 · 2048, output and its gradient 2 · 2048.
-// Kept: 2048 + 4096 + 27392 + 41216 + 4096 = 78848. Recomputed: the blocks keep nothing, and
+// Kept: 2048 + 4096 + 26880 + 512 W + 41216 + 4096 = 78336 + 512 W. Recomputed: the blocks keep nothing, and
 // the one transient region is the larger block's 41216: 2048 + 4096 + 41216 + 4096 = 51456.
 TEST(Recompute, TheModelKeepsOnlyTheBlocksInputs) {
   Model<float> kept(kBlockInput, specs(gpt_blocks_json("false").c_str()), kBlockBatch);
   Model<float> recomputed(kBlockInput, specs(gpt_blocks_json("true").c_str()), kBlockBatch);
-  EXPECT_EQ(kept.layers().layer(0).scratch_bytes(kBlockBatch), 27392u);
+  const size_t workers = static_cast<size_t>(std::min<Index>(affinity_cores(), 2 * kBlockBatch));
+  EXPECT_EQ(kept.layers().layer(0).scratch_bytes(kBlockBatch), 26880u + 512u * workers);
   EXPECT_EQ(kept.layers().layer(1).scratch_bytes(kBlockBatch), 41216u);
   EXPECT_EQ(kept.layers().transient_bytes(kBlockBatch), 0u);
   for (size_t r = 0; r < 2; ++r) {
@@ -135,7 +138,7 @@ TEST(Recompute, TheModelKeepsOnlyTheBlocksInputs) {
     EXPECT_EQ(recomputed.layers().layer(r).transient_bytes(kBlockBatch),
               kept.layers().layer(r).scratch_bytes(kBlockBatch)) << r;
   }
-  EXPECT_EQ(kept.activation_bytes(), 78848u);
+  EXPECT_EQ(kept.activation_bytes(), 78336u + 512u * workers);
   EXPECT_EQ(recomputed.activation_bytes(), 51456u);
   // The same model for weight files and checkpoints.
   EXPECT_EQ(recomputed.describe(), kept.describe());

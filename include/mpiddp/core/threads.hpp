@@ -8,27 +8,28 @@
 
 namespace mpiddp {
 
-struct ThreadChoice {
-  int threads = 1;
-  std::string source;  // "config" | "OMP_NUM_THREADS" | "auto"
-};
-
-// Below this many multiply-adds in a typical matrix product of the step
-// (nn::typical_product_multiply_adds), a rank is single-threaded by default: waking a second
-// thread for every small product costs more than it saves. Measured on the cnn workload
+// Below this many multiply-adds a matrix product runs on one thread by default: waking a
+// second thread for a small product costs more than it saves. Measured on the cnn workload
 // (docs/benchmarks.md): its typical product, a 3x3 convolution of one sample (196 x 32 x 288,
 // 1.8 M), ran slower on two threads than on one (746 against 1,049 samples/s); the mlp's
 // (128 x 1024 x 784, 103 M) runs 1.7 x faster.
 constexpr double kMinParallelProduct = double(1 << 23);
 
+struct ThreadChoice {
+  int threads = 1;
+  std::string source;  // "config" | "OMP_NUM_THREADS" | "auto"
+  // Products of fewer multiply-adds run on one thread (kernels::use_one_thread_below): the
+  // threads are chosen per product with auto, and all of them run on `threads` otherwise.
+  double one_thread_below = 0;
+};
+
 // configured: the config's `threads` (0: not set); omp_env: the OMP_NUM_THREADS value or
 // null; cores: the cores this process may run on; node_cores: the node's cores;
-// ranks_on_node: ranks sharing this node; typical_product: multiply-adds of a typical matrix
-// product of one step of this rank. Precedence: config, then OMP_NUM_THREADS, then 1 for
-// typical_product < kMinParallelProduct, else min(cores, node_cores / ranks_on_node), at
-// least 1.
+// ranks_on_node: ranks sharing this node. Precedence: config, then OMP_NUM_THREADS, then
+// auto: min(cores, node_cores / ranks_on_node), at least 1, with a product below
+// kMinParallelProduct multiply-adds on one thread.
 ThreadChoice choose_threads(int64_t configured, const char* omp_env, int cores, int node_cores,
-                            int ranks_on_node, double typical_product);
+                            int ranks_on_node);
 
 // The cores this process may run on (its CPU affinity mask; a launcher may bind it to one).
 int affinity_cores();

@@ -33,6 +33,11 @@ std::string gemm_backend_library(GemmBackend backend);
 // all of them are set here, so one thread per rank means one thread inside every library.
 void use_gemm_backend(GemmBackend backend, int threads);
 GemmBackend gemm_backend_in_use();
+// From now on a product of fewer than `multiply_adds` multiply-adds (m n k) runs on one
+// thread, and the others on use_gemm_backend's count (Note [threads per product] in
+// kernels/gemm.cpp). 0, the default: every product on that count.
+void use_one_thread_below(double multiply_adds);
+double one_thread_limit();  // the last use_one_thread_below's
 
 enum class Op { kNone, kTranspose };
 enum class Accumulate { kOverwrite, kAdd };

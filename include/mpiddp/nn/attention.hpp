@@ -15,6 +15,9 @@
 //
 // Scratch, for up to max_batch samples B (values of T): qkv (3C, B T), the heads' outputs
 // (C, B T), and in backward their gradients' buffers of the same sizes, then the core's own.
+//
+// With several compute threads in a rank (`threads`), the heads of the batch's samples are
+// shared out among them, each head computed whole by one thread: the same bits as one thread.
 #include <memory>
 #include <optional>
 #include <string>
@@ -62,6 +65,14 @@ class Attention final : public Layer<T> {
  private:
   // The pass's dropout stream: none in evaluation or without dropout.
   std::optional<DropoutStream> dropout_stream(const PassContext& context) const;
+  // The core's workspaces for max_batch samples: one per core this process may run on, at
+  // most one per head of the batch.
+  int workers(Index max_batch) const;
+  // pass(b, h, worker) for every head of every sample of the batch: over the rank's compute
+  // threads (core/threads.hpp), each head on one thread with its own workspace, so the bits
+  // are the same on any number of threads.
+  template <typename HeadPass>
+  void for_each_head(Index batch, const HeadPass& pass) const;
 
   Index t_, c_, heads_, d_;  // positions, width, heads, width of a head
   bool causal_, bias_;
@@ -79,6 +90,7 @@ class Attention final : public Layer<T> {
   // d_heads_out_ (C, B T); then the core's.
   T* qkv_ = nullptr, *heads_out_ = nullptr, *d_qkv_ = nullptr, *d_heads_out_ = nullptr;
   std::unique_ptr<AttentionCore<T>> core_;
+  int workers_ = 1;  // the core's workspaces
 };
 
 }  // namespace mpiddp::nn

@@ -50,23 +50,38 @@ class AttentionCore {
         dropout_scale_(static_cast<T>(1.0 / (1.0 - geometry.dropout))) {}
   virtual ~AttentionCore() = default;
 
-  // Its own scratch, for up to max_batch samples, and where it goes.
-  virtual size_t scratch_bytes(Index max_batch) const = 0;
-  virtual void bind(std::byte* scratch, Index max_batch, const AttentionBuffers<T>& buffers) = 0;
-  // Head h of sample b: from qkv to heads_out. dropout: null in evaluation or without
-  // dropout; position: the sample's global position (the masks' counter).
-  virtual void forward(Index b, Index h, const DropoutStream* dropout, Index position) = 0;
+  // Its scratch, for up to max_batch samples computed by up to `workers` threads at once: what
+  // it keeps from forward to backward, then a workspace of its own for each worker (what one
+  // call needs while it runs), so that the heads can be computed in parallel.
+  size_t scratch_bytes(Index max_batch, int workers) const {
+    return kept_bytes(max_batch) + static_cast<size_t>(workers) * workspace_bytes();
+  }
+  void bind(std::byte* scratch, Index max_batch, int workers, const AttentionBuffers<T>& buffers) {
+    buffers_ = buffers;
+    bind_kept(scratch, max_batch);
+    scratch += kept_bytes(max_batch);
+    for (int w = 0; w < workers; ++w, scratch += workspace_bytes()) bind_workspace(w, scratch);
+  }
+  // Head h of sample b: from qkv to heads_out, on worker's workspace. dropout: null in
+  // evaluation or without dropout; position: the sample's global position (the masks' counter).
+  virtual void forward(Index b, Index h, int worker, const DropoutStream* dropout, Index position) = 0;
   // From d_heads_out (and the forward's buffers) to the head's part of d_qkv, written.
-  virtual void backward(Index b, Index h, const DropoutStream* dropout, Index position) = 0;
+  virtual void backward(Index b, Index h, int worker, const DropoutStream* dropout, Index position) = 0;
 
  protected:
+  // Each a multiple of 64 bytes (scratch_values_bytes), so that every piece stays aligned.
+  virtual size_t kept_bytes(Index max_batch) const = 0;
+  virtual size_t workspace_bytes() const = 0;
+  virtual void bind_kept(std::byte* scratch, Index max_batch) = 0;
+  virtual void bind_workspace(int worker, std::byte* scratch) = 0;
+
   // Head h of sample b's q, k and v: (D, T), a position every 3C values.
-  ConstStrided q(Index b, Index h) const { return qkv_part(buffers_.qkv, b, h, 0); }
-  ConstStrided k(Index b, Index h) const { return qkv_part(buffers_.qkv, b, h, 1); }
-  ConstStrided v(Index b, Index h) const { return qkv_part(buffers_.qkv, b, h, 2); }
-  Strided dq(Index b, Index h) const { return d_qkv_part(b, h, 0); }
-  Strided dk(Index b, Index h) const { return d_qkv_part(b, h, 1); }
-  Strided dv(Index b, Index h) const { return d_qkv_part(b, h, 2); }
+  ConstStrided q(Index b, Index h) const { return {buffers_.qkv + qkv_offset(b, h, 0), g_.d, g_.t, Eigen::OuterStride<>(3 * g_.c)}; }
+  ConstStrided k(Index b, Index h) const { return {buffers_.qkv + qkv_offset(b, h, 1), g_.d, g_.t, Eigen::OuterStride<>(3 * g_.c)}; }
+  ConstStrided v(Index b, Index h) const { return {buffers_.qkv + qkv_offset(b, h, 2), g_.d, g_.t, Eigen::OuterStride<>(3 * g_.c)}; }
+  Strided dq(Index b, Index h) const { return {buffers_.d_qkv + qkv_offset(b, h, 0), g_.d, g_.t, Eigen::OuterStride<>(3 * g_.c)}; }
+  Strided dk(Index b, Index h) const { return {buffers_.d_qkv + qkv_offset(b, h, 1), g_.d, g_.t, Eigen::OuterStride<>(3 * g_.c)}; }
+  Strided dv(Index b, Index h) const { return {buffers_.d_qkv + qkv_offset(b, h, 2), g_.d, g_.t, Eigen::OuterStride<>(3 * g_.c)}; }
   // The head's output and its gradient: (D, T), a position every C values.
   Strided out(Index b, Index h) const { return {buffers_.heads_out + out_offset(b, h), g_.d, g_.t, Eigen::OuterStride<>(g_.c)}; }
   ConstStrided d_out(Index b, Index h) const {
@@ -87,12 +102,8 @@ class AttentionCore {
 
  private:
   Index out_offset(Index b, Index h) const { return b * g_.t * g_.c + h * g_.d; }
-  ConstStrided qkv_part(const T* base, Index b, Index h, Index part) const {
-    return {base + b * g_.t * 3 * g_.c + part * g_.c + h * g_.d, g_.d, g_.t, Eigen::OuterStride<>(3 * g_.c)};
-  }
-  Strided d_qkv_part(Index b, Index h, Index part) const {
-    return {buffers_.d_qkv + b * g_.t * 3 * g_.c + part * g_.c + h * g_.d, g_.d, g_.t, Eigen::OuterStride<>(3 * g_.c)};
-  }
+  // part: 0 q, 1 k, 2 v, in both qkv and d_qkv.
+  Index qkv_offset(Index b, Index h, Index part) const { return b * g_.t * 3 * g_.c + part * g_.c + h * g_.d; }
 };
 
 template <typename T>

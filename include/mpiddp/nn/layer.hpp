@@ -192,5 +192,13 @@ template <typename T>
 constexpr size_t scratch_values_bytes(Index count) {
   return align_scratch(static_cast<size_t>(count) * sizeof(T));
 }
+// Takes `count` values of T from the front of scratch, which moves past them to the next
+// aligned piece: the way every layer lays out the scratch that scratch_values_bytes counted.
+template <typename T>
+T* take_scratch_values(std::byte*& scratch, Index count) {
+  T* values = reinterpret_cast<T*>(scratch);
+  scratch += scratch_values_bytes<T>(count);
+  return values;
+}
 
 }  // namespace mpiddp::nn
