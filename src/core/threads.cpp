@@ -24,7 +24,7 @@ std::atomic<int> compute_threads{1};
 }  // namespace
 
 ThreadChoice choose_threads(int64_t configured, const char* omp_env, int cores, int node_cores,
-                            int ranks_on_node) {
+                            int ranks_on_node, double typical_product) {
   if (configured > 0) return {static_cast<int>(configured), "config"};
   if (omp_env && *omp_env) {
     char* end = nullptr;
@@ -32,6 +32,7 @@ ThreadChoice choose_threads(int64_t configured, const char* omp_env, int cores, 
     // OpenMP allows a list ("4,2") for nested levels: the first entry is ours.
     if (end != omp_env && value > 0 && (*end == '\0' || *end == ',')) return {static_cast<int>(value), "OMP_NUM_THREADS"};
   }
+  if (typical_product < kMinParallelProduct) return {1, "auto"};
   const int share = node_cores / std::max(1, ranks_on_node);
   return {std::max(1, std::min(cores, share)), "auto", kMinParallelProduct};
 }

@@ -113,7 +113,8 @@ Trainer<T>::Trainer(const config::Config& config, distributed::Communicator& com
   step_ = make_step_strategy<T>({config, comm, *replica_, reducer_, *optimizer_, statistics_,
                                  batch_per_rank_, sampler_});
   const ThreadChoice chosen =
-      choose_threads(config.threads, std::getenv("OMP_NUM_THREADS"), affinity_cores(), node_cores(), comm.ranks_on_node());
+      choose_threads(config.threads, std::getenv("OMP_NUM_THREADS"), affinity_cores(), node_cores(), comm.ranks_on_node(),
+                     kernels::typical_product_multiply_adds(model_->gemm_calls(batch_per_rank_)));
   threads_ = step_->threads(chosen.threads);
   use_threads(threads_);
   kernels::use_one_thread_below(chosen.one_thread_below);

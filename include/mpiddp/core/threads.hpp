@@ -25,11 +25,15 @@ struct ThreadChoice {
 
 // configured: the config's `threads` (0: not set); omp_env: the OMP_NUM_THREADS value or
 // null; cores: the cores this process may run on; node_cores: the node's cores;
-// ranks_on_node: ranks sharing this node. Precedence: config, then OMP_NUM_THREADS, then
-// auto: min(cores, node_cores / ranks_on_node), at least 1, with a product below
+// ranks_on_node: ranks sharing this node; typical_product: multiply-adds of a typical matrix
+// product of one step of this rank (kernels::typical_product_multiply_adds). Precedence:
+// config, then OMP_NUM_THREADS, then auto: one thread when typical_product is below
+// kMinParallelProduct (a model of small products only: the cnn's per-sample convolutions ran
+// 6-10 % slower with a second thread idle beside them than without one, docs/benchmarks.md),
+// else min(cores, node_cores / ranks_on_node), at least 1, with each product below
 // kMinParallelProduct multiply-adds on one thread.
 ThreadChoice choose_threads(int64_t configured, const char* omp_env, int cores, int node_cores,
-                            int ranks_on_node);
+                            int ranks_on_node, double typical_product);
 
 // The cores this process may run on (its CPU affinity mask; a launcher may bind it to one).
 int affinity_cores();
