@@ -139,7 +139,6 @@ GemmChoice choose_gemm(const std::string& configured, const std::vector<kernels:
     choice.how = "cached";
     choice.timings = timings_from(entry->value("seconds", Json::object()));
     choice.cache = path;
-    choice.remembered = true;
     return choice;
   }
   choice = measure<T>(calls, threads);
@@ -149,7 +148,6 @@ GemmChoice choose_gemm(const std::string& configured, const std::vector<kernels:
   try {
     if (lock.held()) {
       io::write_file_atomically(path, {{text.data(), text.size()}});
-      choice.remembered = true;
     } else {
       choice.cache = "not written: the lock on " + dir + "/gemm.lock was not taken";
     }

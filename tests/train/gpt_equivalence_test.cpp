@@ -18,6 +18,7 @@
 #include "mpiddp/train/trainer.hpp"
 #include "../support/quiet_training.hpp"
 #include "../support/scratch_dir.hpp"
+#include "../support/tiny_gpt.hpp"
 #include "../support/token_files.hpp"
 
 namespace mpiddp::train {
@@ -28,26 +29,10 @@ constexpr int kPositions = 8, kSamples = 48;
 // 48 windows, a global batch of 24: 2 steps per epoch, 3 epochs. Every N of 1, 2, 3, 4, 6, 8
 // divides the batch, and 24 chunks of one sample each divide it too.
 io::Json gpt(const std::string& dir, const std::string& dtype) {
-  const std::string block = R"(
-      {"type": "residual", "layers": [{"type": "layernorm"},
-                                      {"type": "attention", "heads": 2, "dropout": 0.1, "init_std": 0.02}]},
-      {"type": "residual", "layers": [{"type": "layernorm"}, {"type": "linear", "out": 64, "init_std": 0.02},
-                                      {"type": "gelu"}, {"type": "linear", "out": 16, "init_std": 0.02},
-                                      {"type": "dropout", "p": 0.1}]})";
-  io::Json user = io::Json::parse(R"({
-    "seed": 11, "epochs": 3,
-    "model": {"layers": [
-      {"type": "embedding", "vocab": 7, "dim": 16, "init_std": 0.02},
-      {"type": "position_embedding", "positions": 8, "init_std": 0.02},)" + block + "," + block + R"(,
-      {"type": "layernorm"},
-      {"type": "linear", "out": 7, "bias": false, "tied_to": "0.weight"}]},
-    "loss": "cross_entropy",
-    "batch": {"global": 24},
-    "optimizer": {"type": "adamw", "lr": 0.01, "weight_decay": 0.1, "decay": "matrices", "clip_grad_norm": 0.1},
-    "compute": {"gemm": "eigen"}
-  })");
+  io::Json user = test::tiny_gpt_config({.dim = 16, .positions = kPositions, .batch = 24, .seed = 11, .epochs = 3,
+                                         .clip_grad_norm = "0.1"},
+                                        dir + "/input.txt");
   user["dtype"] = dtype;
-  user["data"]["train"] = {{"source", "text"}, {"path", dir + "/input.txt"}, {"block", kPositions}};
   user["data"]["eval"] = user["data"]["train"];
   return user;
 }

@@ -15,6 +15,7 @@
 #include "mpiddp/train/trainer.hpp"
 #include "../support/quiet_training.hpp"
 #include "../support/scratch_dir.hpp"
+#include "../support/tiny_gpt.hpp"
 #include "../support/token_files.hpp"
 
 namespace mpiddp::train {
@@ -23,29 +24,13 @@ namespace {
 constexpr int kTinyBlock = 16, kTinyWindows = 32;
 constexpr size_t kTinySteps = 8;  // 32 windows at a global batch of 8: 4 steps per epoch, 2 epochs
 
-// nanoGPT at its smallest: two pre-LayerNorm blocks of dim 32 with 2 heads, attention dropout
-// and dropout 0.1, a head tied to the token embedding, on the 7-letter text of a Markov chain
+// tests/support/tiny_gpt.hpp's model of dim 32 on the 7-letter text of a Markov chain
 // (tests/support/token_files.hpp). No residual says "recompute": they keep their activations.
 io::Json tiny_gpt(const std::string& dir) {
-  const std::string block = R"(
-      {"type": "residual", "layers": [{"type": "layernorm"},
-                                      {"type": "attention", "heads": 2, "dropout": 0.1, "init_std": 0.02}]},
-      {"type": "residual", "layers": [{"type": "layernorm"}, {"type": "linear", "out": 128, "init_std": 0.02},
-                                      {"type": "gelu"}, {"type": "linear", "out": 32, "init_std": 0.02},
-                                      {"type": "dropout", "p": 0.1}]})";
-  io::Json user = io::Json::parse(R"({
-    "seed": 5, "epochs": 2, "dtype": "float32",
-    "model": {"layers": [
-      {"type": "embedding", "vocab": 7, "dim": 32, "init_std": 0.02},
-      {"type": "position_embedding", "positions": 16, "init_std": 0.02},)" + block + "," + block + R"(,
-      {"type": "layernorm"},
-      {"type": "linear", "out": 7, "bias": false, "tied_to": "0.weight"}]},
-    "loss": "cross_entropy",
-    "batch": {"global": 8},
-    "optimizer": {"type": "adamw", "lr": 0.01, "weight_decay": 0.1, "decay": "matrices", "clip_grad_norm": 1.0},
-    "compute": {"gemm": "eigen"}
-  })");
-  user["data"]["train"] = {{"source", "text"}, {"path", dir + "/input.txt"}, {"block", kTinyBlock}};
+  io::Json user = test::tiny_gpt_config({.dim = 32, .positions = kTinyBlock, .batch = 8, .seed = 5, .epochs = 2,
+                                         .clip_grad_norm = "1.0"},
+                                        dir + "/input.txt");
+  user["dtype"] = "float32";
   return user;
 }
 

@@ -28,10 +28,9 @@ struct GemmChoice {
   // (a library named in compute.gemm).
   std::string how;
   std::vector<kernels::GemmTiming> timings;  // of the measurement (also when read from the cache)
-  std::string cache;                   // the cache file, or why there is none
-  // Whether later runs will read this answer: read from the cache, or measured and written
-  // to it. A measured answer that was not written may differ in the next run.
-  bool remembered = false;
+  // The cache file, or why there is none or why the answer was not written to it (a measured
+  // answer that was not written may differ in the next run).
+  std::string cache;
   // Deterministic mode's `auto`: what its rule looked at, and what it chose (Note
   // [deterministic mode's library] in train/deterministic_gemm.hpp).
   std::string rule;
