@@ -42,7 +42,8 @@ int node_cores();
 
 // Sets Eigen's and OpenMP's thread count.
 void use_threads(int threads);
-// The thread count Eigen will use.
+// The count use_threads set last: the rank's compute threads (Eigen's own count may be lower
+// for a small product, Note [threads per product] in kernels/gemm.cpp).
 int threads_in_use();
 
 }  // namespace mpiddp
