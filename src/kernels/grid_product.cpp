@@ -176,7 +176,7 @@ size_t grid_product_scratch_bytes(Index f, Index o, Index samples) {
 
 void grid_product(const float* x, Index f, const float* dy, Index o, Index chunk, Index chunks, int shift,
                   int64_t* sums, bool add, float* scratch) {
-  const double scale = distributed::power_of_two(shift);
+  const double scale = power_of_two(shift);
   if (shift >= -126 && shift <= 127)
     all_tiles(x, f, dy, o, chunk, chunks, FloatScale{_mm512_set1_ps(static_cast<float>(scale))}, sums, add, scratch);
   else
