@@ -109,3 +109,13 @@ for (w, label), by in extra.items():
         what = "peak RSS" if kind == "rss" else "PSS at the end"
         print(f"| {w}: {what} <= {MEMORY_TARGET} x what a rank holds (sharded) | {r:.2f} x ({mb:.1f} of {med(by['needed_mb']):.1f} MB) | {met} |")
 print(f"\nsamples per configuration: {min(len(v) for by in runs.values() for v in by.values())}")
+# compare.sh with ISA=...: np=2 x 1 capped at each level, against auto (the CPU's best).
+levels = sorted({label for by in runs.values() for label in by if label.startswith("mpiddp_np2x1_isa_")})
+if levels:
+    print("\nnp=2 x 1 per instruction-set level (compute.isa; samples/s, medians):\n")
+    print("| workload | auto | " + " | ".join(l.removeprefix("mpiddp_np2x1_isa_") for l in levels) + " |")
+    print("|---" * (len(levels) + 2) + "|")
+    for w, by in runs.items():
+        auto = med(by["mpiddp_np2x1"])
+        cells = " | ".join(f"{med(by[l]):,.0f} ({med(by[l]) / auto:.2f} x)" for l in levels)
+        print(f"| {w} | {auto:,.0f} | {cells} |")

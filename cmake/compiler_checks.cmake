@@ -4,6 +4,18 @@
 # GCC 12.2 with AVX-512 enabled builds some constant vectors wrong (probes/vector_constant.cpp):
 # every -march=native build on an AVX-512 machine would carry silently wrong constants.
 # Turning off the SLP vectorizer avoids it; Eigen's kernels are explicit SIMD and keep their speed.
+#
+# A build for another CPU than the host's (MPIDDP_NATIVE_ARCH other than native: CI's compile-only
+# x86-64-v4 stage on an AVX2 host) cannot run the probe: it takes the workaround unasked.
+if(MPIDDP_NATIVE AND NOT MPIDDP_NATIVE_ARCH STREQUAL "native")
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    add_compile_options(-fno-tree-slp-vectorize)
+    set(MPIDDP_COMPILER_WORKAROUND "-fno-tree-slp-vectorize" CACHE INTERNAL "")
+  else()
+    set(MPIDDP_COMPILER_WORKAROUND "" CACHE INTERNAL "")
+  endif()
+  return()
+endif()
 get_directory_property(_mpiddp_options COMPILE_OPTIONS)
 separate_arguments(_mpiddp_probe_flags UNIX_COMMAND "${CMAKE_CXX_FLAGS} ${CMAKE_CXX_FLAGS_RELEASE}")
 foreach(_option IN LISTS _mpiddp_options)

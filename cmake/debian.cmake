@@ -9,8 +9,8 @@
 #     find_package(mpiddp) finds.
 # So a machine that only trains installs no compiler and no headers.
 #
-# A build with MPIDDP_NATIVE=ON (the default) is for this machine's CPU only: build the
-# packages for other machines with -DMPIDDP_NATIVE=OFF.
+# The default build is portable (x86-64-v3, our kernels chosen at run time: docs/isa.md), and
+# so are its packages; a build with MPIDDP_NATIVE=ON is for this machine's CPU only.
 if(MPI_CXX_LIB_NAMES MATCHES "mpich")
   set(_mpiddp_deb_launcher mpich)
   set(_mpiddp_deb_mpi_dev libmpich-dev)

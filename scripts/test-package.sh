@@ -60,7 +60,7 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-version=$("$build/mpiddp" --version | awk '{print $2}')
+version=$("$build/mpiddp" --version | awk 'NR == 1 {print $2}')
 [ -n "$version" ] || fail "no version from $build/mpiddp --version"
 
 # Step 3 needs to install packages; an mpiddp package already installed is said at once.
@@ -203,7 +203,10 @@ if [ ${#added[@]} -gt 0 ]; then say "apt-get also installed ${added[*]}; they ar
 
 step apt-run
 [ "$(command -v mpiddp)" = /usr/bin/mpiddp ] || fail "mpiddp on PATH is '$(command -v mpiddp || true)', not /usr/bin/mpiddp"
-[ "$(mpiddp --version)" = "mpiddp $version" ] || fail "/usr/bin/mpiddp --version: $(mpiddp --version)"
+[ "$(mpiddp --version | head -n 1)" = "mpiddp $version" ] || fail "/usr/bin/mpiddp --version: $(mpiddp --version)"
+# The package is the portable build: its baseline, and our kernels at every level (docs/isa.md).
+mpiddp --version | grep -q '^built for: *x86-64-v3 ' || fail "/usr/bin/mpiddp is not the portable x86-64-v3 build: $(mpiddp --version)"
+mpiddp --version | grep -q '^kernels compiled: baseline avx2 avx512$' || fail "/usr/bin/mpiddp: kernels not compiled at every level"
 mpiddp --help | grep -qxF "launch scripts: /usr/share/mpiddp/launch" || fail "/usr/bin/mpiddp --help does not name /usr/share/mpiddp/launch"
 mkdir -p "$tmp/run"
 cd "$tmp/run"

@@ -27,6 +27,8 @@ stage() {
 
 stage deps "$root/scripts/install-deps.sh" "${deps[@]}"
 stage build "$root/scripts/build.sh"
+# What an AVX-512 host's -march=native build compiles, compiled here whatever the host (not run).
+stage compile-v4 "$root/scripts/test-compile-v4.sh"
 run_ctest() { (cd "${MPIDDP_BUILD_DIR:-$root/build}" && ctest --output-on-failure -j "$(nproc)" --timeout 900); }
 stage ctest run_ctest
 # cmake --install, examples/custom_layer against it, the .deb through apt-get and purged again.

@@ -3,11 +3,13 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "commands.hpp"
 #include "data_dirs.hpp"
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/core/memory.hpp"
+#include "mpiddp/kernels/isa.hpp"
 
 namespace {
 
@@ -63,6 +65,20 @@ void print_data_dirs(std::FILE* out) {
                dirs.found ? "" : " (not found)", dirs.configs.c_str());
 }
 
+// The instruction-set levels (docs/isa.md): the build's own, the kernels' and this CPU's.
+void print_isa_levels() {
+  namespace k = mpiddp::kernels;
+  auto names = [](const std::vector<k::Isa>& levels) {
+    std::string text;
+    for (k::Isa level : levels) text += std::string(text.empty() ? "" : " ") + k::isa_name(level);
+    return text;
+  };
+  std::printf("built for:        %s (baseline)\n", k::build_arch());
+  std::printf("kernels compiled: %s\n", names(k::compiled_isas()).c_str());
+  std::printf("this CPU runs:    %s\n", names(k::cpu_isas()).c_str());
+  std::printf("kernels use:      %s (compute.isa caps it)\n", k::isa_name(k::active_isa()));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -79,6 +95,7 @@ int main(int argc, char** argv) {
   const std::string command = argv[1];
   if (command == "--version") {
     std::printf("mpiddp %s\n", MPIDDP_VERSION);
+    print_isa_levels();
     return mpiddp::kExitOk;
   }
   if (command == "train") return mpiddp::tools::train_command(argc - 1, argv + 1);

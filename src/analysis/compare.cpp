@@ -18,7 +18,8 @@ namespace {
 // incomparable (the world size itself is not part of the config).
 const char* const kIgnoredKeys[] = {"log",      "check_every_steps", "checkpoint", "save_weights",
                                     "watchdog", "on_nonfinite",      "max_skipped", "divergence",
-                                    "threads",  "prefetch",          "reduce",      "deterministic"};
+                                    "threads",  "prefetch",          "reduce",      "deterministic",
+                                    "compute.isa"};
 
 bool ignored(const std::string& path) {
   for (const char* key : kIgnoredKeys) {

@@ -113,6 +113,12 @@ io::Json resume_config(const config::Config& config) {
                           "threads", "prefetch", "reduce", "eval", "early_stopping"})
     kept.erase(key);
   if (!cosine_spans_run(config)) kept.erase("epochs");
+  // compute.isa changes which kernel variant computes, never a bit (Note [kernels per
+  // instruction set] in src/kernels/isa.cpp): a run may resume on another CPU or another cap.
+  if (kept.contains("compute")) {
+    kept["compute"].erase("isa");
+    if (kept["compute"].empty()) kept.erase("compute");
+  }
   if (kept.contains("model") && kept["model"].contains("layers"))
     kept["model"]["layers"] = nn::without_recompute(std::move(kept["model"]["layers"]));
   return kept;

@@ -4,6 +4,7 @@
 // rounding (docs/config.md).
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/kernels/gemm.hpp"
+#include "mpiddp/kernels/isa.hpp"
 #include "mpiddp/config/config.hpp"
 
 namespace mpiddp::config {
@@ -32,6 +33,14 @@ void parse_performance(io::JsonSection& root, Config& c) {
     for (kernels::GemmBackend b : kernels::available_gemm_backends()) built += std::string(built.empty() ? "" : ", ") + kernels::gemm_backend_name(b);
     throw ConfigError(compute.key_path("gemm"), c.gemm + " is not built into this mpiddp (built in: " + built +
                                                     "); scripts/install-deps.sh installs the libraries, then rebuild");
+  }
+  // compute.isa: a cap on the instruction-set level of our kernels (kernels/isa.hpp); whether
+  // the CPU runs it is the trainer's check, on the machine that trains. Read only when given,
+  // so the resolved config (and its hash) of a config without it stays what it was.
+  if (compute.has("isa")) {
+    std::vector<std::string> levels = kernels::isa_names();
+    levels.insert(levels.begin(), "auto");
+    c.isa = compute.choice("isa", "auto", levels);
   }
   compute.finish();
 }

@@ -6,14 +6,21 @@
 #include <type_traits>
 
 #include "mpiddp/core/finite.hpp"
+#include "mpiddp/kernels/isa.hpp"
+#include "../kernels/targets.hpp"
 
 namespace mpiddp::distributed {
 
 namespace {
 
+// Every loop here is elementwise (a sum in rank order, a product by the scale), so each
+// level's variant (Note [kernels per instruction set] in src/kernels/isa.cpp) gives the same
+// bits: the *_body functions are inlined into a variant per level, which vectorises them at its
+// width.
+
 // acc[i] = in[0][begin + i] + ... + in[n-1][begin + i] for i < m, in rank order.
 template <typename T>
-void sum_block(T* acc, const void* const* in, int n, size_t begin, size_t m) {
+MPIDDP_ALWAYS_INLINE void sum_block(T* acc, const void* const* in, int n, size_t begin, size_t m) {
   const T* a = static_cast<const T*>(in[0]) + begin;
   for (size_t i = 0; i < m; ++i) acc[i] = a[i];
   for (int r = 1; r < n; ++r) {
@@ -34,7 +41,7 @@ bool finite_block(const T* values, size_t count) {
 
 // p *= scale, and whether every result is finite, checked a cache-sized block at a time.
 template <typename T>
-bool scale_typed(T* p, size_t count, T scale) {
+MPIDDP_ALWAYS_INLINE bool scale_body(T* p, size_t count, T scale) {
   constexpr size_t kBlock = 2048;
   bool finite = true;
   for (size_t begin = 0; begin < count; begin += kBlock) {
@@ -46,8 +53,8 @@ bool scale_typed(T* p, size_t count, T scale) {
 }
 
 template <typename T>
-bool sum_typed(void* const* outs, int n_outs, const void* const* in, int n, size_t first,
-               size_t last, T scale) {
+MPIDDP_ALWAYS_INLINE bool sum_body(void* const* outs, int n_outs, const void* const* in, int n, size_t first,
+                                   size_t last, T scale) {
   // A block of partial sums on the stack: an output may alias an input, so nothing is
   // written before every input of the block has been read. 2048 floats stay in L1.
   constexpr size_t kBlock = 2048;
@@ -64,8 +71,8 @@ bool sum_typed(void* const* outs, int n_outs, const void* const* in, int n, size
 }
 
 template <typename T>
-void sum_fixed_typed(void* const* outs, int n_outs, const void* const* in, int n, size_t first, size_t last,
-                     const kernels::FixedPointGroups& groups) {
+MPIDDP_ALWAYS_INLINE void sum_fixed_body(void* const* outs, int n_outs, const void* const* in, int n, size_t first,
+                                         size_t last, const kernels::FixedPointGroups& groups) {
   // Blocks that stay in L1: the int64 sums, then their values, copied to every output.
   constexpr size_t kBlock = 1024;
   alignas(64) int64_t acc[kBlock];
@@ -77,6 +84,33 @@ void sum_fixed_typed(void* const* outs, int n_outs, const void* const* in, int n
     for (int k = 0; k < n_outs; ++k) std::copy_n(values, m, static_cast<T*>(outs[k]) + begin);
   }
 }
+
+// Each body's variants, and the function that calls the one the dispatch picks.
+#define MPIDDP_SUM_VARIANTS(name, body, Return, Params, Args)                                     \
+  template <typename T>                                                                          \
+  Return name##_portable Params { return body<T> Args; }                                         \
+  template <typename T>                                                                          \
+  MPIDDP_TARGET_AVX2 Return name##_avx2 Params { return body<T> Args; }                          \
+  template <typename T>                                                                          \
+  MPIDDP_TARGET_AVX512 Return name##_avx512 Params { return body<T> Args; }                      \
+  template <typename T>                                                                          \
+  Return name Params {                                                                           \
+    using Kernel = Return(*) Params;                                                             \
+    static const kernels::Dispatched<Kernel> variants(                                           \
+        {name##_portable<T>, name##_avx2<T>, name##_avx512<T>, nullptr, nullptr});               \
+    return variants() Args;                                                                      \
+  }
+
+MPIDDP_SUM_VARIANTS(scale_typed, scale_body, bool, (T * p, size_t count, T scale), (p, count, scale))
+MPIDDP_SUM_VARIANTS(sum_typed, sum_body, bool,
+                    (void* const* outs, int n_outs, const void* const* in, int n, size_t first, size_t last,
+                     T scale),
+                    (outs, n_outs, in, n, first, last, scale))
+MPIDDP_SUM_VARIANTS(sum_fixed_typed, sum_fixed_body, void,
+                    (void* const* outs, int n_outs, const void* const* in, int n, size_t first, size_t last,
+                     const kernels::FixedPointGroups& groups),
+                    (outs, n_outs, in, n, first, last, groups))
+#undef MPIDDP_SUM_VARIANTS
 
 }  // namespace
 

@@ -4,11 +4,11 @@
 #include <bit>
 #include <limits>
 #include <type_traits>
-#if defined(__AVX512F__) && defined(__AVX512DQ__)
+
 #include <immintrin.h>
-#endif
 
 #include "mpiddp/core/ieee.hpp"
+#include "targets.hpp"
 
 namespace mpiddp::kernels {
 
@@ -24,30 +24,14 @@ int fixed_point_shift(double max_abs, int64_t terms) {
 
 double from_fixed(int64_t value, int shift) { return static_cast<double>(value) * power_of_two(-shift); }
 
-#if defined(__AVX512F__) && defined(__AVX512DQ__)
-// AVX-512DQ converts eight doubles to int64 in one instruction (vcvtpd2qq), rounding as
-// to_fixed's cvtsd2si does (to nearest, ties to even: the MXCSR mode), and v 2^shift is
-// exact in double: the same integers as the loop of bits below, in a fraction of its
-// instructions. Returns how many values it added: the whole vectors of eight.
-template <typename V>
-size_t add_vectors_to_grid(const V* values, size_t count, int shift, int64_t* sums, OntoGrid how) {
-  const __m512d scale = _mm512_set1_pd(power_of_two(shift));
-  size_t i = 0;
-  for (; i + 8 <= count; i += 8) {
-    __m512d v;
-    if constexpr (std::is_same_v<V, float>)
-      v = _mm512_cvtps_pd(_mm256_loadu_ps(values + i));
-    else
-      v = _mm512_loadu_pd(values + i);
-    const __m512i fixed = _mm512_cvtpd_epi64(_mm512_mul_pd(v, scale));
-    _mm512_storeu_si512(sums + i, how == OntoGrid::kSet ? fixed : _mm512_add_epi64(_mm512_loadu_si512(sums + i), fixed));
-  }
-  return i;
-}
-#endif
+namespace {
 
+// The same integers as to_fixed, computed from the bits so that the loop vectorises on any
+// x86-64 (there is no vector conversion from double to int64 below AVX-512). Inlined into each
+// level's variant, so that it vectorises at that level's width.
 template <typename V>
-void add_to_grid_by_bits(const V* values, size_t count, int shift, int64_t* sums, OntoGrid how) {
+MPIDDP_ALWAYS_INLINE void add_to_grid_by_bits_body(const V* values, size_t count, int shift, int64_t* sums,
+                                                   OntoGrid how) {
   using Bits = typename Ieee<V>::Bits;
   constexpr int kMantissaBits = Ieee<V>::kMantissaBits;
   constexpr int kSignBit = static_cast<int>(sizeof(Bits)) * 8 - 1;
@@ -82,16 +66,58 @@ void add_to_grid_by_bits(const V* values, size_t count, int shift, int64_t* sums
 }
 
 template <typename V>
-void add_to_grid(const V* values, size_t count, int shift, int64_t* sums, OntoGrid how) {
-  size_t done = 0;
-#if defined(__AVX512F__) && defined(__AVX512DQ__)
-  done = add_vectors_to_grid(values, count, shift, sums, how);
-#endif
-  add_to_grid_by_bits(values + done, count - done, shift, sums + done, how);
+void add_to_grid_portable(const V* values, size_t count, int shift, int64_t* sums, OntoGrid how) {
+  add_to_grid_by_bits_body(values, count, shift, sums, how);
 }
 
+template <typename V>
+MPIDDP_TARGET_AVX2 void add_to_grid_avx2(const V* values, size_t count, int shift, int64_t* sums, OntoGrid how) {
+  add_to_grid_by_bits_body(values, count, shift, sums, how);
+}
+
+// AVX-512DQ converts eight doubles to int64 in one instruction (vcvtpd2qq), rounding as
+// to_fixed's cvtsd2si does (to nearest, ties to even: the MXCSR mode), and v 2^shift is
+// exact in double: the same integers as the loop of bits, in a fraction of its instructions.
+template <typename V>
+MPIDDP_TARGET_AVX512 void add_to_grid_avx512(const V* values, size_t count, int shift, int64_t* sums, OntoGrid how) {
+  const __m512d scale = _mm512_set1_pd(power_of_two(shift));
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    __m512d v;
+    if constexpr (std::is_same_v<V, float>)
+      v = _mm512_cvtps_pd(_mm256_loadu_ps(values + i));
+    else
+      v = _mm512_loadu_pd(values + i);
+    const __m512i fixed = _mm512_cvtpd_epi64(_mm512_mul_pd(v, scale));
+    _mm512_storeu_si512(sums + i, how == OntoGrid::kSet ? fixed : _mm512_add_epi64(_mm512_loadu_si512(sums + i), fixed));
+  }
+  add_to_grid_by_bits_body(values + i, count - i, shift, sums + i, how);
+}
+
+}  // namespace
+
+template <typename V>
+const Dispatched<AddToGridKernel<V>>& add_to_grid_variants() {
+  static const Dispatched<AddToGridKernel<V>> variants(
+      {add_to_grid_portable<V>, add_to_grid_avx2<V>, add_to_grid_avx512<V>, nullptr, nullptr});
+  return variants;
+}
+
+template <typename V>
+void add_to_grid_by_bits(const V* values, size_t count, int shift, int64_t* sums, OntoGrid how) {
+  add_to_grid_portable(values, count, shift, sums, how);
+}
+
+template <typename V>
+void add_to_grid(const V* values, size_t count, int shift, int64_t* sums, OntoGrid how) {
+  add_to_grid_variants<V>()()(values, count, shift, sums, how);
+}
+
+namespace {
+
 template <typename T>
-void fixed_point_to_values(const int64_t* sums, size_t first, size_t count, const FixedPointGroups& groups, T* out) {
+MPIDDP_ALWAYS_INLINE void to_values_body(const int64_t* sums, size_t first, size_t count, const FixedPointGroups& groups,
+                                         T* out) {
   const size_t* ends = groups.begins + 1;
   const size_t last = first + count;
   size_t g = static_cast<size_t>(std::upper_bound(ends, ends + groups.groups, first) - ends);
@@ -112,11 +138,39 @@ void fixed_point_to_values(const int64_t* sums, size_t first, size_t count, cons
   }
 }
 
+template <typename T>
+void to_values_portable(const int64_t* sums, size_t first, size_t count, const FixedPointGroups& groups, T* out) {
+  to_values_body(sums, first, count, groups, out);
+}
+// int64 to double is one instruction with AVX-512DQ (vcvtqq2pd) and a few without; correctly
+// rounded either way, so every level gives the same values.
+template <typename T>
+MPIDDP_TARGET_AVX2 void to_values_avx2(const int64_t* sums, size_t first, size_t count, const FixedPointGroups& groups,
+                                       T* out) {
+  to_values_body(sums, first, count, groups, out);
+}
+template <typename T>
+MPIDDP_TARGET_AVX512 void to_values_avx512(const int64_t* sums, size_t first, size_t count,
+                                           const FixedPointGroups& groups, T* out) {
+  to_values_body(sums, first, count, groups, out);
+}
+
+}  // namespace
+
+template <typename T>
+void fixed_point_to_values(const int64_t* sums, size_t first, size_t count, const FixedPointGroups& groups, T* out) {
+  using Kernel = void (*)(const int64_t*, size_t, size_t, const FixedPointGroups&, T*);
+  static const Dispatched<Kernel> variants({to_values_portable<T>, to_values_avx2<T>, to_values_avx512<T>, nullptr, nullptr});
+  variants()(sums, first, count, groups, out);
+}
+
 template void fixed_point_to_values(const int64_t*, size_t, size_t, const FixedPointGroups&, float*);
 template void fixed_point_to_values(const int64_t*, size_t, size_t, const FixedPointGroups&, double*);
 template void add_to_grid(const float*, size_t, int, int64_t*, OntoGrid);
 template void add_to_grid(const double*, size_t, int, int64_t*, OntoGrid);
 template void add_to_grid_by_bits(const float*, size_t, int, int64_t*, OntoGrid);
 template void add_to_grid_by_bits(const double*, size_t, int, int64_t*, OntoGrid);
+template const Dispatched<AddToGridKernel<float>>& add_to_grid_variants();
+template const Dispatched<AddToGridKernel<double>>& add_to_grid_variants();
 
 }  // namespace mpiddp::kernels

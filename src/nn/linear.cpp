@@ -149,8 +149,8 @@ void Linear<T>::parameter_gradients_onto_grid(const PassContext& context, ConstM
   const double per_chunk = 2.0 * static_cast<double>(chunk);
   const GradientGrid::Tensor weights = grid.tensor(weight_grad_, per_chunk * maxima[0] * maxima[1]);
   const GradientGrid::Tensor bias = grid.tensor(bias_grad_, per_chunk * maxima[1]);
-  // Every chunk in one kernel of ours where the build has it (Note [the grid product]), else
-  // each chunk's product by the library and converted after.
+  // Every chunk in one kernel of ours for float (Note [the grid product]), else each chunk's
+  // product by the library and converted after.
   if (!weight_gradient_by_grid_product(grid, x, dy, chunk, weights))
     weight_gradient_by_library(grid, x, dy, chunk, weights);
   VectorView<T> db(static_cast<T*>(grid.scratch(scratch_values_bytes<T>(o))), o);

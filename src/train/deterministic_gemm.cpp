@@ -5,6 +5,7 @@
 
 #include "mpiddp/kernels/gemm_columns.hpp"
 #include "mpiddp/kernels/grid_product.hpp"
+#include "mpiddp/kernels/isa.hpp"
 
 namespace mpiddp::train {
 namespace {
@@ -50,10 +51,9 @@ std::string multiply_adds_text(double value) { return std::to_string(static_cast
 }  // namespace
 
 CpuFeatures this_cpu_features() {
-  // CPUID, read when the process starts (GCC's and Clang's builtin): the CPU that runs, not
-  // the one that built.
-  __builtin_cpu_init();
-  return {__builtin_cpu_supports("avx512f") != 0};
+  // The level the kernels run at (kernels/isa.hpp): the CPU that runs, not the one that
+  // built, as compute.isa caps it, so that a cap below AVX-512 takes no library that would.
+  return {kernels::active_isa() >= kernels::Isa::kAvx512};
 }
 
 GemmRule deterministic_gemm_rule(const GemmRuleInputs& in) {

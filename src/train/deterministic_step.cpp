@@ -101,6 +101,13 @@ DeterministicStep<T>::DeterministicStep(const StepParts<T>& parts)
 template <typename T>
 GemmChoice DeterministicStep<T>::start(int /*threads*/) {
   distributed::Communicator& comm = parts_.comm;
+  // Eigen cuts a product's inner dimension into blocks sized from the CPU's L1 cache, which it
+  // reads at run time (288 floats of k on a 32 KiB L1 with AVX2, 432 on a 48 KiB one), and
+  // adds each block's sums to the result: another CPU, another order of additions. Fixed
+  // sizes (a 32 KiB L1; L2 and L3 cut only rows and columns) make the order follow the shapes
+  // alone, so a portable build's bits hold on every CPU (docs/isa.md), and the column check
+  // below measures what every rank computes.
+  Eigen::setCpuCacheSizes(32 * 1024, 512 * 1024, 8 * 1024 * 1024);
   // The library and the pass: rank 0 decides, every rank takes its answer (Note
   // [deterministic mode's library]); rank 0's error (a library not built in) is every rank's.
   GemmChoice gemm;

@@ -14,6 +14,7 @@
 #include "mpiddp/core/hash.hpp"
 #include "mpiddp/core/rng.hpp"
 #include "mpiddp/distributed/reduction_levels.hpp"
+#include "mpiddp/kernels/isa.hpp"
 #include "mpiddp/record/step_profile.hpp"
 
 namespace mpiddp::train {
@@ -79,6 +80,11 @@ void Trainer<T>::start() {
     // Among whom the optimizer's parts are cut: appended, so the record keeps its earlier prefix.
     run_record["reduce_shard_across"] =
         optimizer_->across_world() ? "world" : optimizer_->sharded() ? "node" : "none";
+    // The instruction-set levels: what this CPU runs and the level our kernels run at
+    // (compute.isa; kernels/isa.hpp). Appended, so the record keeps its earlier prefix.
+    io::Json cpu_levels = io::Json::array();
+    for (kernels::Isa level : kernels::cpu_isas()) cpu_levels.push_back(kernels::isa_name(level));
+    run_record["isa"] = {{"cpu", cpu_levels}, {"used", kernels::isa_name(kernels::active_isa())}};
     // reduce.compress set where nothing crosses between nodes: said, not silently ignored.
     if (!reducer_.compression_note().empty()) {
       run_record["reduce_compress_note"] = reducer_.compression_note();

@@ -12,6 +12,7 @@
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/core/threads.hpp"
 #include "mpiddp/data/source.hpp"
+#include "mpiddp/kernels/isa.hpp"
 #include "mpiddp/train/fault_injection.hpp"
 #include "mpiddp/record/trace_file.hpp"
 
@@ -59,6 +60,23 @@ optim::ParameterRanges vectors_and_scalars(const nn::Model<T>& model) {
 
 }  // namespace
 
+void apply_compute_isa(const std::string& configured) {
+  if (configured == "auto") {
+    kernels::uncap_isa();
+    return;
+  }
+  kernels::Isa cap = kernels::Isa::kBaseline;
+  kernels::find_isa(configured, &cap);  // the parser took only the levels' names
+  const std::string lacking = kernels::cpu_lacks(cap);
+  if (!lacking.empty()) {
+    std::string runs;
+    for (kernels::Isa level : kernels::cpu_isas()) runs += std::string(runs.empty() ? "" : ", ") + kernels::isa_name(level);
+    throw ConfigError("compute.isa", "\"" + configured + "\" needs " + lacking + ", which this CPU lacks (it runs " +
+                                         runs + "); use \"auto\" or one of those");
+  }
+  kernels::cap_isa(cap);
+}
+
 template <typename T>
 Trainer<T>::Trainer(const config::Config& config, distributed::Communicator& comm, TrainOptions options)
     : config_(config), comm_(comm), options_(options),
@@ -69,6 +87,8 @@ Trainer<T>::Trainer(const config::Config& config, distributed::Communicator& com
       sampler_(train_.samples, comm.rank(), comm.size(), config.shuffle, config.drop_last,
                config.seed),
       batch_per_rank_(config.per_rank_batch(comm.size())) {
+  // Before anything computes: no kernel above compute.isa runs in this process from here on.
+  apply_compute_isa(config.isa);
   // Deterministic mode's own fit comes first: its message says why accumulate_steps or the
   // world size does not fit the chunks, which the checks below would word less precisely.
   config::check_deterministic_fits(config, comm.size(), train_.samples);

@@ -72,6 +72,7 @@ struct Config {
   int64_t accumulate_steps = 1;  // micro-batches per optimizer step (gradient accumulation)
   distributed::ReduceConfig reduce;
   std::string gemm = "auto";     // compute.gemm: auto, or a library of kernels/gemm.hpp
+  std::string isa = "auto";      // compute.isa: auto, or the highest kernel level (kernels/isa.hpp)
   DeterministicConfig deterministic;  // "deterministic": the same bits at every world size
 
   io::Json resolved;  // the full resolved config, defaults filled in, as logged in the run record

@@ -17,6 +17,7 @@ enum ExitCode : int {
   kExitWatchdog = 7,     // a collective waited longer than watchdog.timeout_s
   kExitOutput = 8,       // an output file or directory could not be written
   kExitInterrupted = 9,  // stopped by SIGTERM, SIGINT or SIGUSR1 after writing a checkpoint
+  kExitCpu = 10,         // the CPU lacks an instruction set this build was compiled for
 };
 
 // Whether every rank raises the error identically (a bad config, a failed collective check)

@@ -10,6 +10,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "mpiddp/kernels/isa.hpp"
+
 namespace mpiddp::kernels {
 
 // The grid for a group whose values are at most max_abs in magnitude (> 0, finite) and
@@ -61,13 +63,19 @@ inline int64_t to_fixed(double value, int shift) {
 enum class OntoGrid { kAdd, kSet };
 
 // For `count` finite values whose magnitudes times 2^shift stay below 2^62 (what
-// fixed_point_shift guarantees for its group): the same integers as to_fixed, by
-// AVX-512DQ's vector conversion when the build has it, else by add_to_grid_by_bits.
+// fixed_point_shift guarantees for its group): the same integers as to_fixed, by AVX-512DQ's
+// vector conversion where the CPU has it, else by add_to_grid_by_bits at the CPU's width.
 template <typename V>
 void add_to_grid(const V* values, size_t count, int shift, int64_t* sums, OntoGrid how = OntoGrid::kAdd);
 // The same integers, computed from the bits so that the loop vectorises on any x86-64
 // (there is no vector conversion from double to int64 below AVX-512): the portable build's form.
 template <typename V>
 void add_to_grid_by_bits(const V* values, size_t count, int shift, int64_t* sums, OntoGrid how = OntoGrid::kAdd);
+
+// The variants add_to_grid chooses from (portable, AVX2, AVX-512), for tests that run each level.
+template <typename V>
+using AddToGridKernel = void (*)(const V*, size_t, int, int64_t*, OntoGrid);
+template <typename V>
+const Dispatched<AddToGridKernel<V>>& add_to_grid_variants();
 
 }  // namespace mpiddp::kernels

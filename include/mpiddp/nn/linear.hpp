@@ -72,7 +72,7 @@ class Linear final : public Layer<T> {
   // The chunked pass's parameter gradients, chunk by chunk, onto context.gradient_grid.
   void parameter_gradients_onto_grid(const PassContext& context, ConstMatrixView<T> x,
                                      ConstMatrixView<T> dy);
-  // Its weight gradient by kernels/grid_product.hpp's kernel; false where this build or T has none.
+  // Its weight gradient by kernels/grid_product.hpp's kernel; false for a T it has none for (double).
   bool weight_gradient_by_grid_product(GradientGrid& grid, ConstMatrixView<T> x, ConstMatrixView<T> dy,
                                        Index chunk, const GradientGrid::Tensor& weights);
   // Chunk by chunk: each chunk's product by the library, in blocks, then onto the grid.

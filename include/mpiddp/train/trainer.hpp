@@ -239,6 +239,11 @@ class Trainer final : public TrainingRun {
   nn::AlignedVector<T> replica_scratch_; // (min(P, 256 Ki)) rank 0's parameters, piece by piece
 };
 
+// compute.isa: caps this process's kernels at the level (kernels/isa.hpp), or uncaps them
+// for "auto"; a level the CPU lacks is a ConfigError naming the key and the missing features.
+// The trainer's constructor calls it first.
+void apply_compute_isa(const std::string& configured);
+
 // Builds the trainer for config.dtype (local setup only, see TrainingRun).
 std::unique_ptr<TrainingRun> prepare_training(const config::Config& config, distributed::Communicator& comm,
                                               TrainOptions options = {});

@@ -1,0 +1,12 @@
+#pragma once
+// The target attributes of our kernels' variants (Note [kernels per instruction set] in
+// src/kernels/isa.cpp): each level's functions carry one, so every build host compiles every
+// level, whatever its -march. A function called from a variant either carries the same
+// attribute or is inlined into it (kAlwaysInline); anything else runs at the build's baseline.
+// Private to src/.
+
+#define MPIDDP_TARGET_AVX2 __attribute__((target("avx2,fma,bmi,bmi2,f16c,popcnt")))
+#define MPIDDP_TARGET_AVX512 \
+  __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx2,fma,bmi,bmi2,f16c,popcnt,prefer-vector-width=512")))
+// A portable body that each variant inlines, so that it is compiled at the variant's level.
+#define MPIDDP_ALWAYS_INLINE inline __attribute__((always_inline))
