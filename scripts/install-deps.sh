@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages mpiddp needs, and nothing when they are present.
 # Usage: scripts/install-deps.sh [--with-mpich] [--with-data] [--with-slurm] [--with-chromium]
-#                               [--with-torch] [--with-fuzz] [--with-valgrind]
+#                               [--with-torch] [--with-fuzz] [--with-valgrind] [--with-qemu]
 # --with-torch: for the optional tools/torch_crosscheck.py and tools/read_tensorboard.py (run
 # with /usr/bin/python3); never needed to build or test. --with-fuzz: clang and libFuzzer for scripts/fuzz.sh (CI runs it).
 # --with-valgrind: valgrind for scripts/test-valgrind.sh.
@@ -21,6 +21,7 @@ for arg in "$@"; do
     --with-torch) packages+=(python3-torch python3-numpy python3-protobuf) ;;
     --with-fuzz) packages+=(clang-14 libclang-rt-14-dev) ;;  # libFuzzer (scripts/fuzz.sh)
     --with-valgrind) packages+=(valgrind) ;;  # memcheck (scripts/test-valgrind.sh)
+    --with-qemu) packages+=(qemu-user) ;;  # other CPUs emulated (tests/cli/isa_qemu.sh)
     *) echo "install-deps.sh: unknown option '$arg'" >&2; exit 2 ;;
   esac
 done

@@ -8,11 +8,12 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 # --with-slurm: the slurm and cluster tests (docs/launching.md); --with-mpich: the MPICH run below.
 # --with-fuzz, --with-valgrind: clang and libFuzzer, valgrind, for the steps at the end.
 # --with-chromium: the plot is rendered and checked in a real browser (cli_plot_render).
+# --with-qemu: the portable binary on emulated older CPUs (cli_isa_qemu).
 quick=${MPIDDP_TEST_QUICK:-0}
 if [ "$quick" = 1 ]; then
-  deps=(--with-data --with-slurm --with-mpich --with-chromium)
+  deps=(--with-data --with-slurm --with-mpich --with-chromium --with-qemu)
 else
-  deps=(--with-data --with-slurm --with-mpich --with-chromium --with-fuzz --with-valgrind)
+  deps=(--with-data --with-slurm --with-mpich --with-chromium --with-qemu --with-fuzz --with-valgrind)
 fi
 
 # stage NAME COMMAND...: runs one stage and prints how long it took, so a slow stage shows.
