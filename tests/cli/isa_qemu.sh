@@ -3,8 +3,10 @@
 # qemu-user; skipped, 77, without it):
 #  - on a Westmere (SSE4.2, no AVX): the start-up check says what the CPU lacks and exits 10,
 #    before any code of the x86-64-v3 baseline runs (no SIGILL);
-#  - on a Haswell (AVX2, no AVX-512): `--version` says the CPU runs baseline and avx2, and the
-#    kernels' tests pass there at those levels with avx512 skipped, whatever this host has.
+#  - on a Haswell (AVX2, no AVX-512): `--version` says the CPU runs baseline and avx2, the
+#    kernels' tests pass there at those levels with avx512 skipped, whatever this host has, and
+#    deterministic mode computes tests/golden/deterministic.json's bits there (one process, an
+#    MPI singleton under the emulator: another CPU's CPUID, caches and kernels, the same bits).
 source "$(dirname "$0")/lib.sh"
 command -v qemu-x86_64 > /dev/null || { echo "skipped: no qemu-x86_64 (scripts/install-deps.sh --with-qemu)"; exit 77; }
 built_for=$("$MPIDDP" --version | sed -n 's/^built for: *\([^ ]*\).*/\1/p')
@@ -31,4 +33,16 @@ grep -q '^\[  SKIPPED \] Level/KernelLevels.SumsAddTheRanksInOrderAndScaleOnce/a
 qemu-x86_64 -cpu Haswell "$NN_TEST" --gtest_filter='Level/GridProduct.*' 2> /dev/null > "$WORK/grid.out" ||
   { tail -30 "$WORK/grid.out"; fail "Haswell: the grid product's tests failed"; }
 echo "  Haswell: kernels_test $(grep -o '[0-9]* tests\?\.' "$WORK/kernels.out" | head -1 | tr -d .) passed, avx512 levels skipped; grid product: $(grep -c '^\[       OK \]' "$WORK/grid.out") passed"
-echo "isa qemu: the portable binary refuses a Westmere with exit 10 and runs its avx2 kernels on a Haswell"
+cd "$SOURCE_DIR"  # the golden args name files relative to the repository
+golden=tests/golden/deterministic.json
+for name in default cnn chunked; do
+  mapfile -t args < <(python3 -c 'import json,sys; print("\n".join(json.load(open(sys.argv[1]))[sys.argv[2]]["args"]))' "$golden" "$name")
+  expected=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]]["param_checksum"])' "$golden" "$name")
+  qemu-x86_64 -cpu Haswell "$MPIDDP" train --quiet "${args[@]}" --log "$WORK/$name.jsonl" > "$WORK/$name.out" 2>&1 ||
+    { tail -5 "$WORK/$name.out"; fail "Haswell: golden $name failed"; }
+  grep -q '"isa":{"cpu":\["baseline","avx2"\],"used":"avx2"}' "$WORK/$name.jsonl" || fail "Haswell: golden $name did not run at avx2"
+  [ "$(checksum_of "$WORK/$name.jsonl")" = "$expected" ] ||
+    fail "Haswell: golden $name: param_checksum $(checksum_of "$WORK/$name.jsonl"), golden $expected"
+  echo "  Haswell: golden $name: param_checksum $expected, as golden"
+done
+echo "isa qemu: the portable binary refuses a Westmere with exit 10, and on a Haswell runs its avx2 kernels and computes the golden bits"
