@@ -6,7 +6,14 @@
 // Private to src/.
 
 #define MPIDDP_TARGET_AVX2 __attribute__((target("avx2,fma,bmi,bmi2,f16c,popcnt")))
+// GCC's tuning prefers 256-bit vectors in loops it vectorises itself; the AVX-512 variants
+// ask for 512. Clang takes no such option in a target attribute (it would ignore the whole
+// attribute), so it is GCC's alone: a compiler's spelling, not the host's instruction set.
+#if defined(__clang__)
+#define MPIDDP_TARGET_AVX512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx2,fma,bmi,bmi2,f16c,popcnt")))
+#else
 #define MPIDDP_TARGET_AVX512 \
   __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx2,fma,bmi,bmi2,f16c,popcnt,prefer-vector-width=512")))
+#endif
 // A portable body that each variant inlines, so that it is compiled at the variant's level.
 #define MPIDDP_ALWAYS_INLINE inline __attribute__((always_inline))
