@@ -146,7 +146,7 @@ __attribute__((constructor(101))) void check_cpu_runs_the_build() {
   std::fprintf(stderr,
                "mpiddp: this CPU lacks %s, which this build needs: it was compiled for %s. Kernels above that "
                "are chosen at run time, but the rest of the program is compiled for it. Build for this CPU "
-               "with scripts/build.sh -DMPIDDP_BASELINE=x86-64-v2 (docs/isa.md).\n",
+               "with cmake -DMPIDDP_BASELINE=x86-64-v2 (docs/isa.md).\n",
                lacking, build_arch());
   std::fflush(stderr);
   _exit(kExitCpu);
