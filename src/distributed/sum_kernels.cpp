@@ -87,12 +87,7 @@ MPIDDP_ALWAYS_INLINE void sum_fixed_body(void* const* outs, int n_outs, const vo
 
 // Each body's variants, and the function that calls the one the dispatch picks.
 #define MPIDDP_SUM_VARIANTS(name, body, Return, Params, Args)                                     \
-  template <typename T>                                                                          \
-  Return name##_portable Params { return body<T> Args; }                                         \
-  template <typename T>                                                                          \
-  MPIDDP_TARGET_AVX2 Return name##_avx2 Params { return body<T> Args; }                          \
-  template <typename T>                                                                          \
-  MPIDDP_TARGET_AVX512 Return name##_avx512 Params { return body<T> Args; }                      \
+  MPIDDP_VARIANTS_OF(name, body, Return, Params, Args)                                           \
   template <typename T>                                                                          \
   Return name Params {                                                                           \
     using Kernel = Return(*) Params;                                                             \

@@ -138,22 +138,11 @@ MPIDDP_ALWAYS_INLINE void to_values_body(const int64_t* sums, size_t first, size
   }
 }
 
-template <typename T>
-void to_values_portable(const int64_t* sums, size_t first, size_t count, const FixedPointGroups& groups, T* out) {
-  to_values_body(sums, first, count, groups, out);
-}
 // int64 to double is one instruction with AVX-512DQ (vcvtqq2pd) and a few without; correctly
 // rounded either way, so every level gives the same values.
-template <typename T>
-MPIDDP_TARGET_AVX2 void to_values_avx2(const int64_t* sums, size_t first, size_t count, const FixedPointGroups& groups,
-                                       T* out) {
-  to_values_body(sums, first, count, groups, out);
-}
-template <typename T>
-MPIDDP_TARGET_AVX512 void to_values_avx512(const int64_t* sums, size_t first, size_t count,
-                                           const FixedPointGroups& groups, T* out) {
-  to_values_body(sums, first, count, groups, out);
-}
+MPIDDP_VARIANTS_OF(to_values, to_values_body, void,
+                   (const int64_t* sums, size_t first, size_t count, const FixedPointGroups& groups, T* out),
+                   (sums, first, count, groups, out))
 
 }  // namespace
 

@@ -17,3 +17,19 @@
 #endif
 // A portable body that each variant inlines, so that it is compiled at the variant's level.
 #define MPIDDP_ALWAYS_INLINE inline __attribute__((always_inline))
+
+// The variants of a portable body at every level above: NAME_portable, NAME_avx2 and
+// NAME_avx512, templates on T, each inlining BODY<T> (declared MPIDDP_ALWAYS_INLINE).
+#define MPIDDP_VARIANTS_OF(name, body, Return, Params, Args)                    \
+  template <typename T>                                                         \
+  Return name##_portable Params {                                               \
+    return body<T> Args;                                                        \
+  }                                                                             \
+  template <typename T>                                                         \
+  MPIDDP_TARGET_AVX2 Return name##_avx2 Params {                                \
+    return body<T> Args;                                                        \
+  }                                                                             \
+  template <typename T>                                                         \
+  MPIDDP_TARGET_AVX512 Return name##_avx512 Params {                            \
+    return body<T> Args;                                                        \
+  }
