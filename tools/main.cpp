@@ -3,7 +3,6 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
-#include <vector>
 
 #include "commands.hpp"
 #include "data_dirs.hpp"
@@ -68,14 +67,9 @@ void print_data_dirs(std::FILE* out) {
 // The instruction-set levels (docs/isa.md): the build's own, the kernels' and this CPU's.
 void print_isa_levels() {
   namespace k = mpiddp::kernels;
-  auto names = [](const std::vector<k::Isa>& levels) {
-    std::string text;
-    for (k::Isa level : levels) text += std::string(text.empty() ? "" : " ") + k::isa_name(level);
-    return text;
-  };
   std::printf("built for:        %s (baseline)\n", k::build_arch());
-  std::printf("kernels compiled: %s\n", names(k::compiled_isas()).c_str());
-  std::printf("this CPU runs:    %s\n", names(k::cpu_isas()).c_str());
+  std::printf("kernels compiled: %s\n", k::isa_names_text(k::compiled_isas(), " ").c_str());
+  std::printf("this CPU runs:    %s\n", k::isa_names_text(k::cpu_isas(), " ").c_str());
   std::printf("kernels use:      %s (compute.isa caps it)\n", k::isa_name(k::active_isa()));
 }
 

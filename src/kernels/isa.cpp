@@ -162,6 +162,12 @@ std::vector<std::string> isa_names() {
   return names;
 }
 
+std::string isa_names_text(const std::vector<Isa>& levels, const char* separator) {
+  std::string text;
+  for (Isa level : levels) text += std::string(text.empty() ? "" : separator) + isa_name(level);
+  return text;
+}
+
 bool find_isa(const std::string& name, Isa* level) {
   for (const LevelNeeds& l : kLevels)
     if (name == l.name) {

@@ -69,10 +69,9 @@ void apply_compute_isa(const std::string& configured) {
   kernels::find_isa(configured, &cap);  // the parser took only the levels' names
   const std::string lacking = kernels::cpu_lacks(cap);
   if (!lacking.empty()) {
-    std::string runs;
-    for (kernels::Isa level : kernels::cpu_isas()) runs += std::string(runs.empty() ? "" : ", ") + kernels::isa_name(level);
     throw ConfigError("compute.isa", "\"" + configured + "\" needs " + lacking + ", which this CPU lacks (it runs " +
-                                         runs + "); use \"auto\" or one of those");
+                                         kernels::isa_names_text(kernels::cpu_isas(), ", ") +
+                                         "); use \"auto\" or one of those");
   }
   kernels::cap_isa(cap);
 }

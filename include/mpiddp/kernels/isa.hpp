@@ -21,6 +21,8 @@ inline constexpr int kIsaLevels = 5;
 // "baseline", "avx2", "avx512", "avx512_bf16", "amx": the names compute.isa takes.
 const char* isa_name(Isa level);
 std::vector<std::string> isa_names();
+// The levels' names joined by `separator`, e.g. "baseline avx2 avx512".
+std::string isa_names_text(const std::vector<Isa>& levels, const char* separator);
 bool find_isa(const std::string& name, Isa* level);
 
 // Every level this CPU and its OS run, lowest first (CPUID and XGETBV, read once).

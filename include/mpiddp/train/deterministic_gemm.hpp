@@ -68,7 +68,8 @@ struct DeterministicGemm {
   PassPieces last;
 };
 
-// The CPU features the rule reads, from the CPU itself (CPUID) when the run starts.
+// The CPU features the rule reads: the level the kernels run at (kernels/isa.hpp), the CPU's
+// own as read when the run starts, capped by compute.isa.
 struct CpuFeatures {
   bool avx512f = false;
 };
