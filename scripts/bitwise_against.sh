@@ -16,7 +16,8 @@
 # shm paths and two emulated nodes, the optimizer sharded or not, accumulate_steps, sync off,
 # float64, the MLP of bench/mlp.json, the Fashion-MNIST CNN (skipped without the data set:
 # scripts/install-deps.sh --with-data) and bench/gpt.json's GPT on the King James Bible
-# (scripts/get-kjv.sh), with attention's dropout in deterministic mode.
+# (scripts/get-kjv.sh), with attention's dropout in deterministic mode, and its tiled kernel at
+# T = 100 (two tiles, the second partial) with dropout.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -48,6 +49,7 @@ cnn_fmnist         | 2 | - | configs/fashion_mnist_cnn.json --set compute.gemm=e
 cnn_det            | 2 | - | tests/golden/deterministic_cnn.json --set compute.gemm=eigen
 gpt_np2            | 2 | - | bench/gpt.json --set compute.gemm=eigen --set epochs=1 --set data.train.range=[0,0.008]
 gpt_dropout_det    | 2 | - | bench/gpt.json --set compute.gemm=eigen --set deterministic.chunks=2 --set epochs=1 --set data.train.range=[0,0.004] --set model.layers.2.layers.1.dropout=0.1
+gpt_tiled_t100     | 2 | - | bench/gpt.json --set compute.gemm=eigen --set epochs=1 --set data.train.range=[0,0.004] --set data.train.block=100 --set model.layers.1.positions=100 --set model.layers.2.layers.1.algorithm=tiled --set model.layers.4.layers.1.algorithm=tiled --set model.layers.6.layers.1.algorithm=tiled --set model.layers.8.layers.1.algorithm=tiled --set model.layers.2.layers.1.dropout=0.1
 EOF
 )
 names() { sed -E 's/ *\|.*//' <<< "$RUNS"; }

@@ -1,4 +1,4 @@
-// Attention's two algorithms (nn/attention_core.hpp) timed against each other: the layer's
+// Attention's two algorithms (kernels/attention_naive.hpp, kernels/attention_tiled.hpp) timed against each other: the layer's
 // forward and backward in training, on one thread, for sequences of T positions with
 // B x T fixed, so that the projections cost the same at every T and only the core's share
 // grows with T. Prints one JSON line per (T, algorithm): the best and the median of the

@@ -10,6 +10,8 @@
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/core/hash.hpp"
 #include "mpiddp/core/threads.hpp"
+#include "mpiddp/kernels/attention_naive.hpp"
+#include "mpiddp/kernels/attention_tiled.hpp"
 #include "mpiddp/kernels/gemm.hpp"
 #include "mpiddp/kernels/row_sums.hpp"
 
@@ -64,11 +66,10 @@ Attention<T>::Attention(const AttentionOptions& options, const Shape& input, con
       dropout_(options.dropout),
       init_(options.init),
       salt_(fnv1a(key)),
-      key_(key) {
-  const AttentionGeometry geometry{t_, c_, heads_, d_, causal_, dropout_};
-  core_ = attention_algorithm(options.algorithm, t_) == AttentionAlgorithm::kTiled ? make_tiled_attention<T>(geometry)
-                                                                                  : make_naive_attention<T>(geometry);
-}
+      key_(key),
+      head_{t_, d_, causal_},
+      kernel_(attention_algorithm(options.algorithm, t_) == AttentionAlgorithm::kTiled ? kernels::tiled_attention<T>()
+                                                                                      : kernels::naive_attention<T>()) {}
 
 template <typename T>
 std::string Attention<T>::describe() const {
@@ -88,12 +89,29 @@ template <typename T>
 size_t Attention<T>::scratch_bytes(Index max_batch) const {
   const Index n = max_batch * t_;
   return 2 * scratch_values_bytes<T>(3 * c_ * n) + 2 * scratch_values_bytes<T>(c_ * n) +
-         core_->scratch_bytes(max_batch, workers(max_batch));
+         scratch_values_bytes<T>(static_cast<Index>(kernel_.kept_values(head_)) * heads_ * max_batch) +
+         static_cast<size_t>(workers(max_batch)) * kernel_.workspace_bytes(head_, dropout_ > 0.0);
 }
 
 template <typename T>
 int Attention<T>::workers(Index max_batch) const {
   return static_cast<int>(std::min<Index>(affinity_cores(), std::max<Index>(1, heads_ * max_batch)));
+}
+
+template <typename T>
+StridedView<T> Attention<T>::head_of_qkv(T* qkv, Index b, Index h, Index part) const {
+  return {qkv + b * t_ * 3 * c_ + part * c_ + h * d_, d_, t_, Eigen::OuterStride<>(3 * c_)};
+}
+
+template <typename T>
+StridedView<T> Attention<T>::head_of_out(T* heads_out, Index b, Index h) const {
+  return {heads_out + b * t_ * c_ + h * d_, d_, t_, Eigen::OuterStride<>(c_)};
+}
+
+template <typename T>
+void Attention<T>::HeadDropout::fill(const void* source, Index query, Index first, Index count, T* mask) {
+  const HeadDropout& d = *static_cast<const HeadDropout*>(source);
+  d.stream->fill(mask, d.first + query * d.t + first, count, d.position, d.p, d.scale);
 }
 
 template <typename T>
@@ -149,8 +167,9 @@ void Attention<T>::bind(const LayerMemory<T>& memory) {
   heads_out_ = take_scratch_values<T>(scratch, c_ * n);
   d_qkv_ = take_scratch_values<T>(scratch, 3 * c_ * n);
   d_heads_out_ = take_scratch_values<T>(scratch, c_ * n);
+  kept_ = take_scratch_values<T>(scratch, static_cast<Index>(kernel_.kept_values(head_)) * heads_ * memory.max_batch);
   workers_ = workers(memory.max_batch);
-  core_->bind(scratch, memory.max_batch, workers_, {qkv_, heads_out_, d_qkv_, d_heads_out_});
+  workspaces_ = scratch;
 }
 
 template <typename T>
@@ -179,9 +198,11 @@ void Attention<T>::forward(const PassContext& context, ConstMatrixView<T> x, Mat
   kernels::multiply(qkv, ConstMatrixView<T>(attn_weight_, c_, 3 * c_), kernels::Op::kTranspose, xs,
                     kernels::Op::kNone, kernels::Accumulate::kAdd);
   const std::optional<DropoutStream> dropout = dropout_stream(context);
-  const DropoutStream* stream = dropout ? &*dropout : nullptr;
   for_each_head(x.cols(), [&](Index b, Index h, int worker) {
-    core_->forward(b, h, worker, stream, context.position(b));
+    const HeadDropout source{dropout ? &*dropout : nullptr, h * t_ * t_, t_, context.position(b), dropout_, dropout_scale()};
+    const kernels::AttentionMask<T> mask{&HeadDropout::fill, &source};
+    kernel_.forward(head_of_out(heads_out_, b, h), kept(b, h), read_only(head_of_qkv(qkv_, b, h, 0)),
+                    read_only(head_of_qkv(qkv_, b, h, 1)), read_only(head_of_qkv(qkv_, b, h, 2)), head_, dropout ? &mask : nullptr, workspace(worker));
   });
   MatrixView<T> ys(y.data(), c_, n);
   if (bias_) ys.colwise() = VectorView<T>(proj_bias_, c_);
@@ -204,9 +225,13 @@ void Attention<T>::backward(const PassContext& context, ConstMatrixView<T> x, Co
   kernels::multiply(d_heads_out, ConstMatrixView<T>(proj_weight_, c_, c_), kernels::Op::kNone, dys,
                     kernels::Op::kNone, kernels::Accumulate::kOverwrite);
   const std::optional<DropoutStream> dropout = dropout_stream(context);
-  const DropoutStream* stream = dropout ? &*dropout : nullptr;
   for_each_head(x.cols(), [&](Index b, Index h, int worker) {
-    core_->backward(b, h, worker, stream, context.position(b));
+    const HeadDropout source{dropout ? &*dropout : nullptr, h * t_ * t_, t_, context.position(b), dropout_, dropout_scale()};
+    const kernels::AttentionMask<T> mask{&HeadDropout::fill, &source};
+    kernel_.backward(head_of_qkv(d_qkv_, b, h, 0), head_of_qkv(d_qkv_, b, h, 1), head_of_qkv(d_qkv_, b, h, 2),
+                     read_only(head_of_out(d_heads_out_, b, h)), read_only(head_of_out(heads_out_, b, h)),
+                     read_only(head_of_qkv(qkv_, b, h, 0)), read_only(head_of_qkv(qkv_, b, h, 1)),
+                     read_only(head_of_qkv(qkv_, b, h, 2)), kept(b, h), head_, dropout ? &mask : nullptr, workspace(worker));
   });
   // c_attn, the same with the (3C) gradient of q, k and v.
   const ConstMatrixView<T> d_qkv(d_qkv_, 3 * c_, n);

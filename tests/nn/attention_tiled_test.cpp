@@ -1,5 +1,5 @@
-// attention's tiled algorithm (nn/attention_tiled.cpp, FlashAttention's running softmax)
-// against the naive one (nn/attention_naive.cpp) that keeps the (T, T) probabilities: the
+// attention's tiled algorithm (kernels/attention_tiled.cpp, FlashAttention's running softmax)
+// against the naive one (kernels/attention_naive.cpp) that keeps the (T, T) probabilities: the
 // same outputs, input gradients and parameter gradients to float rounding, causal and not,
 // one head and several, T below, at and above the 64-position tile and not a multiple of it,
 // with attention's dropout in training (both must drop the same probabilities); central

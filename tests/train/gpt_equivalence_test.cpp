@@ -108,7 +108,7 @@ TEST(GptDeterministic, TheSameBitsAtEveryWorldSizeAndAfterAResumeAtAnother) {
   EXPECT_TRUE(resumed.replicas.identical);
 }
 
-// Attention's tiled algorithm (nn/attention_tiled.cpp) keeps deterministic mode's promise too:
+// Attention's tiled algorithm (kernels/attention_tiled.cpp) keeps deterministic mode's promise too:
 // a sample's bits follow neither its batch nor the world size.
 TEST(GptDeterministic, TiledAttentionGivesTheSameBitsAtEveryWorldSize) {
   distributed::MpiCommunicator comm;

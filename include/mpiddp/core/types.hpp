@@ -22,6 +22,16 @@ template <typename T>
 using MatrixView = Eigen::Map<Matrix<T>>;
 template <typename T>
 using ConstMatrixView = Eigen::Map<const Matrix<T>>;
+// A view whose columns lie `outer stride` values apart: a head's (D, T) inside a (3C, B T)
+// buffer, or a block of columns of a view.
+template <typename T>
+using StridedView = Eigen::Map<Matrix<T>, 0, Eigen::OuterStride<>>;
+template <typename T>
+using ConstStridedView = Eigen::Map<const Matrix<T>, 0, Eigen::OuterStride<>>;
+template <typename T>
+ConstStridedView<T> read_only(const StridedView<T>& view) {
+  return {view.data(), view.rows(), view.cols(), Eigen::OuterStride<>(view.outerStride())};
+}
 template <typename T>
 using VectorView = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, 1>>;
 

@@ -56,6 +56,14 @@ template <typename T>
 void multiply_in_pieces(MatrixView<T> c, ConstMatrixView<T> a, Op op_a, ConstMatrixView<T> b, Accumulate mode,
                         Index piece);
 
+// The products inside a kernel that works in cache (attention's per-head tiles, kernels/
+// attention_*.hpp), on strided views: c = op(a) op(b), or c += op(a) op(b), computed by Eigen
+// under every compute.gemm. A library call per (64, 64) tile would cost more than the tile,
+// and Eigen's are the bits every release has computed there. multiply() and this are the only
+// places a product is computed, so that a precision or a library is chosen in kernels/.
+template <typename T>
+void multiply_tile(StridedView<T> c, ConstStridedView<T> a, Op op_a, ConstStridedView<T> b, Op op_b, Accumulate mode);
+
 // One product's dimensions as above, for calibration and the benchmarks.
 struct GemmShape {
   Index m = 0, n = 0, k = 0;

@@ -8,27 +8,30 @@
 // With `dropout` p, the probabilities are dropped and scaled by 1/(1-p) in training, as
 // nanoGPT's attn_dropout, with masks by the sample's global position (nn/dropout_mask.hpp).
 //
-// The core from q, k, v to the heads' outputs is one of two algorithms (nn/attention_core.hpp):
-// `naive` keeps each head's (T, T) probabilities per sample, `tiled` only each query's
-// log-sum-exp; `auto` takes the one measured faster for the sequence's length
-// (attention_algorithm below, docs/benchmarks.md).
+// The layer keeps the projections and the memory layout; each head of each sample goes from
+// q, k, v to its output through one of two kernels (kernels/attention_head.hpp): `naive` keeps
+// each head's (T, T) probabilities per sample, `tiled` only each query's log-sum-exp; `auto`
+// takes the one measured faster for the sequence's length (attention_algorithm below,
+// docs/benchmarks.md). Both give the same values to float rounding.
 //
 // Scratch, for up to max_batch samples B (values of T): qkv (3C, B T), the heads' outputs
-// (C, B T), and in backward their gradients' buffers of the same sizes, then the core's own.
+// (C, B T), and in backward their gradients' buffers of the same sizes; then what the kernel
+// keeps per head and sample, (kept, heads, B); then one kernel workspace per worker thread.
 //
 // With several compute threads in a rank (`threads`), the heads of the batch's samples are
 // shared out among them, each head computed whole by one thread: the same bits as one thread.
-#include <memory>
 #include <optional>
 #include <string>
 
 #include "mpiddp/io/json_reader.hpp"
-#include "mpiddp/nn/attention_core.hpp"
+#include "mpiddp/kernels/attention_head.hpp"
 #include "mpiddp/nn/dropout_mask.hpp"
 #include "mpiddp/nn/initialization.hpp"
 #include "mpiddp/nn/layer.hpp"
 
 namespace mpiddp::nn {
+
+enum class AttentionAlgorithm { kNaive, kTiled };
 
 struct AttentionOptions {
   Index heads = 0;
@@ -65,9 +68,29 @@ class Attention final : public Layer<T> {
  private:
   // The pass's dropout stream: none in evaluation or without dropout.
   std::optional<DropoutStream> dropout_stream(const PassContext& context) const;
-  // The core's workspaces for max_batch samples: one per core this process may run on, at
+  // The kernel's workspaces for max_batch samples: one per core this process may run on, at
   // most one per head of the batch.
   int workers(Index max_batch) const;
+  // Head h of sample b's q, k or v (part 0, 1, 2) in qkv_ (or its gradient in d_qkv_): (D, T),
+  // a position every 3C values; its output (or the output's gradient): (D, T), every C.
+  StridedView<T> head_of_qkv(T* qkv, Index b, Index h, Index part) const;
+  StridedView<T> head_of_out(T* heads_out, Index b, Index h) const;
+  // What the kernel keeps of head h of sample b, and worker's workspace.
+  T* kept(Index b, Index h) const { return kept_ + (b * heads_ + h) * static_cast<Index>(kernel_.kept_values(head_)); }
+  std::byte* workspace(int worker) const {
+    return workspaces_ + static_cast<size_t>(worker) * kernel_.workspace_bytes(head_, dropout_ > 0.0);
+  }
+  T dropout_scale() const { return static_cast<T>(1.0 / (1.0 - dropout_)); }
+  // The dropout mask source of head h of the sample at `position` (AttentionMask).
+  struct HeadDropout {
+    const DropoutStream* stream;
+    Index first;  // h T T: the head's first value of the sample's counter
+    Index t;
+    Index position;
+    double p;
+    T scale;  // 1 / (1 - p)
+    static void fill(const void* source, Index query, Index first, Index count, T* mask);
+  };
   // pass(b, h, worker) for every head of every sample of the batch: over the rank's compute
   // threads (core/threads.hpp), each head on one thread with its own workspace, so the bits
   // are the same on any number of threads.
@@ -86,11 +109,14 @@ class Attention final : public Layer<T> {
   T* proj_bias_ = nullptr;
   T* attn_weight_grad_ = nullptr, *attn_bias_grad_ = nullptr;
   T* proj_weight_grad_ = nullptr, *proj_bias_grad_ = nullptr;
+  kernels::AttentionHead head_;
+  kernels::AttentionKernel<T> kernel_;
   // Scratch: qkv_ (3C, B T), heads_out_ (C, B T), and for backward d_qkv_ (3C, B T),
-  // d_heads_out_ (C, B T); then the core's.
+  // d_heads_out_ (C, B T); kept_ (kept, heads, B); then workers_ workspaces of the kernel's.
   T* qkv_ = nullptr, *heads_out_ = nullptr, *d_qkv_ = nullptr, *d_heads_out_ = nullptr;
-  std::unique_ptr<AttentionCore<T>> core_;
-  int workers_ = 1;  // the core's workspaces
+  T* kept_ = nullptr;
+  std::byte* workspaces_ = nullptr;
+  int workers_ = 1;
 };
 
 }  // namespace mpiddp::nn
