@@ -198,6 +198,18 @@ std::vector<std::pair<Index, Index>> Sequential<T>::gradients_added_to() const {
 }
 
 template <typename T>
+void Sequential<T>::install_hooks(LayerHooks* hooks, const std::string& prefix, Index first_parameter, int depth) {
+  hooks_ = hooks;
+  units_.clear();
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const std::string key = prefix + std::to_string(l);
+    const Index first = first_parameter + parameter_offsets_[l];
+    units_.push_back({key, layers_[l]->type(), first, first_parameter + parameter_offsets_[l + 1], depth});
+    layers_[l]->install_hooks(hooks, key + ".", first, depth + 1);
+  }
+}
+
+template <typename T>
 void Sequential<T>::forward(const PassContext& context, ConstMatrixView<T> x, MatrixView<T> y) {
   forward(context, BatchInput<T>::of_values(x), y);
 }
@@ -211,6 +223,7 @@ void Sequential<T>::forward(const PassContext& context, const BatchInput<T>& x, 
     Layer<T>& layer = *layers_[l];
     T* out = l + 1 < layers_.size() ? activations_[l] : y.data();
     MatrixView<T> layer_y(out, layer.outputs(), batch);
+    if (hooks_) hooks_->before_forward(units_[l]);
     if (l == 0 && token_input_)
       token_input_->forward_ids(context, x.token_ids, batch, layer_y);
     else
@@ -243,6 +256,7 @@ void Sequential<T>::backward(const PassContext& context, const BatchInput<T>& x,
     ConstMatrixView<T> layer_x(in, layer.inputs(), batch);
     ConstMatrixView<T> layer_y(out, layer.outputs(), batch);
     ConstMatrixView<T> layer_dy_view(layer_dy, layer.outputs(), batch);
+    if (hooks_) hooks_->before_backward(units_[l]);
     if (l == 0 && token_input_) {
       token_input_->backward_ids(layer_context, x.token_ids, batch, layer_dy_view);
     } else if (l == 0) {
@@ -253,6 +267,7 @@ void Sequential<T>::backward(const PassContext& context, const BatchInput<T>& x,
       layer_dy = next_dx;
       next_dx = next_dx == delta_a_ ? delta_b_ : delta_a_;
     }
+    if (hooks_) hooks_->after_backward(units_[l]);
     if (listener && parameter_offsets_[l + 1] > parameter_offsets_[l]) listener->gradients_ready(parameter_offsets_[l]);
   }
 }

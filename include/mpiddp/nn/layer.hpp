@@ -35,6 +35,7 @@
 #include "mpiddp/core/rng.hpp"
 #include "mpiddp/core/types.hpp"
 #include "mpiddp/nn/context.hpp"
+#include "mpiddp/nn/layer_hooks.hpp"
 #include "mpiddp/kernels/gemm.hpp"
 #include "mpiddp/nn/shape.hpp"
 
@@ -160,6 +161,11 @@ class Layer {
   // so: the step then clears the layer's gradients before the pass, as it always did.
   virtual bool can_overwrite_gradients() const { return false; }
 
+  // A layer that holds layers (a residual's body) tells them of the hooks (nn/layer_hooks.hpp):
+  // its own key prefix ("3.") and its first parameter in the model's buffer; the hooks outlive
+  // the layer's passes. Others hold no units.
+  virtual void install_hooks(LayerHooks* /*hooks*/, const std::string& /*prefix*/, Index /*first_parameter*/,
+                             int /*depth*/) {}
   virtual void bind(const LayerMemory<T>& /*memory*/) {}
   // PyTorch's default initialisation of the parameters, and the buffers' initial values.
   virtual void initialize(Rng& /*rng*/) {}

@@ -60,6 +60,9 @@ class Model {
   // architecture in hashes, logs and checkpoints.
   std::string describe() const;
   const Sequential<T>& layers() const { return stack_; }
+  // Calls hooks around every layer's passes, the residuals' body layers included
+  // (nn/layer_hooks.hpp); null removes them. The hooks must outlive the passes.
+  void install_hooks(LayerHooks* hooks) { stack_.install_hooks(hooks, "", 0, 0); }
   // Bytes of activation memory for max_batch: the layers' scratch and transient memory, the
   // output and its gradient.
   size_t activation_bytes() const {

@@ -46,6 +46,10 @@ class Residual final : public Layer<T> {
   void check_training_batch(Index smallest) const override { body_.check_training_batch(smallest); }
   bool can_overwrite_gradients() const override { return body_.can_overwrite_gradients(); }
   void bind(const LayerMemory<T>& memory) override;
+  // Its body's layers are units too, keyed "<its key>.body.<l>".
+  void install_hooks(LayerHooks* hooks, const std::string& prefix, Index first_parameter, int depth) override {
+    body_.install_hooks(hooks, prefix + "body.", first_parameter, depth);
+  }
   void initialize(Rng& rng) override { body_.initialize(rng); }
   void forward(const PassContext& context, ConstMatrixView<T> x, MatrixView<T> y) override;
   void backward(const PassContext& context, ConstMatrixView<T> x, ConstMatrixView<T> y,

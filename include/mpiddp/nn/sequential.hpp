@@ -54,6 +54,10 @@ class Sequential final : public Layer<T> {
   // so must be cleared before it: those of the layers that cannot overwrite.
   std::vector<std::pair<Index, Index>> gradients_added_to() const;
   void bind(const LayerMemory<T>& memory) override;
+  // Calls hooks around each of its layers' passes from now on, and tells its layers that hold
+  // layers (nn/layer_hooks.hpp). prefix: its layers' keys' ("" for the model's, "3.body.");
+  // first_parameter: its own first parameter in the model's buffer. Null removes them.
+  void install_hooks(LayerHooks* hooks, const std::string& prefix, Index first_parameter, int depth) override;
   void initialize(Rng& rng) override;
   void forward(const PassContext& context, ConstMatrixView<T> x, MatrixView<T> y) override;
   void backward(const PassContext& context, ConstMatrixView<T> x, ConstMatrixView<T> y,
@@ -84,6 +88,8 @@ class Sequential final : public Layer<T> {
   TakesTokenIds<T>* token_input_ = nullptr;  // the first layer, when it takes token ids
   std::vector<Index> parameter_offsets_;  // layer l: [l], [l+1]) of the stack's parameters
   std::vector<char> shared_;              // layer l holds gradients a tied layer adds to
+  LayerHooks* hooks_ = nullptr;
+  std::vector<LayerUnit> units_;          // layer l as the hooks see it
   Index max_batch_ = 0;
   std::vector<T*> activations_;  // layer l < last: (outputs of l, max_batch), in scratch
   T* delta_a_ = nullptr;         // ping-pong dLoss/d(activation), (widest, max_batch) each
