@@ -10,7 +10,7 @@
 #include "mpiddp/analysis/compare_exact.hpp"
 #include "mpiddp/analysis/compare_report.hpp"
 #include "mpiddp/core/error.hpp"
-#include "mpiddp/io/run_log.hpp"
+#include "mpiddp/io/run_log_reader.hpp"
 
 namespace mpiddp::tools {
 

@@ -7,7 +7,7 @@
 #include "commands.hpp"
 #include "mpiddp/analysis/loss_plot.hpp"
 #include "mpiddp/core/error.hpp"
-#include "mpiddp/io/run_log.hpp"
+#include "mpiddp/io/run_log_reader.hpp"
 #include "mpiddp/io/svg_writer.hpp"
 
 namespace mpiddp::tools {

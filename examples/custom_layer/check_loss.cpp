@@ -1,6 +1,6 @@
 // check_loss RUN.jsonl FACTOR: the run finished and its last epoch's eval_loss is below
 // FACTOR times its first (the model learned). Reads the log through mpiddp::core's reader.
-#include <mpiddp/io/run_log.hpp>
+#include <mpiddp/io/run_log_reader.hpp>
 
 #include <cstdio>
 #include <cstdlib>

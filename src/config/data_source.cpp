@@ -182,7 +182,7 @@ data::SourceConfig parse_data_source(JsonSection& s, InputKind model_input) {
   data::SourceConfig d;
   d.source = s.required_choice("source", {"synthetic_regression", "synthetic_classification",
                                           "npy", "csv", "idx", "fashion_mnist", "text", "tokens"});
-  // Any source may name it; whether the data are images is known when they are loaded (train::Replica).
+  // Any source may name it; whether the data are images is known when they are loaded (train::BatchPipeline).
   d.augment = parse_augment(s);
   if (d.source == "text" || d.source == "tokens") {
     if (model_input != InputKind::kTokenIds)

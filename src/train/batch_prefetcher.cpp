@@ -19,7 +19,7 @@ thread_local const std::function<void()>* prefetch_worker_launch = nullptr;
 // Who asks: the loop (Trainer::run) asks for step k + 1's samples just before step k; step
 // k's first forward_loss takes the batch of step k, asked for a step earlier, and that starts
 // k + 1 on the buffers step k - 1 used. So one batch at most is gathered ahead, and no buffer
-// a pass reads is ever written: the worker fills only the set the replica does not hold.
+// a pass reads is ever written: the worker fills only the set the pipeline does not hold.
 //
 // The handshake is state_, under mutex_: kFree -> kGathering (request or take, the caller's
 // thread, after writing asked_) -> kReady (the worker, after writing buffers_) -> kFree (take,

@@ -27,7 +27,7 @@ DataParallelStep<T>::DataParallelStep(const StepParts<T>& parts)
   ready_forwarder_.reducer = &reducer_;
   const config::Config& config = parts.config;
   const int world = parts.comm.size();
-  this->replica_.training_pass().statistics = this->statistics_ranks() > 1 ? &parts.statistics : nullptr;
+  this->pipeline_.training_pass().statistics = this->statistics_ranks() > 1 ? &parts.statistics : nullptr;
   broadcast_buffers_each_step_ =
       !config.batchnorm_sync && world > 1 &&
       this->model_.buffer_value_count() + this->model_.buffer_counter_count() > 0;
@@ -110,7 +110,7 @@ StepOutcome DataParallelStep<T>::reduce(double local_loss) {
   // made, or nullopt when they could not tell, and the buffer is scanned. Both collective.
   const std::optional<bool> sums_finite =
       reducer_.scatters() ? std::optional<bool>(share_scattered_verdict()) : reducer_.agreed_finite();
-  this->replica_.phases().lap(&record::StepProfile::sync_exposed_s, record::SpanKind::kReductionWait);
+  this->pipeline_.phases().lap(&record::StepProfile::sync_exposed_s, record::SpanKind::kReductionWait);
   // The mean of 0/1 votes is positive exactly when some rank voted (1/N never underflows).
   outcome.stop_requested = grads[p + kStopSlot] > T(0);
   outcome.loss = static_cast<double>(grads[p + kLossSlot]);

@@ -62,7 +62,7 @@ namespace mpiddp::train {
 
 template <typename T>
 DeterministicStep<T>::DeterministicStep(const StepParts<T>& parts)
-    : parts_(parts), replica_(parts.replica), model_(parts.replica.model()) {
+    : parts_(parts), pipeline_(parts.pipeline), model_(parts.pipeline.model()) {
   const config::Config& config = parts.config;
   chunks_ = config.deterministic.chunks;
   local_chunks_ = chunks_ / parts.comm.size();
@@ -81,7 +81,7 @@ DeterministicStep<T>::DeterministicStep(const StepParts<T>& parts)
   samples_.assign(static_cast<size_t>(local_chunks_ * chunk), 0);
   positions_.assign(static_cast<size_t>(local_chunks_ * chunk), 0);
   chunk_losses_.assign(static_cast<size_t>(local_chunks_), 0.0);
-  const Index per_epoch = replica_.train_set().samples;
+  const Index per_epoch = pipeline_.train_set().samples;
   const Index last = per_epoch % config.batch_global;
   chunk_ = chunk;
   last_chunk_ = last > 0 ? last / chunks_ : chunk;  // the epoch's shorter last step's
@@ -95,7 +95,7 @@ DeterministicStep<T>::DeterministicStep(const StepParts<T>& parts)
   model_.layers().check_training_batch(std::min(chunk_, last_chunk_));
   // BatchNorm takes each chunk's own statistics, and its buffers are averaged exactly, so
   // they are neither reduced during the pass nor broadcast.
-  replica_.training_pass().statistics = nullptr;
+  pipeline_.training_pass().statistics = nullptr;
 }
 
 template <typename T>
@@ -219,11 +219,11 @@ void DeterministicStep<T>::pass_chunk_by_chunk(const Index* samples, Index size)
     take_chunk(t, size, samples, 0);
     T* term = terms_.data() + static_cast<size_t>(t) * width_;  // (width)
     model_.bind_gradient_views(term);
-    replica_.phases().lap(&record::StepProfile::forward_s, record::SpanKind::kZeroGradients);
-    nn::PassContext pass = replica_.training_pass();
+    pipeline_.phases().lap(&record::StepProfile::forward_s, record::SpanKind::kZeroGradients);
+    nn::PassContext pass = pipeline_.training_pass();
     pass.positions = positions_.data();
-    const double loss = replica_.forward_loss(samples_.data(), size, pass);
-    replica_.backward(pass);
+    const double loss = pipeline_.forward_loss(samples_.data(), size, pass);
+    pipeline_.backward(pass);
     term[p] = static_cast<T>(loss);  // rounded to T as the default mode's loss slot is
     std::copy(buffers, buffers + buffer_values_, term + p + 1);
   }
@@ -234,25 +234,25 @@ void DeterministicStep<T>::pass_chunks_together(const Index* samples, Index size
   // Note [the chunked pass]: the L chunks side by side, one forward and one backward.
   for (Index t = 0; t < local_chunks_; ++t) take_chunk(t, size, samples, t * size);
   grid_->begin_step(model_.gradients());  // the views stay on the model's buffer
-  replica_.phases().lap(&record::StepProfile::forward_s, record::SpanKind::kZeroGradients);
-  nn::PassContext pass = replica_.training_pass();
+  pipeline_.phases().lap(&record::StepProfile::forward_s, record::SpanKind::kZeroGradients);
+  nn::PassContext pass = pipeline_.training_pass();
   pass.positions = positions_.data();
   pass.chunk_columns = size;
   pass.gradient_grid = grid_.get();
   // Whole chunks, at most the columns the library was checked at (kernels/gemm_columns.hpp).
   pass.forward_columns = pieces(size).forward;
   pass.input_gradient_columns = pieces(size).input_gradient;
-  replica_.forward_loss(samples_.data(), local_chunks_ * size, pass, size, chunk_losses_.data());
+  pipeline_.forward_loss(samples_.data(), local_chunks_ * size, pass, size, chunk_losses_.data());
   // Rounded to T as the default mode's loss slot is. The layers of this pass hold no buffers.
   for (Index t = 0; t < local_chunks_; ++t)
     side_terms_[2 * t] = static_cast<double>(static_cast<T>(chunk_losses_[t]));
-  replica_.backward(pass);
+  pipeline_.backward(pass);
 }
 
 template <typename T>
 StepOutcome DeterministicStep<T>::reduce(double /*local_loss*/) {
   StepOutcome outcome = step_on_grid_ ? reduce_grid() : reduce_chunks();
-  replica_.phases().lap(&record::StepProfile::sync_exposed_s, record::SpanKind::kReductionWait);
+  pipeline_.phases().lap(&record::StepProfile::sync_exposed_s, record::SpanKind::kReductionWait);
   // The loss slot holds the mean loss: the gradients and it decide the step together.
   outcome.finite = all_finite(model_.gradients(), parameters_ + 1);
   return outcome;
@@ -303,7 +303,7 @@ nn::EvalSums DeterministicStep<T>::evaluate(const data::Dataset<T>& set) {
     const Index first = g * block, count = std::min(block, n - first);
     for (Index i = 0; i < count; ++i) samples_[i] = first + i;
     nn::EvalSums sums;
-    replica_.add_evaluation(set, samples_.data(), count, sums);
+    pipeline_.add_evaluation(set, samples_.data(), count, sums);
     eval_terms_[2 * k] = sums.loss_sum;
     eval_terms_[2 * k + 1] = sums.correct;
   }

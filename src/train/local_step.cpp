@@ -11,7 +11,7 @@ namespace mpiddp::train {
 template <typename T>
 LocalStep<T>::LocalStep(const StepParts<T>& parts) : MicroBatchStep<T>(parts, 1) {
   // BatchNorm normalises over the rank's own samples: nothing is shared.
-  this->replica_.training_pass().statistics = nullptr;
+  this->pipeline_.training_pass().statistics = nullptr;
 }
 
 template <typename T>
@@ -25,7 +25,7 @@ StepOutcome LocalStep<T>::reduce(double local_loss) {
   double sums[2] = {outcome.locally_finite ? local_loss : std::numeric_limits<double>::quiet_NaN(),
                     stop_vote()};
   this->parts_.comm.allreduce_sum(sums, 2);
-  this->replica_.phases().lap(record::SpanKind::kReductionWait);  // the trace's wait; the profile's sync stays 0
+  this->pipeline_.phases().lap(record::SpanKind::kReductionWait);  // the trace's wait; the profile's sync stays 0
   outcome.stop_requested = sums[1] > 0.0;
   outcome.loss = sums[0] / this->parts_.comm.size();
   outcome.finite = std::isfinite(outcome.loss);

@@ -22,7 +22,7 @@ Index smallest_micro_batch(const data::DistributedSampler& sampler, Index batch_
 
 template <typename T>
 MicroBatchStep<T>::MicroBatchStep(const StepParts<T>& parts, Index statistics_ranks)
-    : parts_(parts), replica_(parts.replica), model_(parts.replica.model()),
+    : parts_(parts), pipeline_(parts.pipeline), model_(parts.pipeline.model()),
       positions_(static_cast<size_t>(parts.batch_per_rank)),
       eval_samples_(static_cast<size_t>(parts.batch_per_rank)), statistics_ranks_(statistics_ranks) {
   const Index world = parts.comm.size(), rank = parts.comm.rank();
@@ -52,7 +52,7 @@ double MicroBatchStep<T>::compute_gradients(const Index* samples, Index count) {
   // cleared] in src/nn/model.cpp): only what it adds to is cleared. That counts as
   // forward work in the profile; the trace shows it apart.
   model_.prepare_gradient_overwrite();
-  replica_.phases().lap(&record::StepProfile::forward_s, record::SpanKind::kZeroGradients);
+  pipeline_.phases().lap(&record::StepProfile::forward_s, record::SpanKind::kZeroGradients);
   // Micro-batch m has count/K samples (the first count % K one more). Each one's loss is
   // its own mean; weighting its output gradient by size/count makes the K gradients add up
   // to the gradient of the mean over all count samples, as one batch would give.
@@ -64,10 +64,10 @@ double MicroBatchStep<T>::compute_gradients(const Index* samples, Index count) {
     const Index size = base + (m < extra ? 1 : 0);
     // The micro-batches of all ranks with the same m form the one-process run's m-th
     // micro-batch, so BatchNorm's statistics and dropout's positions are that batch's.
-    nn::PassContext pass = replica_.training_pass();
+    nn::PassContext pass = pipeline_.training_pass();
     pass.positions = positions_.data() + first;
     pass.overwrite_gradients = m == 0;
-    const double micro_loss = replica_.forward_loss(samples + first, size, pass);
+    const double micro_loss = pipeline_.forward_loss(samples + first, size, pass);
     if (micro_batches == 1) {
       loss = micro_loss;
     } else {
@@ -76,7 +76,7 @@ double MicroBatchStep<T>::compute_gradients(const Index* samples, Index count) {
       loss += micro_loss * weight;
     }
     const bool last = m + 1 == micro_batches;
-    replica_.backward(pass, last ? before_last_backward(loss) : nullptr);
+    pipeline_.backward(pass, last ? before_last_backward(loss) : nullptr);
     first += size;
   }
   return loss;
@@ -89,7 +89,7 @@ nn::EvalSums MicroBatchStep<T>::evaluate(const data::Dataset<T>& set) {
   for (Index first = parts_.comm.rank(); first < n; first += world * b) {
     Index count = 0;
     for (Index i = first; i < n && count < b; i += world) eval_samples_[count++] = i;
-    replica_.add_evaluation(set, eval_samples_.data(), count, sums);
+    pipeline_.add_evaluation(set, eval_samples_.data(), count, sums);
   }
   double totals[2] = {sums.loss_sum, sums.correct};
   parts_.comm.allreduce_sum(totals, 2);

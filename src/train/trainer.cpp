@@ -43,9 +43,9 @@ RunResult Trainer<T>::run() {
       if (stop_requested_) stop_for_interrupt({epoch, k, step});
       ++step;
       const Index first = k * batch_per_rank_;
-      // The next step's batch is gathered on the replica's worker while this one computes.
+      // The next step's batch is gathered on the batch pipeline's worker while this one computes.
       if (k + 1 < steps_per_epoch)
-        replica_->prefetch(sampler_.indices().data() + first + batch_per_rank_,
+        pipeline_->prefetch(sampler_.indices().data() + first + batch_per_rank_,
                            std::min(batch_per_rank_, per_rank - first - batch_per_rank_), epoch - 1);
       const StepDone done = train_step(epoch, step, sampler_.indices().data() + first,
                                        std::min(batch_per_rank_, per_rank - first), total_steps);

@@ -1,118 +1,15 @@
-// What rank 0 reports, and the collectives that feed it. start(): the collective start-up
-// (watchdog, shared gradient buffer, sampler.order, initial state, the config handshake)
-// that ends in the run record and the table's header. finish_epoch(): the step strategy's
-// evaluation of the training and evaluation sets, then the epoch record and the table's row. The end record
-// is written by run() in trainer.cpp.
+// What rank 0 reports at the end of an epoch, and the collectives that feed it: the step
+// strategy's evaluation of the training and evaluation sets, then the epoch record and the
+// table's row. The run record is written by start() (trainer_start.cpp), the end record by
+// run() in trainer.cpp.
 #include "mpiddp/train/trainer.hpp"
 
 #include <chrono>
 #include <cstdio>
-#include <string>
-#include <vector>
 
-#include "mpiddp/core/error.hpp"
-#include "mpiddp/core/hash.hpp"
-#include "mpiddp/core/rng.hpp"
-#include "mpiddp/distributed/reduction_levels.hpp"
-#include "mpiddp/kernels/isa.hpp"
 #include "mpiddp/record/step_profile.hpp"
 
 namespace mpiddp::train {
-
-template <typename T>
-void Trainer<T>::start() {
-  // The command line arms it before setup already; library callers get it here.
-  comm_.start_watchdog(config_.faults.watchdog_timeout_s,
-                       config_.faults.watchdog_action == "abort");
-  // Creating the shared memory for the gradients is a collective, so here.
-  place_for_reduction(reducer_, *model_);
-  // Rank 0 reads sampler.order and broadcasts it: a collective, so here rather than in the
-  // constructor, whose setup stays local (see TrainingRun).
-  if (!config_.sampler_order.empty())
-    order_ = data::load_sample_order(comm_, config_.sampler_order, train_.samples, config_.epochs);
-  position_ = initial_state();
-  restore_evaluation_state(position_.evaluations);
-  // Rank 0's initial parameters are everyone's: replicas start identical even if a rank's
-  // initialisation differed (another build, another libm), and init.weights is read there.
-  comm_.broadcast(model_->parameters(),
-                  static_cast<size_t>(model_->parameter_count()) * sizeof(T), 0);
-  broadcast_buffers(comm_, *model_);
-  const uint64_t mine = mix_seed(config_hash(config_), fnv1a(model_->describe()));
-  const auto all = comm_.allgather(mine);
-  for (size_t r = 1; r < all.size(); ++r)
-    if (all[r] != all[0])
-      throw Error(kExitConfig,
-                  "rank " + std::to_string(r) + "'s config or model differs from rank 0's (hash " +
-                      hex64(all[r]) + " vs " + hex64(all[0]) +
-                      "): every rank must run the same config and build",
-                  Scope::kEveryRank);
-  // The library for the matrix products, the same on every rank, and the rest of the
-  // step's collective start-up.
-  gemm_ = step_->start(threads_);
-  kernels::use_gemm_backend(gemm_.backend, threads_);
-  // Every rank's host, in rank order (a collective: every rank takes part).
-  const std::vector<std::string> hosts = comm_.allgather_string(comm_.host_name());
-  // What the reduction does inside a node and between nodes (distributed/reduction_levels.hpp).
-  const auto levels =
-      distributed::reduction_levels(reducer_.algorithm(), hosts, comm_.ranks_on_node());
-  if (comm_.rank() == 0) {
-    io::Json run_record = {{"kind", "run"},
-                       {"world_size", comm_.size()},
-                       {"launcher", options_.launcher},
-                       {"hosts", hosts},
-                       {"config", config_.resolved},
-                       {"version", MPIDDP_VERSION},
-                       {"mpi_library", comm_.library_version()},
-                       {"parameters", model_->parameter_count()},
-                       {"threads", threads_},
-                       {"gemm", gemm_record(gemm_)},
-                       {"reduce_algorithm", distributed::to_string(reducer_.algorithm())},
-                       {"reduce_compress", distributed::to_string(reducer_.compression())},
-                       {"reduce_shard_optimizer", optimizer_->sharded()},
-                       {"reduction", {{"nodes", levels.nodes},
-                                      {"ranks_per_node", levels.ranks_per_node},
-                                      {"within_node", levels.within_node},
-                                      {"between_nodes", levels.between_nodes}}},
-                       {"model", model_->describe()}};
-    // With `threads` auto each product takes one thread or all by its size (Note [threads per
-    // product] in kernels/gemm.cpp): the limit, appended when there is one.
-    if (threads_ > 1 && kernels::one_thread_limit() > 0) run_record["threads_one_below"] = kernels::one_thread_limit();
-    // Among whom the optimizer's parts are cut: appended, so the record keeps its earlier prefix.
-    run_record["reduce_shard_across"] =
-        optimizer_->across_world() ? "world" : optimizer_->sharded() ? "node" : "none";
-    // The instruction-set levels: what this CPU runs and the level our kernels run at
-    // (compute.isa; kernels/isa.hpp). Appended, so the record keeps its earlier prefix.
-    io::Json cpu_levels = io::Json::array();
-    for (kernels::Isa level : kernels::cpu_isas()) cpu_levels.push_back(kernels::isa_name(level));
-    run_record["isa"] = {{"cpu", cpu_levels}, {"used", kernels::isa_name(kernels::active_isa())}};
-    // reduce.compress set where nothing crosses between nodes: said, not silently ignored.
-    if (!reducer_.compression_note().empty()) {
-      run_record["reduce_compress_note"] = reducer_.compression_note();
-      std::fprintf(stderr, "note: reduce.compress \"%s\" changes nothing here: %s\n",
-                   config_.reduce.compress.c_str(), reducer_.compression_note().c_str());
-    }
-    // Deterministic mode's record tells `mpiddp compare` to demand bitwise equality
-    // (docs/log-format.md).
-    step_->describe(run_record);
-    if (!resumed_from_.empty()) run_record["resumed_from"] = resume_point();
-    open_log(run_record, hosts);
-    if (!options_.quiet) {
-      std::printf("mpiddp %s: %d rank%s, model %s (%lld parameters), global batch %lld, %s\n",
-                  MPIDDP_VERSION, comm_.size(), comm_.size() == 1 ? "" : "s",
-                  model_->describe().c_str(), static_cast<long long>(model_->parameter_count()),
-                  static_cast<long long>(batch_per_rank_ * comm_.size()), config_.dtype.c_str());
-      std::printf("%6s  %14s  %9s  %8s  %10s\n", "epoch", "eval_loss", "eval_acc", "time_s",
-                  "samples/s");
-      std::fflush(stdout);
-    }
-  }
-}
-
-template <typename T>
-io::Json Trainer<T>::resume_point() const {
-  return {{"path", resumed_from_}, {"epoch", position_.epoch}, {"batch", position_.batch},
-          {"step", position_.step}};
-}
 
 template <typename T>
 EpochResult Trainer<T>::finish_epoch(int64_t epoch, int64_t step, double train_seconds, Index samples_seen) {
@@ -157,9 +54,7 @@ EpochResult Trainer<T>::finish_epoch(int64_t epoch, int64_t step, double train_s
   return e;
 }
 
-#define MPIDDP_INSTANTIATE(T)                                           \
-  template void Trainer<T>::start();                                    \
-  template io::Json Trainer<T>::resume_point() const;                       \
+#define MPIDDP_INSTANTIATE(T) \
   template EpochResult Trainer<T>::finish_epoch(int64_t, int64_t, double, Index);
 MPIDDP_INSTANTIATE(float)
 MPIDDP_INSTANTIATE(double)

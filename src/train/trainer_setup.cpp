@@ -125,11 +125,11 @@ Trainer<T>::Trainer(const config::Config& config, distributed::Communicator& com
   if (config.optimizer.decay == optim::DecayRule::kMatrices) optimizer_->exempt_from_decay(vectors_and_scalars(*model_));
   // ema.decay: this rank's part of the parameters while the average is evaluated in their place.
   if (config.optimizer.ema_decay > 0.0) live_parameters_.assign(optimizer_->end() - optimizer_->begin(), T(0));
-  replica_ = std::make_unique<Replica<T>>(*model_, *loss_, train_, batch_per_rank_,
+  pipeline_ = std::make_unique<BatchPipeline<T>>(*model_, *loss_, train_, batch_per_rank_,
                                           std::max<Index>(train_.outputs, eval_ ? eval_->outputs : 0),
                                           phases_, config.train_data.augment, config.prefetch);
-  replica_->training_pass().seed = config.seed;
-  step_ = make_step_strategy<T>({config, comm, *replica_, reducer_, *optimizer_, statistics_,
+  pipeline_->training_pass().seed = config.seed;
+  step_ = make_step_strategy<T>({config, comm, *pipeline_, reducer_, *optimizer_, statistics_,
                                  batch_per_rank_, sampler_});
   const ThreadChoice chosen =
       choose_threads(config.threads, std::getenv("OMP_NUM_THREADS"), affinity_cores(), node_cores(), comm.ranks_on_node(),
@@ -139,9 +139,9 @@ Trainer<T>::Trainer(const config::Config& config, distributed::Communicator& com
   kernels::use_one_thread_below(chosen.one_thread_below);
   // Only rank 0 writes the logs; the other ranks hold disabled ones. Every file and the
   // TensorBoard directory are created now, before the first step.
-  log_ = comm.rank() == 0 ? std::make_unique<record::RunLogs>(record::RunLogPaths{
+  log_ = comm.rank() == 0 ? std::make_unique<record::RunLogWriter>(record::RunLogPaths{
                                 config.log_path, config.log_csv, config.log_tensorboard})
-                          : std::make_unique<record::RunLogs>();
+                          : std::make_unique<record::RunLogWriter>();
   // An unwritable trace.path is known now, not after the run (rank 0 writes the file).
   if (trace_.enabled() && comm.rank() == 0) record::check_trace_writable(config.trace.path);
   // Rank 0's parameters arrive for the replica check in pieces of at most 256 Ki values

@@ -2,7 +2,7 @@
 // evaluations and parameter checksum with the next batch gathered on the worker as without,
 // on augmented images, with micro-batches whose parts lie on and off the buffers' alignment,
 // a shuffled sampler, the epoch's last partial batch, evaluations between steps while a batch
-// is in flight, sync off and deterministic mode; and the replica does take its batches from
+// is in flight, sync off and deterministic mode; and the batch pipeline does take its batches from
 // the worker (Note [the prefetched batch] in src/train/batch_prefetcher.cpp).
 #include <gtest/gtest.h>
 
@@ -18,7 +18,7 @@
 #include "mpiddp/distributed/local_communicator.hpp"
 #include "mpiddp/nn/loss_registry.hpp"
 #include "mpiddp/record/step_profile.hpp"
-#include "mpiddp/train/replica.hpp"
+#include "mpiddp/train/batch_pipeline.hpp"
 #include "mpiddp/train/step_strategy.hpp"
 #include "mpiddp/train/trainer.hpp"
 
@@ -118,7 +118,7 @@ TEST(Prefetch, IsReadOnlyWhenGivenAndMayChangeOnResume) {
   EXPECT_THROW(config::parse_config(user), ConfigError);
 }
 
-// The replica on its own, driven as the loop and the micro-batched step drive it: with
+// The batch pipeline on its own, driven as the loop and the micro-batched step drive it: with
 // prefetch every step after an epoch's first takes its batch from the worker (its two
 // micro-batches: the first takes it, the second reads its part), and every loss is the bits
 // of the synchronous gather's.
@@ -135,24 +135,24 @@ TEST(Prefetch, TheReplicaTakesEachStepAfterAnEpochsFirstFromTheWorker) {
   record::PhaseClock phases;
   std::vector<double> losses[2];
   for (bool prefetch : {false, true}) {
-    Replica<float> replica(model, *loss, train, batch, 0, phases, config.train_data.augment, prefetch);
-    replica.training_pass().seed = config.seed;
+    BatchPipeline<float> pipeline(model, *loss, train, batch, 0, phases, config.train_data.augment, prefetch);
+    pipeline.training_pass().seed = config.seed;
     const Index steps = sampler.steps_per_epoch(batch), per_rank = sampler.per_rank();
     for (int64_t epoch = 0; epoch < 2; ++epoch) {
       sampler.set_epoch(epoch);
       const Index* indices = sampler.indices().data();
       for (Index k = 0; k < steps; ++k) {
         const Index first = k * batch, count = std::min(batch, per_rank - first);
-        if (k + 1 < steps) replica.prefetch(indices + first + batch, std::min(batch, per_rank - first - batch), epoch);
-        nn::PassContext pass = replica.training_pass();
+        if (k + 1 < steps) pipeline.prefetch(indices + first + batch, std::min(batch, per_rank - first - batch), epoch);
+        nn::PassContext pass = pipeline.training_pass();
         pass.epoch = epoch;
         for (Index part = 0; part < 2; ++part) {
-          losses[prefetch].push_back(replica.forward_loss(indices + first + part * count / 2, count / 2, pass));
-          replica.backward(pass);
+          losses[prefetch].push_back(pipeline.forward_loss(indices + first + part * count / 2, count / 2, pass));
+          pipeline.backward(pass);
         }
       }
     }
-    EXPECT_EQ(replica.prefetched_batches(), prefetch ? 2 * (steps - 1) : 0);
+    EXPECT_EQ(pipeline.prefetched_batches(), prefetch ? 2 * (steps - 1) : 0);
   }
   EXPECT_EQ(losses[true], losses[false]);
 }

@@ -25,11 +25,11 @@ struct OneProcess {
         loss(nn::build_loss<double>(c.loss)), reducer(comm, c.reduce),
         optimizer(c.optimizer, model.parameter_count(), distributed::part_exchange(comm, distributed::ShardScope::kNone)), statistics(comm),
         sampler(train.samples, 0, 1, c.shuffle, c.drop_last, c.seed),
-        replica(model, *loss, train, c.per_rank_batch(1), train.outputs, phases) {
+        pipeline(model, *loss, train, c.per_rank_batch(1), train.outputs, phases) {
     plan_reduction(reducer, model);
     model.initialize(c.seed);
     sampler.set_epoch(0);
-    step = make_step_strategy<double>({config, comm, replica, reducer, optimizer, statistics,
+    step = make_step_strategy<double>({config, comm, pipeline, reducer, optimizer, statistics,
                                        c.per_rank_batch(1), sampler});
   }
   // compute_gradients and reduce on the epoch's first batch; `poison` puts a NaN in one
@@ -50,7 +50,7 @@ struct OneProcess {
   distributed::CommunicatorStatistics statistics;
   data::DistributedSampler sampler;
   record::PhaseClock phases;
-  Replica<double> replica;
+  BatchPipeline<double> pipeline;
   std::unique_ptr<StepStrategy<double>> step;
 };
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "mpiddp/io/run_log.hpp"
+#include "mpiddp/io/run_log_reader.hpp"
 
 namespace mpiddp::analysis {
 

@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "mpiddp/io/run_log.hpp"
+#include "mpiddp/io/run_log_reader.hpp"
 
 namespace mpiddp::analysis {
 

@@ -2,7 +2,7 @@
 // One set of batch buffers: the inputs and targets of up to `capacity` samples gathered from a
 // dataset, and, when they are training samples, which ones and how they were augmented
 // (BatchContents), so that a pass over some of them can read them where they lie. The
-// replica's passes read one set; the prefetcher fills another on its worker thread
+// pipeline's passes read one set; the prefetcher fills another on its worker thread
 // (train/batch_prefetcher.hpp), and the two trade places. Allocated once.
 #include <cstdint>
 #include <vector>

@@ -1,7 +1,7 @@
 #pragma once
 // The next step's batch, gathered and augmented on a worker thread while the current step
 // computes (`prefetch`, docs/config.md): one thread for the prefetcher's life, and a second
-// set of batch buffers, allocated once, which it fills and then trades with the replica's
+// set of batch buffers, allocated once, which it fills and then trades with the pipeline's
 // (Note [the prefetched batch] in src/train/batch_prefetcher.cpp). The worker reads the
 // dataset and writes its own buffers, nothing else: it never calls MPI and never touches
 // the model.

@@ -49,7 +49,7 @@ class DeterministicStep final : public StepStrategy<T> {
   StepOutcome reduce_grid();
 
   StepParts<T> parts_;
-  Replica<T>& replica_;
+  BatchPipeline<T>& pipeline_;
   nn::Model<T>& model_;
   Index chunks_ = 0;         // C, over the whole global batch
   Index local_chunks_ = 0;   // L = C / N, this rank's

@@ -33,7 +33,7 @@ class MicroBatchStep : public StepStrategy<T> {
   Index statistics_ranks() const { return statistics_ranks_; }
 
   StepParts<T> parts_;
-  Replica<T>& replica_;
+  BatchPipeline<T>& pipeline_;
   nn::Model<T>& model_;
 
  private:

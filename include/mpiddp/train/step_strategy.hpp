@@ -21,7 +21,7 @@
 #include "mpiddp/config/config.hpp"
 #include "mpiddp/train/gemm_choice.hpp"
 #include "mpiddp/optim/optimizer_shard.hpp"
-#include "mpiddp/train/replica.hpp"
+#include "mpiddp/train/batch_pipeline.hpp"
 
 namespace mpiddp::train {
 
@@ -75,7 +75,7 @@ template <typename T>
 struct StepParts {
   const config::Config& config;
   distributed::Communicator& comm;
-  Replica<T>& replica;
+  BatchPipeline<T>& pipeline;
   distributed::GradientReducer<T>& reducer;
   optim::OptimizerShard<T>& optimizer;
   nn::StatisticsReducer& statistics;  // BatchNorm's sums over the ranks

@@ -12,7 +12,8 @@
 //   trainer.cpp               the run() loop: epochs and steps
 //   trainer_step.cpp          one step: the strategy's parts in order, then the update
 //   trainer_faults.cpp        non-finite steps, replica divergence (verify_replicas, resync)
-//   trainer_report.cpp        start() (handshake, run record), finish_epoch
+//   trainer_start.cpp         start(): the collective start-up, the handshake, the run record
+//   trainer_report.cpp        finish_epoch: the evaluation, the epoch record and the table's row
 //   trainer_evaluation.cpp    evaluations every eval.every_steps, the best checkpoint, early stopping
 //   trainer_setup.cpp         the constructor (local setup, config checks), plan_reduction
 //   trainer_checkpointing.cpp the initial state, checkpoints and final weights
@@ -29,7 +30,7 @@
 #include "mpiddp/distributed/communicator.hpp"
 #include "mpiddp/distributed/gradient_reducer.hpp"
 #include "mpiddp/distributed/statistics_reducer.hpp"
-#include "mpiddp/record/run_logs.hpp"
+#include "mpiddp/record/run_log_writer.hpp"
 #include "mpiddp/nn/loss.hpp"
 #include "mpiddp/nn/model.hpp"
 #include "mpiddp/train/gemm_choice.hpp"
@@ -128,8 +129,8 @@ class Trainer final : public TrainingRun {
   // The epoch (0-based) and step that compute_gradients' training pass belongs to: dropout's
   // masks depend on them. run() sets them before each step.
   void set_pass(int64_t epoch, int64_t step) {
-    replica_->training_pass().epoch = epoch;
-    replica_->training_pass().step = step;
+    pipeline_->training_pass().epoch = epoch;
+    pipeline_->training_pass().step = step;
   }
 
  private:
@@ -218,9 +219,9 @@ class Trainer final : public TrainingRun {
   GemmChoice gemm_;            // rank 0's reasons; every rank's backend
   data::DistributedSampler sampler_;
   Index batch_per_rank_;
-  std::unique_ptr<Replica<T>> replica_;       // the model, loss, data and batch buffers
+  std::unique_ptr<BatchPipeline<T>> pipeline_;       // the model, loss, data and batch buffers
   std::unique_ptr<StepStrategy<T>> step_;     // what this run's mode does in a step
-  std::unique_ptr<record::RunLogs> log_;  // log.path, log.csv, log.tensorboard (rank 0)
+  std::unique_ptr<record::RunLogWriter> log_;  // log.path, log.csv, log.tensorboard (rank 0)
   std::optional<data::SampleOrder> order_;  // sampler.order, when set
   checkpoint::TrainingPosition position_;         // where run() starts (set by start())
   std::string resumed_from_;          // the checkpoint's path, when resuming

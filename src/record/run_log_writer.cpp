@@ -1,27 +1,27 @@
-#include "mpiddp/record/run_logs.hpp"
+#include "mpiddp/record/run_log_writer.hpp"
 
 #include "mpiddp/record/csv_log.hpp"
 #include "mpiddp/record/tensorboard_log.hpp"
 
 namespace mpiddp::record {
 
-RunLogs::RunLogs() : jsonl_(std::make_unique<io::JsonlLog>()) {}
+RunLogWriter::RunLogWriter() : jsonl_(std::make_unique<io::JsonlLog>()) {}
 
-RunLogs::RunLogs(const RunLogPaths& paths)
+RunLogWriter::RunLogWriter(const RunLogPaths& paths)
     : jsonl_(paths.jsonl.empty() ? std::make_unique<io::JsonlLog>() : std::make_unique<io::JsonlLog>(paths.jsonl)) {
   if (!paths.csv.empty()) csv_ = std::make_unique<CsvLog>(paths.csv);
   if (!paths.tensorboard.empty()) tensorboard_ = std::make_unique<TensorboardLog>(paths.tensorboard);
 }
 
-RunLogs::~RunLogs() = default;
+RunLogWriter::~RunLogWriter() = default;
 
-void RunLogs::write(const io::Json& record) {
+void RunLogWriter::write(const io::Json& record) {
   jsonl_->write(record);
   if (csv_) csv_->write(record);
   if (tensorboard_) tensorboard_->write(record);
 }
 
-void RunLogs::write_carried_line(const std::string& line) {
+void RunLogWriter::write_carried_line(const std::string& line) {
   jsonl_->write_line(line);
   if (!csv_) return;
   const io::Json record = io::Json::parse(line, nullptr, /*allow_exceptions=*/false);

@@ -1,4 +1,4 @@
-#include "mpiddp/io/run_log.hpp"
+#include "mpiddp/io/run_log_reader.hpp"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 // Where rank 0's records go: the JSON Lines log (log.path, io/jsonl_log.hpp) and, beside it,
 // the same step and evaluation records as CSV (log.csv, csv_log.hpp) and as TensorBoard
 // event files (log.tensorboard, tensorboard_log.hpp). The trainer writes each record once,
-// here; the other ranks hold a RunLogs that writes nothing.
+// here; the other ranks hold a RunLogWriter that writes nothing.
 #include <memory>
 #include <string>
 
@@ -20,15 +20,15 @@ struct RunLogPaths {
   std::string tensorboard;  // log.tensorboard, a directory; "": none
 };
 
-class RunLogs {
+class RunLogWriter {
  public:
-  RunLogs();  // writes nothing (the ranks other than 0)
+  RunLogWriter();  // writes nothing (the ranks other than 0)
   // Creates every configured file (and the TensorBoard directory) now, before the first
   // step: an Error(kExitOutput) names the one that cannot be created.
-  explicit RunLogs(const RunLogPaths& paths);
-  ~RunLogs();
-  RunLogs(const RunLogs&) = delete;
-  RunLogs& operator=(const RunLogs&) = delete;
+  explicit RunLogWriter(const RunLogPaths& paths);
+  ~RunLogWriter();
+  RunLogWriter(const RunLogWriter&) = delete;
+  RunLogWriter& operator=(const RunLogWriter&) = delete;
 
   // Whether the JSON Lines log is written (the one a restart carries on, restart.hpp).
   bool jsonl_enabled() const { return jsonl_->enabled(); }

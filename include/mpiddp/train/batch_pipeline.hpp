@@ -1,12 +1,12 @@
 #pragma once
-// This rank's model replica as every step strategy works on it: the model and its loss, the
-// training data, the batch buffers, and the one sequence that every strategy runs on a batch,
-// gather -> forward -> loss (forward_loss) -> backward, and evaluation's gather -> forward ->
+// The batch pipeline: the one sequence that every step strategy runs on a batch of this
+// rank's, gather -> forward -> loss (forward_loss) -> backward, over the model and its loss,
+// the training data and the batch buffers; and evaluation's gather -> forward ->
 // per-sample sums (add_evaluation). Training batches are augmented right after the gather
 // (data.train.augment), evaluation's never. With `prefetch`, the gather and augmentation of
 // the next step's batch run on a worker thread during this step (train/batch_prefetcher.hpp):
-// the prefetcher is a part of the replica because the two sets of buffers trade places
-// between them, and the replica stays the one place that decides which set a pass reads.
+// the prefetcher is a part of the pipeline because the two sets of buffers trade places
+// between them, and the pipeline stays the one place that decides which set a pass reads.
 // Allocates its buffers once, when it is built.
 #include <memory>
 #include <vector>
@@ -25,7 +25,7 @@
 namespace mpiddp::train {
 
 template <typename T>
-class Replica {
+class BatchPipeline {
  public:
   // batch: the most samples one pass gathers (the per-rank batch); target_outputs: the widest
   // regression target of the sets it will gather (0 for class labels). The label and token
@@ -33,7 +33,7 @@ class Replica {
   // transforms of every training batch (data.train.augment); not empty, the model must read
   // the training samples as images (C, H, W), else a ConfigError naming data.train.augment.
   // prefetch: start the worker that gathers the batches prefetch() asks for.
-  Replica(nn::Model<T>& model, const nn::Loss<T>& loss, const data::Dataset<T>& train,
+  BatchPipeline(nn::Model<T>& model, const nn::Loss<T>& loss, const data::Dataset<T>& train,
           Index batch, Index target_outputs, record::PhaseClock& phases,
           const std::vector<data::AugmentSpec>& augment = {}, bool prefetch = false);
 

@@ -1,6 +1,6 @@
 // The one gather -> forward -> loss -> backward sequence of every step strategy, and the
-// gather -> forward -> sums of every evaluation (include/mpiddp/train/replica.hpp).
-#include "mpiddp/train/replica.hpp"
+// gather -> forward -> sums of every evaluation (include/mpiddp/train/batch_pipeline.hpp).
+#include "mpiddp/train/batch_pipeline.hpp"
 
 #include <utility>
 
@@ -9,7 +9,7 @@
 namespace mpiddp::train {
 
 template <typename T>
-Replica<T>::Replica(nn::Model<T>& model, const nn::Loss<T>& loss, const data::Dataset<T>& train,
+BatchPipeline<T>::BatchPipeline(nn::Model<T>& model, const nn::Loss<T>& loss, const data::Dataset<T>& train,
                     Index batch, Index target_outputs, record::PhaseClock& phases,
                     const std::vector<data::AugmentSpec>& augment, bool prefetch)
     : model_(model), loss_(loss), train_(train), phases_(phases) {
@@ -25,19 +25,19 @@ Replica<T>::Replica(nn::Model<T>& model, const nn::Loss<T>& loss, const data::Da
   }
   const Index inputs = nn::shape_size(model.input_shape());
   batch_ = BatchBuffers<T>(batch, inputs, kind, target_outputs, train.label_positions);
-  // The worker's set has the replica's shape: the two trade places.
+  // The worker's set has the pipeline's shape: the two trade places.
   if (prefetch)
     prefetcher_ = std::make_unique<BatchPrefetcher<T>>(
         train, augmentation_, BatchBuffers<T>(batch, inputs, kind, target_outputs, train.label_positions));
 }
 
 template <typename T>
-void Replica<T>::prefetch(const Index* samples, Index count, int64_t epoch) {
+void BatchPipeline<T>::prefetch(const Index* samples, Index count, int64_t epoch) {
   if (prefetcher_) prefetcher_->request(samples, count, training_pass_.seed, epoch);
 }
 
 template <typename T>
-Index Replica<T>::training_batch(const Index* samples, Index count, const nn::PassContext& pass) {
+Index BatchPipeline<T>::training_batch(const Index* samples, Index count, const nn::PassContext& pass) {
   if (prefetcher_) {
     // A part of the batch held (the step's later micro-batches), else the worker's batch.
     Index first = batch_.contents().find(samples, count, pass.seed, pass.epoch);
@@ -50,7 +50,7 @@ Index Replica<T>::training_batch(const Index* samples, Index count, const nn::Pa
 }
 
 template <typename T>
-double Replica<T>::forward_loss(const Index* samples, Index count, const nn::PassContext& pass,
+double BatchPipeline<T>::forward_loss(const Index* samples, Index count, const nn::PassContext& pass,
                                 Index group, double* group_losses) {
   // With prefetch, data_s is the wait for the worker's batch, or the gather when there is none.
   first_ = training_batch(samples, count, pass);
@@ -68,19 +68,19 @@ double Replica<T>::forward_loss(const Index* samples, Index count, const nn::Pas
 }
 
 template <typename T>
-void Replica<T>::backward(const nn::PassContext& pass, nn::GradientListener* listener) {
+void BatchPipeline<T>::backward(const nn::PassContext& pass, nn::GradientListener* listener) {
   model_.backward(pass, batch_.input(first_, columns_), listener);
   phases_.lap(&record::StepProfile::backward_s, record::SpanKind::kBackward);
 }
 
 template <typename T>
-void Replica<T>::add_evaluation(const data::Dataset<T>& set, const Index* samples, Index count,
+void BatchPipeline<T>::add_evaluation(const data::Dataset<T>& set, const Index* samples, Index count,
                                 nn::EvalSums& sums) {
   batch_.gather(set, samples, count);
   loss_.accumulate(model_.forward(nn::evaluation_context(), batch_.input(0, count)), batch_.targets(0), sums);
 }
 
-template class Replica<float>;
-template class Replica<double>;
+template class BatchPipeline<float>;
+template class BatchPipeline<double>;
 
 }  // namespace mpiddp::train
