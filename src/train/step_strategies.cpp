@@ -1,11 +1,13 @@
 // Which step a config runs, and which modes combine: decided here and nowhere else
 // (include/mpiddp/train/step_strategy.hpp).
 #include <memory>
+#include <utility>
 
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/distributed/compression.hpp"
 #include "mpiddp/train/data_parallel_step.hpp"
 #include "mpiddp/train/deterministic_step.hpp"
+#include "mpiddp/train/fault_injecting_step.hpp"
 #include "mpiddp/train/local_step.hpp"
 
 namespace mpiddp::train {
@@ -41,11 +43,22 @@ void check_modes_combine(const config::Config& c, const distributed::Communicato
                                          "reduce.algorithm to \"mpi\"");
 }
 
+namespace {
+
 template <typename T>
-std::unique_ptr<StepStrategy<T>> make_step_strategy(const StepParts<T>& parts) {
+std::unique_ptr<StepStrategy<T>> make_mode_step(const StepParts<T>& parts) {
   if (parts.config.deterministic.enabled) return std::make_unique<DeterministicStep<T>>(parts);
   if (!parts.config.sync) return std::make_unique<LocalStep<T>>(parts);
   return std::make_unique<DataParallelStep<T>>(parts);
+}
+
+}  // namespace
+
+template <typename T>
+std::unique_ptr<StepStrategy<T>> make_step_strategy(const StepParts<T>& parts) {
+  std::unique_ptr<StepStrategy<T>> step = make_mode_step(parts);
+  if (!parts.config.faults.inject.enabled()) return step;
+  return std::make_unique<FaultInjectingStep<T>>(std::move(step), parts);
 }
 
 template std::unique_ptr<StepStrategy<float>> make_step_strategy(const StepParts<float>&);

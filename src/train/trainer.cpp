@@ -74,7 +74,7 @@ RunResult Trainer<T>::run() {
       save_checkpoint({epoch + 1, 0, step});
   }
   progress.finish(record::seconds_since(run_start));
-  phases_.stop();  // compute_gradients called after run() (tests) times nothing
+  observer_.stop();
   result.steps = step;
   verify_replicas(step, true, &result);
   save_final_weights();

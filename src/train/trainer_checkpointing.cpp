@@ -96,7 +96,7 @@ void Trainer<T>::write_checkpoint_file(const checkpoint::TrainingPosition& posit
   const std::string path =
       best ? checkpoint::write_best_checkpoint(config_.checkpoint, position, identity(), *model_, optimizer, probes)
            : checkpoint::write_checkpoint(config_.checkpoint, position, identity(), *model_, optimizer, probes);
-  if (traced_) traced_->add(record::SpanKind::kCheckpoint, start, std::chrono::steady_clock::now());
+  if (record::StepTrace* traced = observer_.traced()) traced->add(record::SpanKind::kCheckpoint, start, std::chrono::steady_clock::now());
   io::Json record = {{"kind", "checkpoint"}, {"path", path}, {"epoch", position.epoch},
                      {"batch", position.batch}, {"step", position.step}};
   if (best) record["best"] = {{"metric", best_->metric()}, {"value", *best_->best()}};

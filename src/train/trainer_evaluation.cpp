@@ -73,7 +73,7 @@ void Trainer<T>::evaluate_during_epoch(int64_t epoch, int64_t step,
   const Evaluation evaluation = evaluation_at(step);
   const nn::EvalSums& sums = evaluation.live;
   const double seconds = record::seconds_since(start);
-  if (traced_) traced_->add(record::SpanKind::kEvaluation, start, std::chrono::steady_clock::now());
+  if (record::StepTrace* traced = observer_.traced()) traced->add(record::SpanKind::kEvaluation, start, std::chrono::steady_clock::now());
   if (options_.keep_history)
     evaluations_.push_back({epoch, step, sums.loss_sum,
                             loss_->is_classification() ? std::optional<double>(sums.correct) : std::nullopt,

@@ -29,7 +29,7 @@ EpochResult Trainer<T>::finish_epoch(int64_t epoch, int64_t step, double train_s
   e.eval_loss = on_eval.loss_sum;
   if (loss_->is_classification()) e.eval_accuracy = on_eval.correct;
   if (evaluation.average) e.eval_loss_ema = evaluation.average->loss_sum;
-  if (traced_) traced_->add(record::SpanKind::kEvaluation, start, std::chrono::steady_clock::now());
+  if (record::StepTrace* traced = observer_.traced()) traced->add(record::SpanKind::kEvaluation, start, std::chrono::steady_clock::now());
   e.time_s = train_seconds + record::seconds_since(start);
   e.samples_per_s = static_cast<double>(samples_seen) / train_seconds;
 

@@ -81,7 +81,7 @@ Trainer<T>::Trainer(const config::Config& config, distributed::Communicator& com
     : config_(config), comm_(comm), options_(options),
       train_(data::load_source<T>(config.train_data, config.seed, "train")),
       reducer_(comm, config.reduce),
-      trace_(config.trace),
+      observer_(config.trace, options.profile),
       statistics_(comm),
       sampler_(train_.samples, comm.rank(), comm.size(), config.shuffle, config.drop_last,
                config.seed),
@@ -127,7 +127,7 @@ Trainer<T>::Trainer(const config::Config& config, distributed::Communicator& com
   if (config.optimizer.ema_decay > 0.0) live_parameters_.assign(optimizer_->end() - optimizer_->begin(), T(0));
   pipeline_ = std::make_unique<BatchPipeline<T>>(*model_, *loss_, train_, batch_per_rank_,
                                           std::max<Index>(train_.outputs, eval_ ? eval_->outputs : 0),
-                                          phases_, config.train_data.augment, config.prefetch);
+                                          observer_.phases(), config.train_data.augment, config.prefetch);
   pipeline_->training_pass().seed = config.seed;
   step_ = make_step_strategy<T>({config, comm, *pipeline_, reducer_, *optimizer_, statistics_,
                                  batch_per_rank_, sampler_});
@@ -143,7 +143,7 @@ Trainer<T>::Trainer(const config::Config& config, distributed::Communicator& com
                                 config.log_path, config.log_csv, config.log_tensorboard})
                           : std::make_unique<record::RunLogWriter>();
   // An unwritable trace.path is known now, not after the run (rank 0 writes the file).
-  if (trace_.enabled() && comm.rank() == 0) record::check_trace_writable(config.trace.path);
+  if (observer_.trace().enabled() && comm.rank() == 0) record::check_trace_writable(config.trace.path);
   // Rank 0's parameters arrive for the replica check in pieces of at most 256 Ki values
   // (1 MiB of float): a second copy of a big model would count against every rank's memory,
   // and so does a big piece, all run long (4 MiB a rank at 1 Mi values, the check rare:

@@ -1,6 +1,7 @@
 // The trainer's step trace (`--trace`, trace.path): its memory and time origin before the
 // first step, and the merged file after the last. The spans themselves are taken where the
-// trainer times its phases (PhaseClock in the step strategies, train_step and run()) and in the reducer.
+// trainer times its phases (the observer's PhaseClock, lapped by the step strategies, the batch
+// pipeline and train_step) and in the reducer.
 #include <algorithm>
 #include <chrono>
 
@@ -11,7 +12,7 @@ namespace mpiddp::train {
 
 template <typename T>
 void Trainer<T>::start_trace(int64_t total_steps) {
-  if (!trace_.enabled()) return;
+  if (!observer_.trace().enabled()) return;
   const int64_t first = std::max(config_.trace.first_step, position_.step + 1);
   const int64_t last = std::min(config_.trace.last_step, total_steps);
   // A step's spans: the step, zero_grad, data/forward/backward per micro-batch, the wait,
@@ -19,9 +20,9 @@ void Trainer<T>::start_trace(int64_t total_steps) {
   // checkpoints (mid-epoch and end of epoch).
   const size_t buckets = reducer_.bucket_count(static_cast<size_t>(model_->gradient_count()));
   const size_t per_step = 2 + 3 * static_cast<size_t>(config_.accumulate_steps) + 2 + buckets + 3;
-  trace_.reserve(last - first + 1, per_step);
+  observer_.trace().reserve(last - first + 1, per_step);
   const bool shm = reducer_.algorithm() == distributed::ReduceAlgorithm::kShm;
-  trace_.set_reduction_path(comm_.size() == 1                        ? "none"
+  observer_.trace().set_reduction_path(comm_.size() == 1                        ? "none"
                             : !shm                                   ? "mpi"
                             : comm_.ranks_on_node() == comm_.size() ? "shm"
                                                                      : "two-level",
@@ -31,14 +32,14 @@ void Trainer<T>::start_trace(int64_t total_steps) {
   // to reach the last rank (microseconds on one node, about a network latency across nodes).
   // The steady clocks may drift apart after that, at most at NTP's slew rate (500 ppm).
   comm_.barrier();
-  trace_.set_origin(std::chrono::steady_clock::now());
+  observer_.trace().set_origin(std::chrono::steady_clock::now());
 }
 
 template <typename T>
 void Trainer<T>::finish_trace() {
-  traced_ = nullptr;
+  observer_.end_trace();
   reducer_.set_listener(nullptr);
-  if (trace_.enabled()) record::write_trace(comm_, trace_, config_.trace);
+  if (observer_.trace().enabled()) record::write_trace(comm_, observer_.trace(), config_.trace);
 }
 
 template void Trainer<float>::start_trace(int64_t);

@@ -30,6 +30,7 @@ class DeterministicStep final : public StepStrategy<T> {
   // Returns 0: the step's loss comes out of reduce().
   double compute_gradients(const Index* samples, Index count) override;
   StepOutcome reduce(double local_loss) override;
+  double update(double lr) override { return parts_.optimizer.step(model_.parameters(), model_.gradients(), lr); }
   // Fixed blocks of B/C samples, the per-block sums added exactly.
   nn::EvalSums evaluate(const data::Dataset<T>& set) override;
   void describe(io::Json& run_record) const override;

@@ -8,6 +8,8 @@
 //   LocalStep         (local_step.cpp)          sync off: each rank keeps its own gradient
 //   DeterministicStep (deterministic_step.cpp)  the same bits at every world size: chunks and
 //                                               exact sums (Note [deterministic mode])
+//   FaultInjectingStep (fault_injecting_step.cpp) around one of them, with debug.* only: the
+//                                               faults tests inject between the parts
 // make_step_strategy (step_strategies.cpp) picks one for a config, and decides there, in one
 // place, which modes combine.
 #include <memory>
@@ -59,6 +61,11 @@ class StepStrategy {
   // Combines the ranks' gradients into the averaged one in the model's gradient buffer (or
   // leaves each rank's own, sync off), with the global loss and the stop votes.
   virtual StepOutcome reduce(double local_loss) = 0;
+  // Clips the reduced gradient to optimizer.clip_grad_norm and applies the optimizer's update
+  // at learning rate lr to the parameters (optim::OptimizerShard::step: the norm from the
+  // parts this rank holds, exact as a whole's). Returns the gradient's norm before clipping.
+  // Collective when the optimizer is sharded.
+  virtual double update(double lr) = 0;
   // Mean loss and accuracy over a whole set, every rank alike. Collective.
   virtual nn::EvalSums evaluate(const data::Dataset<T>& set) = 0;
   // Before an epoch's evaluations.

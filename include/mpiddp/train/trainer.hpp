@@ -43,6 +43,7 @@
 #include "mpiddp/record/step_profile.hpp"
 #include "mpiddp/train/step_strategy.hpp"
 #include "mpiddp/train/improvement.hpp"
+#include "mpiddp/record/step_observer.hpp"
 #include "mpiddp/record/step_trace.hpp"
 
 namespace mpiddp::train {
@@ -211,9 +212,7 @@ class Trainer final : public TrainingRun {
   std::unique_ptr<nn::Loss<T>> loss_;
   std::unique_ptr<optim::OptimizerShard<T>> optimizer_;  // whole, or this rank's part (reduce.shard_optimizer)
   distributed::GradientReducer<T> reducer_;
-  record::StepTrace trace_;              // trace.path: the selected steps' spans
-  record::StepTrace* traced_ = nullptr;  // &trace_ during a selected step, else null (the one test)
-  record::PhaseClock phases_;            // the step's laps: the strategy's parts, the update
+  record::StepObserver observer_;        // the profile and the trace: the steps' laps and spans
   distributed::CommunicatorStatistics statistics_;  // BatchNorm's sums over the ranks
   int threads_ = 1;            // compute threads of this rank (core/threads.hpp)
   GemmChoice gemm_;            // rank 0's reasons; every rank's backend
