@@ -1,0 +1,190 @@
+// The checkpoint file: a safetensors file of the parameters, BatchNorm's buffers and the
+// optimizer's state, with the run's identity and position in its metadata; written
+// atomically, restored after the resume rules' checks (checkpoint_resume.cpp), and exported
+// as a weights file.
+#include "mpiddp/checkpoint/checkpoint.hpp"
+
+#include <filesystem>
+#include <map>
+#include <set>
+#include <system_error>
+
+#include "checkpoint_metadata.hpp"
+#include "mpiddp/core/hash.hpp"
+#include "mpiddp/checkpoint/vocabulary.hpp"
+#include "mpiddp/checkpoint/weights.hpp"
+
+namespace mpiddp::checkpoint {
+
+namespace fs = std::filesystem;
+using detail::checkpoint_integer;
+using detail::checkpoint_text;
+using detail::kFormatVersion;
+using detail::kMetadataKey;
+using detail::kOptimizerPrefix;
+using detail::refuse;
+
+namespace {
+
+// The checkpoint of `position` as the file `path` in settings.dir, written atomically.
+template <typename T>
+void write_training_state(const std::string& path, const config::CheckpointConfig& settings,
+                          const TrainingPosition& position, const RunIdentity& identity,
+                          const nn::Model<T>& model, optim::Optimizer<T>& optimizer,
+                          const std::function<void()>& before_rename) {
+  std::error_code error;
+  fs::create_directories(settings.dir, error);
+  if (error)
+    throw Error(kExitOutput, "checkpoint.dir '" + settings.dir + "' cannot be created: " +
+                                 error.message());
+  auto tensors = named_tensors(model.tensors(), model.parameters());
+  const auto tied = named_tensors(model.tied_tensors(), model.parameters());  // a state_dict's second names
+  tensors.insert(tensors.end(), tied.begin(), tied.end());
+  const auto model_buffers = buffer_tensors(model);  // BatchNorm's running statistics
+  tensors.insert(tensors.end(), model_buffers.begin(), model_buffers.end());
+  io::Json buffers = io::Json::array();
+  for (const auto& buffer : optimizer.state_buffers()) {
+    auto more = named_tensors(model.tensors(), buffer.values->data(),
+                              kOptimizerPrefix + buffer.name + ".");
+    tensors.insert(tensors.end(), more.begin(), more.end());
+    buffers.push_back(buffer.name);
+  }
+  // The checksum covers the data section: the tensors' bytes, in order, without gaps.
+  uint64_t checksum = fnv1a(nullptr, 0);
+  for (const auto& t : tensors) checksum = fnv1a(t.data, io::tensor_bytes(t), checksum);
+  const io::Json state = {
+      {"format", kFormatVersion},
+      {"epoch", position.epoch},
+      {"batch", position.batch},
+      {"step", position.step},
+      {"optimizer_steps", optimizer.steps()},
+      {"optimizer_buffers", buffers},
+      {"model", identity.model},
+      {"dtype", identity.dtype},
+      {"global_batch", identity.global_batch},
+      {"train_samples", identity.train_samples},
+      {"steps_per_epoch", identity.steps_per_epoch},
+      {"world_size", identity.world_size},
+      // Every random stream of a run is a pure function of the seed and the epoch (sampler
+      // shuffle, initialisation, synthetic data), so the position above is the whole RNG
+      // state; the seed is in the config.
+      {"rng", {{"kind", "derived from config seed and epoch"}}},
+      {"config_hash", hex64(fnv1a(identity.config.dump()))},
+      {"config", identity.config},
+      {"data_checksum", hex64(checksum)}};
+  io::Json with_evaluations = state;
+  if (!position.evaluations.is_null()) with_evaluations["evaluations"] = position.evaluations;
+  std::map<std::string, std::string> metadata = {{kMetadataKey, with_evaluations.dump()}};
+  if (!identity.vocabulary.empty()) metadata[kVocabularyKey] = identity.vocabulary;
+  io::write_safetensors(path, tensors, metadata, before_rename);
+}
+
+}  // namespace
+
+template <typename T>
+std::string write_checkpoint(const config::CheckpointConfig& settings, const TrainingPosition& position,
+                             const RunIdentity& identity, const nn::Model<T>& model,
+                             optim::Optimizer<T>& optimizer, const WriteProbes& probes) {
+  const std::string path = checkpoint_path(settings.dir, position.step);
+  write_training_state(path, settings, position, identity, model, optimizer, probes.before_rename);
+  if (probes.before_pruning) probes.before_pruning();
+  std::error_code error;
+  if (settings.keep > 0) {
+    const auto all = list_checkpoints(settings.dir);
+    for (size_t i = 0; i + static_cast<size_t>(settings.keep) < all.size(); ++i)
+      fs::remove(all[i], error);  // a checkpoint that cannot be removed is only wasted space
+  }
+  return path;
+}
+
+template <typename T>
+std::string write_best_checkpoint(const config::CheckpointConfig& settings, const TrainingPosition& position,
+                                  const RunIdentity& identity, const nn::Model<T>& model,
+                                  optim::Optimizer<T>& optimizer, const WriteProbes& probes) {
+  const std::string path = best_checkpoint_path(settings.dir);
+  write_training_state(path, settings, position, identity, model, optimizer, probes.before_rename);
+  return path;
+}
+
+template <typename T>
+TrainingPosition restore_checkpoint(const io::SafetensorsFile& file, const RunIdentity& identity,
+                                    nn::Model<T>& model, optim::Optimizer<T>& optimizer) {
+  const std::string& path = file.name();
+  const auto meta = file.metadata().find(kMetadataKey);
+  if (meta == file.metadata().end())
+    refuse(path, "it has no mpiddp_checkpoint metadata: a plain weights file is loaded with "
+                 "init.weights, not --resume");
+  const io::Json state = io::Json::parse(meta->second, nullptr, /*allow_exceptions=*/false);
+  if (state.is_discarded() || !state.is_object() || !state.contains("format"))
+    refuse(path, "corrupt: its mpiddp_checkpoint metadata is not valid JSON");
+  if (state["format"] != kFormatVersion)
+    refuse(path, "format version " + state["format"].dump() + " is not " +
+                     std::to_string(kFormatVersion) + " (written by another mpiddp version)");
+  try {
+    if (hex64(fnv1a(file.data(), file.data_bytes())) != state.at("data_checksum").get<std::string>())
+      refuse(path, "corrupt: the data checksum does not match (the file was damaged after it "
+                   "was written)");
+    const TrainingPosition position = detail::resume_position(state, identity, path);
+
+    std::set<std::string> expected = state_tensor_names(model);
+    load_named_tensors(file, model.tensors(), model.parameters(), kExitCheckpoint);
+    load_buffer_tensors(file, model, kExitCheckpoint);
+    for (const auto& buffer : optimizer.state_buffers()) {
+      const std::string prefix = kOptimizerPrefix + buffer.name + ".";
+      load_named_tensors(file, model.tensors(), buffer.values->data(), kExitCheckpoint, prefix);
+      const auto names = tensor_names(model.tensors(), prefix);
+      expected.insert(names.begin(), names.end());
+    }
+    reject_unexpected_tensors(file, expected, kExitCheckpoint);
+    optimizer.set_steps(checkpoint_integer(state, "optimizer_steps", path));
+    return position;
+  } catch (const io::Json::exception& e) {
+    refuse(path, std::string("corrupt: its mpiddp_checkpoint metadata lacks a field (") + e.what() + ")");
+  }
+}
+
+size_t export_checkpoint_weights(const std::string& checkpoint, const std::string& weights) {
+  const io::SafetensorsFile file = io::read_safetensors(checkpoint, kExitCheckpoint);
+  const auto meta = file.metadata().find(kMetadataKey);
+  if (meta == file.metadata().end())
+    refuse(checkpoint, "it has no mpiddp_checkpoint metadata (not an mpiddp checkpoint)");
+  const io::Json state = io::Json::parse(meta->second, nullptr, /*allow_exceptions=*/false);
+  if (!state.is_object())
+    refuse(checkpoint, "corrupt: its mpiddp_checkpoint metadata is not a JSON object");
+  if (hex64(fnv1a(file.data(), file.data_bytes())) != checkpoint_text(state, "data_checksum", checkpoint))
+    refuse(checkpoint, "corrupt: the data checksum does not match");
+  std::vector<io::TensorToWrite> parameters, average;
+  const std::string average_prefix = kOptimizerPrefix + std::string("ema.");  // ema.decay's state
+  for (const auto& t : file.tensors()) {
+    if (t.name.rfind(kOptimizerPrefix, 0) != 0)
+      parameters.push_back({t.name, t.dtype, t.shape, file.data() + t.begin});
+    else if (t.name.rfind(average_prefix, 0) == 0)
+      average.push_back({t.name.substr(average_prefix.size()), t.dtype, t.shape, file.data() + t.begin});
+  }
+  std::map<std::string, std::string> metadata = {{"producer", std::string("mpiddp ") + MPIDDP_VERSION},
+                                                 {"model", checkpoint_text(state, "model", checkpoint)},
+                                                 {"exported_from", checkpoint}};
+  if (state.contains("config")) metadata[kConfigKey] = state["config"].dump();
+  const auto vocabulary = file.metadata().find(kVocabularyKey);
+  if (vocabulary != file.metadata().end()) metadata[kVocabularyKey] = vocabulary->second;
+  io::write_safetensors(weights, parameters, metadata);
+  // The average of the weights (ema.decay) beside them, under the parameters' names.
+  if (!average.empty()) io::write_safetensors(average_weights_path(weights), average, metadata);
+  return parameters.size();
+}
+
+#define MPIDDP_INSTANTIATE(T)                                                                  \
+  template std::string write_checkpoint<T>(const config::CheckpointConfig&, const TrainingPosition&,   \
+                                           const RunIdentity&, const nn::Model<T>&,       \
+                                           optim::Optimizer<T>&, const WriteProbes&);          \
+  template std::string write_best_checkpoint<T>(const config::CheckpointConfig&, const TrainingPosition&, \
+                                                const RunIdentity&, const nn::Model<T>&,  \
+                                                optim::Optimizer<T>&, const WriteProbes&);     \
+  template TrainingPosition restore_checkpoint<T>(const io::SafetensorsFile&,                  \
+                                                  const RunIdentity&, nn::Model<T>&,      \
+                                                  optim::Optimizer<T>&);
+MPIDDP_INSTANTIATE(float)
+MPIDDP_INSTANTIATE(double)
+#undef MPIDDP_INSTANTIATE
+
+}  // namespace mpiddp::checkpoint

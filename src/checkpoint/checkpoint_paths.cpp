@@ -1,0 +1,99 @@
+// Where checkpoints live: their file names, the ones a directory holds, the temporaries a
+// crash left, and what --resume names (include/mpiddp/checkpoint/checkpoint.hpp).
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <system_error>
+
+#include "checkpoint_metadata.hpp"
+
+namespace mpiddp::checkpoint {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// "step-000000000016.safetensors" -> 16; -1 for any other name (temporary files included).
+int64_t step_of_file_name(const std::string& name) {
+  const std::string head = "step-", tail = ".safetensors";
+  if (name.size() <= head.size() + tail.size() || name.compare(0, head.size(), head) != 0 ||
+      name.compare(name.size() - tail.size(), tail.size(), tail) != 0)
+    return -1;
+  const std::string digits = name.substr(head.size(), name.size() - head.size() - tail.size());
+  if (digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos) return -1;
+  return std::stoll(digits);
+}
+
+}  // namespace
+
+std::string checkpoint_path(const std::string& dir, int64_t step) {
+  char name[64];
+  std::snprintf(name, sizeof name, "step-%012lld.safetensors", static_cast<long long>(step));
+  return (fs::path(dir) / name).string();
+}
+
+std::string best_checkpoint_path(const std::string& dir) { return (fs::path(dir) / "best").string(); }
+
+std::vector<std::string> list_checkpoints(const std::string& dir) {
+  std::vector<std::pair<int64_t, std::string>> found;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(dir, error)) {
+    const int64_t step = step_of_file_name(entry.path().filename().string());
+    if (step >= 0 && entry.is_regular_file()) found.emplace_back(step, entry.path().string());
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> paths;
+  for (auto& f : found) paths.push_back(std::move(f.second));
+  return paths;
+}
+
+std::vector<std::string> remove_stale_temporaries(const std::string& dir) {
+  std::vector<std::string> removed;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(dir, error)) {
+    const std::string name = entry.path().filename().string();
+    // ".NAME.tmp" of a checkpoint NAME, and nothing else: other files there are the user's.
+    const bool ours = name.size() > 5 && name[0] == '.' && name.ends_with(".tmp") &&
+                      (step_of_file_name(name.substr(1, name.size() - 5)) >= 0 || name == ".best.tmp");
+    if (ours && entry.is_regular_file() && fs::remove(entry.path(), error)) removed.push_back(name);
+  }
+  std::sort(removed.begin(), removed.end());
+  return removed;
+}
+
+std::string resolve_resume_path(const std::string& spec, const std::string& checkpoint_dir) {
+  std::string dir;
+  if (spec == "auto") {
+    // What a launcher's restart passes: the attempt before may have died before its first
+    // checkpoint, or the run may keep none; then the run starts from the beginning.
+    const auto all = checkpoint_dir.empty() ? std::vector<std::string>{} : list_checkpoints(checkpoint_dir);
+    return all.empty() ? std::string() : all.back();
+  }
+  if (spec == "best") {
+    if (checkpoint_dir.empty())
+      throw Error(kExitConfig, "--resume best needs checkpoint.dir in the config (or give "
+                               "the checkpoint's path)");
+    const std::string best = best_checkpoint_path(checkpoint_dir);
+    if (!fs::is_regular_file(best))
+      throw Error(kExitCheckpoint, "--resume best: no best checkpoint '" + best +
+                                       "' (checkpoint.keep_best writes it at the first evaluation)");
+    return best;
+  }
+  if (spec == "latest") {
+    if (checkpoint_dir.empty())
+      throw Error(kExitConfig, "--resume latest needs checkpoint.dir in the config (or give "
+                               "the checkpoint's path)");
+    dir = checkpoint_dir;
+  } else if (fs::is_directory(spec)) {
+    dir = spec;
+  } else {
+    return spec;
+  }
+  const auto all = list_checkpoints(dir);
+  if (all.empty())
+    throw Error(kExitCheckpoint, "--resume " + spec + ": no checkpoint (step-*.safetensors) in '" +
+                                     dir + "'");
+  return all.back();
+}
+
+}  // namespace mpiddp::checkpoint
