@@ -24,8 +24,8 @@ struct Workspace {
 template <typename T>
 Workspace<T> workspace_of(std::byte* workspace, const AttentionHead& head, bool dropout) {
   Workspace<T> w{};
-  w.d_scores = take_workspace_values<T>(workspace, head.t * head.t);
-  if (dropout) w.mask = take_workspace_values<T>(workspace, head.t * head.t);
+  w.d_scores = take_scratch_values<T>(workspace, head.t * head.t);
+  if (dropout) w.mask = take_scratch_values<T>(workspace, head.t * head.t);
   return w;
 }
 
@@ -33,7 +33,7 @@ size_t kept_values(const AttentionHead& head) { return static_cast<size_t>(head.
 
 template <typename T>
 size_t workspace_bytes(const AttentionHead& head, bool dropout) {
-  return (dropout ? 2 : 1) * workspace_values_bytes<T>(head.t * head.t);
+  return (dropout ? 2 : 1) * scratch_values_bytes<T>(head.t * head.t);
 }
 
 // P(j, i) = softmax over j of q_i . k_j / sqrt(D), the keys after i masked when causal; then

@@ -61,12 +61,12 @@ template <typename T>
 Workspace<T> workspace_of(std::byte* workspace, const AttentionHead& head, bool dropout) {
   const Index tile = tile_of(head);
   Workspace<T> w{};
-  w.scores = take_workspace_values<T>(workspace, tile * tile);
-  w.d_scores = take_workspace_values<T>(workspace, tile * tile);
-  if (dropout) w.mask = take_workspace_values<T>(workspace, tile * tile);
-  w.running_max = take_workspace_values<T>(workspace, tile);
-  w.running_sum = take_workspace_values<T>(workspace, tile);
-  w.row_dots = take_workspace_values<T>(workspace, head.t);
+  w.scores = take_scratch_values<T>(workspace, tile * tile);
+  w.d_scores = take_scratch_values<T>(workspace, tile * tile);
+  if (dropout) w.mask = take_scratch_values<T>(workspace, tile * tile);
+  w.running_max = take_scratch_values<T>(workspace, tile);
+  w.running_sum = take_scratch_values<T>(workspace, tile);
+  w.row_dots = take_scratch_values<T>(workspace, head.t);
   return w;
 }
 
@@ -75,8 +75,8 @@ size_t kept_values(const AttentionHead& head) { return static_cast<size_t>(head.
 template <typename T>
 size_t workspace_bytes(const AttentionHead& head, bool dropout) {
   const Index tile = tile_of(head);
-  return (dropout ? 3 : 2) * workspace_values_bytes<T>(tile * tile) + 2 * workspace_values_bytes<T>(tile) +
-         workspace_values_bytes<T>(head.t);
+  return (dropout ? 3 : 2) * scratch_values_bytes<T>(tile * tile) + 2 * scratch_values_bytes<T>(tile) +
+         scratch_values_bytes<T>(head.t);
 }
 
 // How many of the keys j0 .. j0 + nk - 1 query i sees: all, or when causal those up to i.

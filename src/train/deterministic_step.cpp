@@ -74,7 +74,7 @@ DeterministicStep<T>::DeterministicStep(const StepParts<T>& parts)
   // buffer does: backward writes them in place (compute_gradients). A zero changes
   // neither its group's largest magnitude nor its sum.
   const Index used = parameters_ + 1 + buffer_values_ + 1;
-  width_ = nn::scratch_values_bytes<T>(used) / sizeof(T);  // rounded up to 64 bytes
+  width_ = scratch_values_bytes<T>(used) / sizeof(T);  // rounded up to 64 bytes
   saved_buffers_.assign(static_cast<size_t>(buffer_values_), 0.0);
   saved_counters_.assign(static_cast<size_t>(model_.buffer_counter_count()), 0);
   const Index chunk = config.batch_global / chunks_;

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstddef>
 
+#include "mpiddp/core/scratch.hpp"
 #include "mpiddp/core/types.hpp"
 
 namespace mpiddp::kernels {
@@ -57,17 +58,5 @@ struct AttentionKernel {
                    ConstStridedView<T> out, ConstStridedView<T> q, ConstStridedView<T> k, ConstStridedView<T> v,
                    const T* kept, const AttentionHead& head, const AttentionMask<T>* mask, std::byte* workspace);
 };
-
-// A workspace's pieces each start on 64 bytes, so that every piece stays aligned.
-template <typename T>
-constexpr size_t workspace_values_bytes(Index count) {
-  return (static_cast<size_t>(count) * sizeof(T) + 63) / 64 * 64;
-}
-template <typename T>
-T* take_workspace_values(std::byte*& workspace, Index count) {
-  T* values = reinterpret_cast<T*>(workspace);
-  workspace += workspace_values_bytes<T>(count);
-  return values;
-}
 
 }  // namespace mpiddp::kernels

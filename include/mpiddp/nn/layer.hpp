@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "mpiddp/core/rng.hpp"
+#include "mpiddp/core/scratch.hpp"
 #include "mpiddp/core/types.hpp"
 #include "mpiddp/nn/context.hpp"
 #include "mpiddp/nn/layer_hooks.hpp"
@@ -191,20 +192,7 @@ class Layer {
   Index inputs_, outputs_;
 };
 
-// Round a scratch size up to the 64 bytes every layer's scratch starts on.
-constexpr size_t align_scratch(size_t bytes) { return (bytes + 63) / 64 * 64; }
-// The scratch bytes of `count` values of T, so that the next piece starts aligned again.
-template <typename T>
-constexpr size_t scratch_values_bytes(Index count) {
-  return align_scratch(static_cast<size_t>(count) * sizeof(T));
-}
-// Takes `count` values of T from the front of scratch, which moves past them to the next
-// aligned piece: the way every layer lays out the scratch that scratch_values_bytes counted.
-template <typename T>
-T* take_scratch_values(std::byte*& scratch, Index count) {
-  T* values = reinterpret_cast<T*>(scratch);
-  scratch += scratch_values_bytes<T>(count);
-  return values;
-}
+// Every layer lays out its scratch in 64-byte pieces: align_scratch, scratch_values_bytes and
+// take_scratch_values (core/scratch.hpp).
 
 }  // namespace mpiddp::nn
