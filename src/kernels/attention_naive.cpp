@@ -8,7 +8,9 @@
 #include "mpiddp/kernels/gemm.hpp"
 
 namespace mpiddp::kernels {
-namespace {
+// A namespace of its own: a unity build (the sanitizer stage) puts both kernels in one
+// translation unit, where their helpers' names would clash.
+namespace naive_attention_parts {
 
 template <typename T>
 StridedView<T> square(T* values, Index t) {
@@ -103,10 +105,11 @@ void backward(StridedView<T> dq, StridedView<T> dk, StridedView<T> dv, ConstStri
   multiply_tile<T>(dk, q, Op::kNone, read_only(ds), Op::kTranspose, Accumulate::kOverwrite);
 }
 
-}  // namespace
+}  // namespace naive_attention_parts
 
 template <typename T>
 AttentionKernel<T> naive_attention() {
+  using namespace naive_attention_parts;
   return {&kept_values, &workspace_bytes<T>, &forward<T>, &backward<T>};
 }
 

@@ -25,7 +25,9 @@
 #include "mpiddp/kernels/gemm.hpp"
 
 namespace mpiddp::kernels {
-namespace {
+// A namespace of its own: a unity build (the sanitizer stage) puts both kernels in one
+// translation unit, where their helpers' names would clash.
+namespace tiled_attention_parts {
 
 template <typename T>
 using Column = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
@@ -177,10 +179,11 @@ void backward(StridedView<T> dq, StridedView<T> dk, StridedView<T> dv, ConstStri
   }
 }
 
-}  // namespace
+}  // namespace tiled_attention_parts
 
 template <typename T>
 AttentionKernel<T> tiled_attention() {
+  using namespace tiled_attention_parts;
   return {&kept_values, &workspace_bytes<T>, &forward<T>, &backward<T>};
 }
 
