@@ -199,10 +199,10 @@ void Attention<T>::forward(const PassContext& context, ConstMatrixView<T> x, Mat
                     kernels::Op::kNone, kernels::Accumulate::kAdd);
   const std::optional<DropoutStream> dropout = dropout_stream(context);
   for_each_head(x.cols(), [&](Index b, Index h, int worker) {
-    const HeadDropout source{dropout ? &*dropout : nullptr, h * t_ * t_, t_, context.position(b), dropout_, dropout_scale()};
+    const HeadDropout source = head_dropout(dropout, context, b, h);
     const kernels::AttentionMask<T> mask{&HeadDropout::fill, &source};
-    kernel_.forward(head_of_out(heads_out_, b, h), kept(b, h), read_only(head_of_qkv(qkv_, b, h, 0)),
-                    read_only(head_of_qkv(qkv_, b, h, 1)), read_only(head_of_qkv(qkv_, b, h, 2)), head_, dropout ? &mask : nullptr, workspace(worker));
+    kernel_.forward(head_of_out(heads_out_, b, h), kept(b, h), qkv_head(b, h, 0), qkv_head(b, h, 1), qkv_head(b, h, 2),
+                    head_, dropout ? &mask : nullptr, workspace(worker));
   });
   MatrixView<T> ys(y.data(), c_, n);
   if (bias_) ys.colwise() = VectorView<T>(proj_bias_, c_);
@@ -226,12 +226,12 @@ void Attention<T>::backward(const PassContext& context, ConstMatrixView<T> x, Co
                     kernels::Op::kNone, kernels::Accumulate::kOverwrite);
   const std::optional<DropoutStream> dropout = dropout_stream(context);
   for_each_head(x.cols(), [&](Index b, Index h, int worker) {
-    const HeadDropout source{dropout ? &*dropout : nullptr, h * t_ * t_, t_, context.position(b), dropout_, dropout_scale()};
+    const HeadDropout source = head_dropout(dropout, context, b, h);
     const kernels::AttentionMask<T> mask{&HeadDropout::fill, &source};
     kernel_.backward(head_of_qkv(d_qkv_, b, h, 0), head_of_qkv(d_qkv_, b, h, 1), head_of_qkv(d_qkv_, b, h, 2),
                      read_only(head_of_out(d_heads_out_, b, h)), read_only(head_of_out(heads_out_, b, h)),
-                     read_only(head_of_qkv(qkv_, b, h, 0)), read_only(head_of_qkv(qkv_, b, h, 1)),
-                     read_only(head_of_qkv(qkv_, b, h, 2)), kept(b, h), head_, dropout ? &mask : nullptr, workspace(worker));
+                     qkv_head(b, h, 0), qkv_head(b, h, 1), qkv_head(b, h, 2), kept(b, h), head_,
+                     dropout ? &mask : nullptr, workspace(worker));
   });
   // c_attn, the same with the (3C) gradient of q, k and v.
   const ConstMatrixView<T> d_qkv(d_qkv_, 3 * c_, n);

@@ -75,6 +75,8 @@ class Attention final : public Layer<T> {
   // a position every 3C values; its output (or the output's gradient): (D, T), every C.
   StridedView<T> head_of_qkv(T* qkv, Index b, Index h, Index part) const;
   StridedView<T> head_of_out(T* heads_out, Index b, Index h) const;
+  // Head h of sample b's q, k or v as forward made them, for the kernel to read.
+  ConstStridedView<T> qkv_head(Index b, Index h, Index part) const { return read_only(head_of_qkv(qkv_, b, h, part)); }
   // What the kernel keeps of head h of sample b, and worker's workspace.
   T* kept(Index b, Index h) const { return kept_ + (b * heads_ + h) * static_cast<Index>(kernel_.kept_values(head_)); }
   std::byte* workspace(int worker) const {
@@ -91,6 +93,11 @@ class Attention final : public Layer<T> {
     T scale;  // 1 / (1 - p)
     static void fill(const void* source, Index query, Index first, Index count, T* mask);
   };
+  // Head h of sample b's mask source in a pass with `dropout` (its stream null without).
+  HeadDropout head_dropout(const std::optional<DropoutStream>& dropout, const PassContext& context, Index b,
+                           Index h) const {
+    return {dropout ? &*dropout : nullptr, h * t_ * t_, t_, context.position(b), dropout_, dropout_scale()};
+  }
   // pass(b, h, worker) for every head of every sample of the batch: over the rank's compute
   // threads (core/threads.hpp), each head on one thread with its own workspace, so the bits
   // are the same on any number of threads.
