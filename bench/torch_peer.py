@@ -157,7 +157,7 @@ def make_data(cfg):
     return x, y
 
 
-def train(rank, world, cfg, threads, max_steps, result_queue):
+def train(rank, world, cfg, threads, max_steps, autocast, result_queue):
     torch.set_num_threads(threads)
     if world > 1:
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
@@ -187,7 +187,10 @@ def train(rank, world, cfg, threads, max_steps, result_queue):
         for first in range(0, per_rank, batch):
             idx = mine[first:first + batch]
             opt.zero_grad(set_to_none=True)
-            loss = mt.loss_of(cfg["loss"], model(x[idx]), y[idx])
+            # Autocast around the forward and the loss, as PyTorch's users write it; backward
+            # runs outside, in the dtypes the forward chose.
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                loss = mt.loss_of(cfg["loss"], model(x[idx]), y[idx])
             loss.backward()
             if clip > 0:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
@@ -209,6 +212,8 @@ def main():
     parser.add_argument("--procs", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--steps", type=int, default=0, help="at most this many steps per epoch (a smoke test)")
+    parser.add_argument("--autocast", choices=["none", "bf16"], default="none",
+                        help="bf16: torch.autocast('cpu', dtype=torch.bfloat16) around the forward and the loss")
     args = parser.parse_args()
     error = product_error()
     if not error <= PRODUCT_TOLERANCE:
@@ -218,12 +223,12 @@ def main():
     cfg = load_workload(args.workload)
     if args.procs == 1:
         q = mp.get_context("fork").SimpleQueue()
-        train(0, 1, cfg, args.threads, args.steps, q)
+        train(0, 1, cfg, args.threads, args.steps, args.autocast == "bf16", q)
         results = [q.get()]
     else:
         ctx = mp.get_context("spawn")
         q = ctx.SimpleQueue()
-        procs = [ctx.Process(target=train, args=(r, args.procs, cfg, args.threads, args.steps, q)) for r in range(args.procs)]
+        procs = [ctx.Process(target=train, args=(r, args.procs, cfg, args.threads, args.steps, args.autocast == "bf16", q)) for r in range(args.procs)]
         for p in procs:
             p.start()
         results = [q.get() for _ in procs]
@@ -238,6 +243,7 @@ def main():
         block = token_shape(cfg["data"]["train"])[1]
         line["tokens_per_s"] = rate * block
         line["tokens_per_cpu_s"] = block / cpu_per_sample
+    line["autocast"] = args.autocast
     line["blas_core"] = openblas_core()
     line["openblas_coretype"] = os.environ.get("OPENBLAS_CORETYPE", "")
     line["product_error"] = error

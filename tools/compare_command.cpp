@@ -127,7 +127,7 @@ int compare_command(int argc, char** argv) {
     const auto chunks_b = analysis::deterministic_chunks(args.logs[1]);
     if (chunks_a && chunks_b && !args.rtol && !args.atol)
       return compare_exactly(args, baseline, run, *chunks_a, *chunks_b);
-    const analysis::Tolerance defaults = analysis::default_tolerance(baseline.dtype());
+    const analysis::Tolerance defaults = analysis::default_tolerance(baseline, run);
     const analysis::Tolerance tolerance{args.rtol.value_or(defaults.rtol),
                                         args.atol.value_or(defaults.atol)};
     const bool is_default = !args.rtol && !args.atol;

@@ -19,7 +19,7 @@ namespace {
 const char* const kIgnoredKeys[] = {"log",      "check_every_steps", "checkpoint", "save_weights",
                                     "watchdog", "on_nonfinite",      "max_skipped", "divergence",
                                     "threads",  "prefetch",          "reduce",      "deterministic",
-                                    "compute.isa"};
+                                    "compute.isa",  "compute.precision"};
 
 bool ignored(const std::string& path) {
   for (const char* key : kIgnoredKeys) {
@@ -124,6 +124,17 @@ void compare_steps(const RunLog& baseline, const RunLog& run, Comparison& c) {
 Tolerance default_tolerance(const std::string& dtype) {
   if (dtype == "float64") return {1e-12, 1e-15};
   return {1e-4, 1e-7};
+}
+
+Tolerance default_tolerance(const RunLog& baseline, const RunLog& run) {
+  if (baseline.precision() != "float32" || run.precision() != "float32") return kBf16Tolerance;
+  return default_tolerance(baseline.dtype());
+}
+
+std::string default_tolerance_name(const RunLog& baseline, const RunLog& run) {
+  if (baseline.precision() != "float32") return baseline.dtype() + " with " + baseline.precision() + " products";
+  if (run.precision() != "float32") return baseline.dtype() + " with " + run.precision() + " products";
+  return baseline.dtype();
 }
 
 Metric parse_metric(const std::string& name) {

@@ -50,7 +50,7 @@ std::string comparison_text(const RunLog& baseline, const RunLog& run, const Com
   append(out, "run:      %s (%s)\n", run.path.c_str(), describe(run).c_str());
   append(out, "tolerance: |run - baseline| <= %g + %g * |baseline|  (%s)\n\n", c.tolerance.atol,
          c.tolerance.rtol,
-         c.tolerance_is_default ? ("default for " + baseline.dtype() + "; see docs/compare.md").c_str()
+         c.tolerance_is_default ? ("default for " + default_tolerance_name(baseline, run) + "; see docs/compare.md").c_str()
                              : "from the command line");
   append(out, "%5s  %6s  %-13s  %22s  %22s  %9s  %9s  %s\n", "epoch", "step", "metric", "baseline",
          "run", "abs_diff", "rel_diff", "ok");

@@ -64,8 +64,12 @@ io::Json resume_config(const config::Config& config) {
   if (!cosine_spans_run(config)) kept.erase("epochs");
   // compute.isa changes which kernel variant computes, never a bit (Note [kernels per
   // instruction set] in src/kernels/isa.cpp): a run may resume on another CPU or another cap.
+  // compute.precision changes only the rounding of the products' operands: the checkpoint holds
+  // the float32 master weights and optimizer state whatever it was, so a bf16 run may go on in
+  // bf16_reference on a CPU without bf16, or in float32 (docs/precision.md).
   if (kept.contains("compute")) {
     kept["compute"].erase("isa");
+    kept["compute"].erase("precision");
     if (kept["compute"].empty()) kept.erase("compute");
   }
   if (kept.contains("model") && kept["model"].contains("layers"))

@@ -46,6 +46,11 @@ void parse_deterministic(io::JsonSection& root, Config& c) {
   if (c.reduce.compress != "none")
     throw ConfigError("reduce.compress", "is " + c.reduce.compress + ", but deterministic mode "
                                          "sums exactly, in int64; use none");
+  // Not yet: the grid's weight gradient (kernels/grid_product.hpp) takes float32 operands, and
+  // the chunked products' widths were checked for the float32 libraries only.
+  if (c.precision != "float32")
+    throw ConfigError("compute.precision", "is " + c.precision + ", but deterministic mode computes in float32 "
+                                           "only (docs/precision.md); use float32, or drop deterministic");
 }
 
 void check_deterministic_fits(const Config& c, int world_size, Index train_samples) {

@@ -5,6 +5,7 @@
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/kernels/gemm.hpp"
 #include "mpiddp/kernels/isa.hpp"
+#include "mpiddp/kernels/precision.hpp"
 #include "mpiddp/config/config.hpp"
 
 namespace mpiddp::config {
@@ -41,6 +42,15 @@ void parse_performance(io::JsonSection& root, Config& c) {
     std::vector<std::string> levels = kernels::isa_names();
     levels.insert(levels.begin(), "auto");
     c.isa = compute.choice("isa", "auto", levels);
+  }
+  // compute.precision (kernels/precision.hpp, docs/precision.md): read only when given, as isa.
+  // Whether this CPU has bf16 is the trainer's check, on the machine that trains.
+  if (compute.has("precision")) {
+    c.precision = compute.choice("precision", "float32", kernels::precision_names());
+    if (c.precision != "float32" && c.dtype == "float64")
+      throw ConfigError(compute.key_path("precision"), "is " + c.precision +
+                                                           ", but dtype is float64: bf16 products are a float32 "
+                                                           "model's; use dtype float32 or precision float32");
   }
   compute.finish();
 }

@@ -57,6 +57,11 @@ void read_run_record(const Json& record, const Origin& origin, RunLog& log) {
 
 std::string RunLog::dtype() const { return config.value("dtype", std::string("float32")); }
 
+std::string RunLog::precision() const {
+  const Json compute = config.value("compute", Json::object());
+  return compute.is_object() ? compute.value("precision", std::string("float32")) : std::string("float32");
+}
+
 RunLog read_run_log(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw DataError("cannot open the run log '" + path + "': " + std::strerror(errno));

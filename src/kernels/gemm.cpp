@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <atomic>
 #include <stdexcept>
+#include <type_traits>
 #include <utility>
 
 #include "gemm_backends/gemm_kernels.hpp"
+#include "mpiddp/kernels/precision.hpp"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -16,6 +18,7 @@ namespace mpiddp::kernels {
 namespace {
 
 using gemm_detail::GemmKernels;
+using gemm_detail::use_product_threads;
 
 // The libraries CMake found, each null when absent (gemm_backends/, MPIDDP_HAVE_*).
 const GemmKernels* kernels_of(GemmBackend backend) {
@@ -56,17 +59,6 @@ std::atomic<GemmBackend> backend_in_use{GemmBackend::kEigen};
 std::atomic<int> rank_threads{1};         // use_gemm_backend's count
 std::atomic<double> one_thread_below{0};  // use_one_thread_below's
 
-void use_product_threads(double multiply_adds, const GemmKernels* kernels) {
-  const double limit = one_thread_below.load(std::memory_order_relaxed);
-  if (limit <= 0) return;
-  const int threads = multiply_adds < limit ? 1 : rank_threads.load(std::memory_order_relaxed);
-  if (threads == Eigen::nbThreads()) return;
-  Eigen::setNbThreads(threads);
-#ifdef _OPENMP
-  omp_set_num_threads(threads);
-#endif
-  if (kernels) kernels->set_threads(threads);
-}
 
 // Eigen's own expressions, exactly as the layers wrote them before there was a choice, so the
 // eigen backend keeps their bits.
@@ -97,6 +89,18 @@ gemm_detail::GemmFunction<T> library_function(const GemmKernels& kernels) {
 }
 
 }  // namespace
+
+void gemm_detail::use_product_threads(double multiply_adds, const GemmKernels* kernels) {
+  const double limit = one_thread_below.load(std::memory_order_relaxed);
+  if (limit <= 0) return;
+  const int threads = multiply_adds < limit ? 1 : rank_threads.load(std::memory_order_relaxed);
+  if (threads == Eigen::nbThreads()) return;
+  Eigen::setNbThreads(threads);
+#ifdef _OPENMP
+  omp_set_num_threads(threads);
+#endif
+  if (kernels) kernels->set_threads(threads);
+}
 
 const char* gemm_backend_name(GemmBackend backend) {
   switch (backend) {
@@ -156,8 +160,11 @@ double one_thread_limit() { return one_thread_below.load(std::memory_order_relax
 
 GemmBackend gemm_backend_in_use() { return backend_in_use.load(std::memory_order_relaxed); }
 
+namespace {
+
 template <typename T>
-void multiply(MatrixView<T> c, ConstMatrixView<T> a, Op op_a, ConstMatrixView<T> b, Op op_b, Accumulate mode) {
+void multiply_by_library(MatrixView<T> c, ConstMatrixView<T> a, Op op_a, ConstMatrixView<T> b, Op op_b,
+                         Accumulate mode) {
   const GemmKernels* kernels = kernels_of(gemm_backend_in_use());
   const gemm_detail::GemmFunction<T> function = kernels ? library_function<T>(*kernels) : nullptr;
   const Index k = op_a == Op::kTranspose ? a.rows() : a.cols();
@@ -166,6 +173,30 @@ void multiply(MatrixView<T> c, ConstMatrixView<T> a, Op op_a, ConstMatrixView<T>
   if (!function || c.size() == 0 || k == 0) return eigen_multiply(c, a, op_a, b, op_b, mode);
   function(op_a, op_b, c.rows(), c.cols(), k, a.data(), a.rows(), b.data(), b.rows(),
            mode == Accumulate::kAdd ? T(1) : T(0), c.data(), c.rows());
+}
+
+}  // namespace
+
+void gemm_detail::multiply_float32(MatrixView<float> c, ConstMatrixView<float> a, Op op_a, ConstMatrixView<float> b,
+                                   Op op_b, Accumulate mode) {
+  multiply_by_library(c, a, op_a, b, op_b, mode);
+}
+
+const GemmKernels* gemm_detail::bf16_kernels() {
+#ifdef MPIDDP_HAVE_ONEDNN
+  return gemm_detail::onednn_kernels();
+#else
+  return nullptr;
+#endif
+}
+
+// compute.precision applies to float products only: bf16 with a float64 model is refused at
+// the config (docs/precision.md), and the float64 checks stay float64.
+template <typename T>
+void multiply(MatrixView<T> c, ConstMatrixView<T> a, Op op_a, ConstMatrixView<T> b, Op op_b, Accumulate mode) {
+  if constexpr (std::is_same_v<T, float>)
+    if (precision_in_use() != Precision::kFloat32) return gemm_detail::multiply_in_precision(c, a, op_a, b, op_b, mode);
+  multiply_by_library(c, a, op_a, b, op_b, mode);
 }
 
 template <typename T>

@@ -2,9 +2,32 @@
 // library compute.gemm names. Eigen picks its coefficient-wise product below 20 for
 // rows + columns + depth and its blocked one above, by the sizes alone: the same choice, and
 // the same bits, as the direct products the attention layer made before this seam.
+//
+// Under compute.precision bf16 and bf16_reference alike, the operands are rounded to bfloat16
+// (kernels/precision.hpp) into dense copies and multiplied by the same Eigen product in float32:
+// a tile is too small for a library's bf16 kernel to pay, and the two precisions then agree
+// exactly on every tile.
+#include <type_traits>
+#include <vector>
+
 #include "mpiddp/kernels/gemm.hpp"
+#include "mpiddp/kernels/precision.hpp"
 
 namespace mpiddp::kernels {
+namespace {
+
+// A dense copy of `view` rounded to bfloat16, in this thread's `buffer` (reused from the
+// first step on: attention's heads multiply on several threads).
+MatrixView<float> rounded_copy(ConstStridedView<float> view, std::vector<float>& buffer) {
+  const size_t count = static_cast<size_t>(view.size());
+  if (buffer.size() < count) buffer.resize(count);
+  for (Index column = 0; column < view.cols(); ++column)
+    round_to_bf16(view.data() + column * view.outerStride(), buffer.data() + column * view.rows(),
+                  static_cast<size_t>(view.rows()));
+  return MatrixView<float>(buffer.data(), view.rows(), view.cols());
+}
+
+}  // namespace
 
 template <typename T>
 void multiply_tile(StridedView<T> c, ConstStridedView<T> a, Op op_a, ConstStridedView<T> b, Op op_b, Accumulate mode) {
@@ -12,10 +35,20 @@ void multiply_tile(StridedView<T> c, ConstStridedView<T> a, Op op_a, ConstStride
     if (mode == Accumulate::kAdd) c.noalias() += left * right;
     else c.noalias() = left * right;
   };
-  if (op_a == Op::kNone && op_b == Op::kNone) product(a, b);
-  else if (op_a == Op::kTranspose && op_b == Op::kNone) product(a.transpose(), b);
-  else if (op_a == Op::kNone) product(a, b.transpose());
-  else product(a.transpose(), b.transpose());
+  const auto products = [&](const auto& left, const auto& right) {
+    if (op_a == Op::kNone && op_b == Op::kNone) product(left, right);
+    else if (op_a == Op::kTranspose && op_b == Op::kNone) product(left.transpose(), right);
+    else if (op_a == Op::kNone) product(left, right.transpose());
+    else product(left.transpose(), right.transpose());
+  };
+  if constexpr (std::is_same_v<T, float>) {
+    if (precision_in_use() != Precision::kFloat32) {
+      thread_local std::vector<float> rounded_a, rounded_b;
+      const MatrixView<float> a16 = rounded_copy(a, rounded_a), b16 = rounded_copy(b, rounded_b);
+      return products(a16, b16);
+    }
+  }
+  products(a, b);
 }
 
 template void multiply_tile<float>(StridedView<float>, ConstStridedView<float>, Op, ConstStridedView<float>, Op,

@@ -13,6 +13,7 @@
 #include "mpiddp/core/threads.hpp"
 #include "mpiddp/data/source.hpp"
 #include "mpiddp/kernels/isa.hpp"
+#include "mpiddp/kernels/precision.hpp"
 #include "mpiddp/train/fault_injection.hpp"
 #include "mpiddp/record/trace_file.hpp"
 
@@ -76,6 +77,19 @@ void apply_compute_isa(const std::string& configured) {
   kernels::cap_isa(cap);
 }
 
+void apply_compute_precision(const std::string& configured) {
+  kernels::Precision precision = kernels::Precision::kFloat32;
+  kernels::find_precision(configured, &precision);  // the parser took only the precisions' names
+  if (precision == kernels::Precision::kBf16) {
+    const std::string lacking = kernels::bf16_products_lack();
+    if (!lacking.empty())
+      throw ConfigError("compute.precision", "\"bf16\" needs " + lacking +
+                                                 ", which this process lacks; \"bf16_reference\" rounds the same "
+                                                 "way on any CPU (slower), or use \"float32\"");
+  }
+  kernels::use_precision(precision);
+}
+
 template <typename T>
 Trainer<T>::Trainer(const config::Config& config, distributed::Communicator& comm, TrainOptions options)
     : config_(config), comm_(comm), options_(options),
@@ -88,6 +102,7 @@ Trainer<T>::Trainer(const config::Config& config, distributed::Communicator& com
       batch_per_rank_(config.per_rank_batch(comm.size())) {
   // Before anything computes: no kernel above compute.isa runs in this process from here on.
   apply_compute_isa(config.isa);
+  apply_compute_precision(config.precision);
   // Deterministic mode's own fit comes first: its message says why accumulate_steps or the
   // world size does not fit the chunks, which the checks below would word less precisely.
   config::check_deterministic_fits(config, comm.size(), train_.samples);

@@ -13,6 +13,7 @@
 #include "mpiddp/core/rng.hpp"
 #include "mpiddp/distributed/reduction_levels.hpp"
 #include "mpiddp/kernels/isa.hpp"
+#include "mpiddp/kernels/precision.hpp"
 #include "mpiddp/record/step_profile.hpp"
 
 namespace mpiddp::train {
@@ -83,6 +84,9 @@ void Trainer<T>::start() {
     io::Json cpu_levels = io::Json::array();
     for (kernels::Isa level : kernels::cpu_isas()) cpu_levels.push_back(kernels::isa_name(level));
     run_record["isa"] = {{"cpu", cpu_levels}, {"used", kernels::isa_name(kernels::active_isa())}};
+    // The products' precision (compute.precision), which `mpiddp compare` reads for its default
+    // tolerance. Appended, as isa.
+    run_record["precision"] = kernels::precision_name(kernels::precision_in_use());
     // reduce.compress set where nothing crosses between nodes: said, not silently ignored.
     if (!reducer_.compression_note().empty()) {
       run_record["reduce_compress_note"] = reducer_.compression_note();

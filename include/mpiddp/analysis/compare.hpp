@@ -27,6 +27,13 @@ struct Tolerance {
 // Defaults from the runs' dtype: float32 1e-4 / 1e-7, float64 1e-12 / 1e-15. See
 // docs/compare.md for why (a few thousand ulps of headroom over measured differences).
 Tolerance default_tolerance(const std::string& dtype);
+// The defaults for two runs: their dtype's, or bf16's when either computed its products in
+// bf16 or bf16_reference (compute.precision), whose rounding (2^-8 per operand) shows in the
+// losses far above float32's; docs/compare.md gives the measured differences behind it.
+inline constexpr Tolerance kBf16Tolerance{1e-2, 1e-5};
+Tolerance default_tolerance(const io::RunLog& baseline, const io::RunLog& run);
+// What those defaults are for: "float32", or "float32 with bf16 products".
+std::string default_tolerance_name(const io::RunLog& baseline, const io::RunLog& run);
 
 enum class Metric { kEvalLoss, kLoss, kEvalAccuracy, kAll };
 // "eval_loss" | "loss" | "eval_accuracy" | "all"; throws std::invalid_argument otherwise.

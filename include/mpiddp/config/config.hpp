@@ -73,6 +73,7 @@ struct Config {
   distributed::ReduceConfig reduce;
   std::string gemm = "auto";     // compute.gemm: auto, or a library of kernels/gemm.hpp
   std::string isa = "auto";      // compute.isa: auto, or the highest kernel level (kernels/isa.hpp)
+  std::string precision = "float32";  // compute.precision: float32, bf16, bf16_reference (kernels/precision.hpp)
   DeterministicConfig deterministic;  // "deterministic": the same bits at every world size
 
   io::Json resolved;  // the full resolved config, defaults filled in, as logged in the run record

@@ -43,6 +43,8 @@ struct RunLog {
 
   // config.dtype ("float32" when the run record has none).
   std::string dtype() const;
+  // config.compute.precision ("float32" when the run record has none).
+  std::string precision() const;
 };
 
 // Throws DataError naming the file (and line) when the file cannot be read, a line is not

@@ -243,6 +243,11 @@ class Trainer final : public TrainingRun {
 // for "auto"; a level the CPU lacks is a ConfigError naming the key and the missing features.
 // The trainer's constructor calls it first.
 void apply_compute_isa(const std::string& configured);
+// compute.precision: every float product of this process from now on in that precision
+// (kernels/precision.hpp). "bf16" where the CPU (or compute.isa's cap) lacks AVX512_BF16, or the
+// build lacks oneDNN, is a ConfigError naming the key, what is missing and bf16_reference: a
+// slow emulation in its place would be a trap. Called after apply_compute_isa.
+void apply_compute_precision(const std::string& configured);
 
 // Builds the trainer for config.dtype (local setup only, see TrainingRun).
 std::unique_ptr<TrainingRun> prepare_training(const config::Config& config, distributed::Communicator& comm,

@@ -1,0 +1,137 @@
+// compute.precision (kernels/precision.hpp): the choice, the rounding of operands to bfloat16,
+// and the float products in bf16, fast (a library's bf16 kernel) or reference (rounded
+// operands, then compute.gemm's float32 product).
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <vector>
+
+#include "gemm_backends/gemm_kernels.hpp"
+#include "mpiddp/core/bf16.hpp"
+#include "mpiddp/kernels/isa.hpp"
+#include "mpiddp/kernels/precision.hpp"
+#include "targets.hpp"
+
+namespace mpiddp::kernels {
+namespace {
+
+std::atomic<Precision> precision_chosen{Precision::kFloat32};
+
+constexpr Precision kAllPrecisions[] = {Precision::kFloat32, Precision::kBf16, Precision::kBf16Reference};
+
+// to_bf16 (core/bf16.hpp) without its branch, so that it vectorises: the same 16 bits for
+// every input, NaNs included (tests/kernels/precision_test.cpp checks every bf16 with the
+// lower halves that decide the rounding). The hardware's vcvtneps2bf16 is not used: it flushes
+// subnormal inputs to zero, and the fast and reference paths must round their operands alike.
+MPIDDP_ALWAYS_INLINE uint32_t rounded_bits(uint32_t bits) {
+  const uint32_t lsb = (bits >> 16) & 1u;
+  const uint32_t rounded = (bits + 0x7fffu + lsb) & 0xffff0000u;
+  const uint32_t quiet_nan = (bits | 0x00400000u) & 0xffff0000u;
+  return (bits & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded;
+}
+
+template <typename T>
+MPIDDP_ALWAYS_INLINE void round_body(const T* in, T* out, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = std::bit_cast<T>(rounded_bits(std::bit_cast<uint32_t>(in[i])));
+}
+
+template <typename T>
+MPIDDP_ALWAYS_INLINE void convert_body(const T* in, uint16_t* out, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = static_cast<uint16_t>(rounded_bits(std::bit_cast<uint32_t>(in[i])) >> 16);
+}
+
+MPIDDP_VARIANTS_OF(round_values, round_body, void, (const T* in, T* out, size_t n), (in, out, n))
+MPIDDP_VARIANTS_OF(convert_values, convert_body, void, (const T* in, uint16_t* out, size_t n), (in, out, n))
+
+// The operands' rounded copies, per thread (attention's heads multiply on several threads).
+// They grow to the largest operand of the first step and are reused from then on.
+template <typename V>
+V* grown_to(std::vector<V>& buffer, Index count) {
+  if (buffer.size() < static_cast<size_t>(count)) buffer.resize(static_cast<size_t>(count));
+  return buffer.data();
+}
+
+}  // namespace
+
+const char* precision_name(Precision precision) {
+  switch (precision) {
+    case Precision::kFloat32: return "float32";
+    case Precision::kBf16: return "bf16";
+    case Precision::kBf16Reference: return "bf16_reference";
+  }
+  return "?";
+}
+
+std::vector<std::string> precision_names() {
+  std::vector<std::string> names;
+  for (Precision p : kAllPrecisions) names.push_back(precision_name(p));
+  return names;
+}
+
+bool find_precision(const std::string& name, Precision* precision) {
+  for (Precision p : kAllPrecisions)
+    if (name == precision_name(p)) {
+      *precision = p;
+      return true;
+    }
+  return false;
+}
+
+std::string bf16_products_lack() {
+  if (!gemm_detail::bf16_kernels()) return "oneDNN (not built into this mpiddp)";
+  if (static_cast<int>(active_isa()) >= static_cast<int>(Isa::kAvx512Bf16)) return "";
+  const std::string lacking = cpu_lacks(Isa::kAvx512Bf16);
+  return lacking.empty() ? "avx512_bf16 (compute.isa caps the kernels at " + std::string(isa_name(active_isa())) + ")"
+                         : lacking;
+}
+
+void use_precision(Precision precision) { precision_chosen.store(precision, std::memory_order_relaxed); }
+Precision precision_in_use() { return precision_chosen.load(std::memory_order_relaxed); }
+
+void round_to_bf16(const float* in, float* out, size_t n) {
+  using Kernel = void (*)(const float*, float*, size_t);
+  static const Dispatched<Kernel> variants(
+      {round_values_portable<float>, round_values_avx2<float>, round_values_avx512<float>, nullptr, nullptr});
+  variants()(in, out, n);
+}
+
+void convert_to_bf16(const float* in, uint16_t* out, size_t n) {
+  using Kernel = void (*)(const float*, uint16_t*, size_t);
+  static const Dispatched<Kernel> variants(
+      {convert_values_portable<float>, convert_values_avx2<float>, convert_values_avx512<float>, nullptr, nullptr});
+  variants()(in, out, n);
+}
+
+// Note [bf16 products]
+// Both paths round each operand's elements to bfloat16 the same way (to nearest, ties to even)
+// before the product, so they compute sums of the same exact products (a product of two bf16
+// is exact in float32: 8 + 8 significant bits) and differ only in the order and the rounding
+// of the float32 accumulation: |fast - reference| <= 2 gamma_k sum |a_i b_i|, gamma_k = k u / (1 - k u),
+// u = 2^-24, the bound tests/kernels/precision_test.cpp checks. Every operand is rounded at
+// every product, weights included, as autocast does: the master weights stay float32.
+void gemm_detail::multiply_in_precision(MatrixView<float> c, ConstMatrixView<float> a, Op op_a,
+                                        ConstMatrixView<float> b, Op op_b, Accumulate mode) {
+  const Index k = op_a == Op::kTranspose ? a.rows() : a.cols();
+  // An empty product is a no-op or a zero fill, whatever the precision.
+  if (c.size() == 0 || k == 0) return multiply_float32(c, a, op_a, b, op_b, mode);
+  if (precision_in_use() == Precision::kBf16Reference) {
+    thread_local std::vector<float> rounded_a, rounded_b;
+    float* a16 = grown_to(rounded_a, a.size());
+    float* b16 = grown_to(rounded_b, b.size());
+    round_to_bf16(a.data(), a16, static_cast<size_t>(a.size()));
+    round_to_bf16(b.data(), b16, static_cast<size_t>(b.size()));
+    return multiply_float32(c, ConstMatrixView<float>(a16, a.rows(), a.cols()), op_a,
+                            ConstMatrixView<float>(b16, b.rows(), b.cols()), op_b, mode);
+  }
+  thread_local std::vector<uint16_t> bits_a, bits_b;
+  uint16_t* a16 = grown_to(bits_a, a.size());
+  uint16_t* b16 = grown_to(bits_b, b.size());
+  convert_to_bf16(a.data(), a16, static_cast<size_t>(a.size()));
+  convert_to_bf16(b.data(), b16, static_cast<size_t>(b.size()));
+  const GemmKernels* library = bf16_kernels();
+  use_product_threads(static_cast<double>(c.rows()) * static_cast<double>(c.cols()) * static_cast<double>(k), library);
+  library->bf16gemm(op_a, op_b, c.rows(), c.cols(), k, a16, a.rows(), b16, b.rows(),
+                    mode == Accumulate::kAdd ? 1.0f : 0.0f, c.data(), c.rows());
+}
+
+}  // namespace mpiddp::kernels

@@ -1,0 +1,276 @@
+// compute.precision's kernels (kernels/precision.hpp): the rounding of operands to bfloat16 at
+// every level against core/bf16.hpp's scalar rounding; the bf16_reference product against a
+// float64 product of the same rounded operands under every library; the fast bf16 product
+// against the reference within the bound of Note [bf16 products] (src/kernels/bf16_product.cpp),
+// skipped where the CPU lacks AVX512_BF16; and the tile product, which both precisions share.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "../support/isa_levels.hpp"
+#include "mpiddp/core/bf16.hpp"
+#include "mpiddp/kernels/gemm.hpp"
+#include "mpiddp/kernels/precision.hpp"
+
+namespace mpiddp::kernels {
+namespace {
+
+class Bf16Rounding : public testing::EveryIsaLevel {};
+MPIDDP_INSTANTIATE_AT_EVERY_LEVEL(Bf16Rounding);
+
+// Every upper half (sign, exponent, the 7 kept bits: every bf16, the NaNs and infinities
+// among them) with lower halves that decide the rounding: zero, the smallest, just below
+// half, exactly half (a tie: to even), just above half, the largest. Length 2^16 * 6, not a
+// multiple of any vector width past the first, at an offset of one element.
+TEST_P(Bf16Rounding, EveryLevelRoundsAsTheScalar) {
+  const uint32_t lows[] = {0x0000u, 0x0001u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu};
+  std::vector<float> in(1);
+  for (uint32_t high = 0; high < 0x10000u; ++high)
+    for (uint32_t low : lows) in.push_back(std::bit_cast<float>(high << 16 | low));
+  const size_t n = in.size() - 1;
+  std::vector<float> rounded(in.size(), 7.0f);
+  std::vector<uint16_t> bits(in.size(), 7);
+  round_to_bf16(in.data() + 1, rounded.data() + 1, n);
+  convert_to_bf16(in.data() + 1, bits.data() + 1, n);
+  EXPECT_EQ(rounded[0], 7.0f);
+  EXPECT_EQ(bits[0], 7);
+  for (size_t i = 1; i <= n; ++i) {
+    const uint16_t expected = to_bf16(in[i]);
+    ASSERT_EQ(bits[i], expected) << std::hex << std::bit_cast<uint32_t>(in[i]);
+    ASSERT_EQ(std::bit_cast<uint32_t>(rounded[i]), uint32_t{expected} << 16) << std::hex << std::bit_cast<uint32_t>(in[i]);
+  }
+  // In place, as the header allows.
+  std::vector<float> in_place(in.begin() + 1, in.end());
+  round_to_bf16(in_place.data(), in_place.data(), n);
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(std::bit_cast<uint32_t>(in_place[i]), std::bit_cast<uint32_t>(rounded[i + 1]));
+}
+
+TEST(Bf16Rounding, ByHand) {
+  float out[4];
+  const float in[4] = {1.0f + 0x1p-8f, 1.0f + 0x1p-8f + 0x1p-20f, 1.0f + 3 * 0x1p-8f, 1.0f / 3.0f};
+  round_to_bf16(in, out, 4);
+  EXPECT_EQ(out[0], 1.0f);                  // a tie between 1 and 1 + 2^-7: to even, 1
+  EXPECT_EQ(out[1], 1.0f + 0x1p-7f);        // just above the tie: up
+  EXPECT_EQ(out[2], 1.0f + 4 * 0x1p-8f);    // a tie between 1 + 2^-7 and 1 + 2^-6: to even, up
+  EXPECT_EQ(out[3], 0x1.56p-2f);            // 0.0101010101...b: 8 significant bits, 0.33398
+}
+
+// Bf16Operands of one product: op(a) (m, k), op(b) (k, n), values in [-2, 2] across a few binades,
+// none subnormal (the hardware's bf16 dot products flush those, Note [bf16 products]).
+struct Bf16Operands {
+  Index m, n, k;
+  Op op_a, op_b;
+  std::vector<float> a, b, c;
+};
+
+Bf16Operands bf16_operands(Index m, Index n, Index k, Op op_a, Op op_b, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> unit(-2.0f, 2.0f);
+  Bf16Operands o{m, n, k, op_a, op_b, {}, {}, {}};
+  for (Index i = 0; i < m * k; ++i) o.a.push_back(unit(rng));
+  for (Index i = 0; i < k * n; ++i) o.b.push_back(unit(rng));
+  for (Index i = 0; i < m * n; ++i) o.c.push_back(unit(rng));
+  return o;
+}
+
+// c (m, n) as `multiply` computes it in the precision in use, after c = o.c when adding.
+std::vector<float> product(const Bf16Operands& o, Accumulate mode) {
+  std::vector<float> c = o.c;
+  const Index a_rows = o.op_a == Op::kNone ? o.m : o.k, b_rows = o.op_b == Op::kNone ? o.k : o.n;
+  multiply(MatrixView<float>(c.data(), o.m, o.n), ConstMatrixView<float>(o.a.data(), a_rows, o.m * o.k / a_rows),
+           o.op_a, ConstMatrixView<float>(o.b.data(), b_rows, o.k * o.n / b_rows), o.op_b, mode);
+  return c;
+}
+
+// The exact value (float64 is exact for sums of up to 2^20 products of two bf16) of the
+// product of the rounded operands, and the sum of the products' magnitudes, for the bound.
+struct Exact {
+  std::vector<double> value, magnitude;
+};
+
+Exact exact_product(const Bf16Operands& o, Accumulate mode) {
+  const auto at_a = [&](Index i, Index p) {
+    return o.op_a == Op::kNone ? o.a[static_cast<size_t>(i + p * o.m)] : o.a[static_cast<size_t>(p + i * o.k)];
+  };
+  const auto at_b = [&](Index p, Index j) {
+    return o.op_b == Op::kNone ? o.b[static_cast<size_t>(p + j * o.k)] : o.b[static_cast<size_t>(j + p * o.n)];
+  };
+  Exact e{std::vector<double>(static_cast<size_t>(o.m * o.n)), std::vector<double>(static_cast<size_t>(o.m * o.n))};
+  for (Index j = 0; j < o.n; ++j)
+    for (Index i = 0; i < o.m; ++i) {
+      double sum = mode == Accumulate::kAdd ? o.c[static_cast<size_t>(i + j * o.m)] : 0.0, magnitude = std::fabs(sum);
+      for (Index p = 0; p < o.k; ++p) {
+        const double term = static_cast<double>(from_bf16(to_bf16(at_a(i, p)))) * from_bf16(to_bf16(at_b(p, j)));
+        sum += term;
+        magnitude += std::fabs(term);
+      }
+      e.value[static_cast<size_t>(i + j * o.m)] = sum;
+      e.magnitude[static_cast<size_t>(i + j * o.m)] = magnitude;
+    }
+  return e;
+}
+
+// gamma_n = n u / (1 - n u), u = 2^-24: a float32 sum of n + 1 terms in any order is within
+// gamma_n times the sum of their magnitudes of the exact sum (Higham, Accuracy and Stability
+// of Numerical Algorithms, 2nd ed., (3.5)), and every term here is exact.
+double gamma_bound(Index terms) {
+  const double nu = static_cast<double>(terms) * 0x1p-24;
+  return nu / (1.0 - nu);
+}
+
+const Op kOps[] = {Op::kNone, Op::kTranspose};
+const Accumulate kModes[] = {Accumulate::kOverwrite, Accumulate::kAdd};
+
+class PrecisionScope : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    use_precision(Precision::kFloat32);
+    use_gemm_backend(GemmBackend::kEigen, 1);
+  }
+};
+
+using Bf16Reference = PrecisionScope;
+
+// The reference is exact products accumulated in float32 by compute.gemm's library: within
+// gamma_(k+1) sum |terms| of the exact value, under every library built in. The shapes are
+// the gpt workload's in small (a k past any library's blocking) and an odd one.
+TEST_F(Bf16Reference, WithinFloat32AccumulationOfTheExactProduct) {
+  for (GemmBackend backend : available_gemm_backends()) {
+    use_gemm_backend(backend, 1);
+    use_precision(Precision::kBf16Reference);
+    for (Op op_a : kOps)
+      for (Op op_b : kOps)
+        for (Accumulate mode : kModes)
+          for (const auto& [m, n, k] : {std::tuple<Index, Index, Index>{37, 29, 300}, {64, 48, 1030}}) {
+            const Bf16Operands o = bf16_operands(m, n, k, op_a, op_b, 5);
+            const std::vector<float> c = product(o, mode);
+            const Exact e = exact_product(o, mode);
+            for (size_t i = 0; i < c.size(); ++i)
+              ASSERT_LE(std::fabs(c[i] - e.value[i]), gamma_bound(k + 1) * e.magnitude[i])
+                  << gemm_backend_name(backend) << " " << m << "x" << n << "x" << k << " element " << i;
+          }
+  }
+}
+
+// Rounding the operands is what bf16_reference does, no more: with operands already bf16 it
+// gives float32's bits, under the same library.
+TEST_F(Bf16Reference, OnBf16OperandsIsTheFloat32Product) {
+  Bf16Operands o = bf16_operands(40, 33, 200, Op::kNone, Op::kTranspose, 9);
+  for (float& v : o.a) v = from_bf16(to_bf16(v));
+  for (float& v : o.b) v = from_bf16(to_bf16(v));
+  const std::vector<float> float32 = product(o, Accumulate::kAdd);
+  use_precision(Precision::kBf16Reference);
+  EXPECT_EQ(product(o, Accumulate::kAdd), float32);
+}
+
+class Bf16Fast : public PrecisionScope {
+ protected:
+  void SetUp() override {
+    const std::string lacking = bf16_products_lack();
+    if (!lacking.empty()) GTEST_SKIP() << "the fast bf16 product is compiled, not run: this process lacks " << lacking;
+  }
+};
+
+// Both paths sum the same exact products in float32, in different orders: each within
+// gamma_(k+1) sum |terms| of the exact value, so within twice that of each other.
+TEST_F(Bf16Fast, AgreesWithTheReference) {
+  for (Op op_a : kOps)
+    for (Op op_b : kOps)
+      for (Accumulate mode : kModes)
+        for (const auto& [m, n, k] : {std::tuple<Index, Index, Index>{37, 29, 300}, {128, 96, 512}, {5, 1, 2000}}) {
+          const Bf16Operands o = bf16_operands(m, n, k, op_a, op_b, 11);
+          use_precision(Precision::kBf16Reference);
+          const std::vector<float> reference = product(o, mode);
+          use_precision(Precision::kBf16);
+          const std::vector<float> fast = product(o, mode);
+          const Exact e = exact_product(o, mode);
+          for (size_t i = 0; i < fast.size(); ++i) {
+            ASSERT_LE(std::fabs(fast[i] - reference[i]), 2 * gamma_bound(k + 1) * e.magnitude[i])
+                << m << "x" << n << "x" << k << " element " << i;
+            ASSERT_LE(std::fabs(fast[i] - e.value[i]), gamma_bound(k + 1) * e.magnitude[i]);
+          }
+          // And it is a bf16 product, not float32's: on unrounded operands float32 is far off.
+          use_precision(Precision::kFloat32);
+          const std::vector<float> float32 = product(o, mode);
+          double largest = 0.0;
+          for (size_t i = 0; i < fast.size(); ++i) largest = std::max(largest, std::fabs(double{fast[i]} - float32[i]));
+          EXPECT_GT(largest, 1e-3) << m << "x" << n << "x" << k;
+        }
+}
+
+// The same primitive serves the same shape again (Note [bf16 matmul primitives]): a second
+// call, with other values, gives that call's product, not the first's.
+TEST_F(Bf16Fast, ReusedPrimitiveTakesNewOperands) {
+  use_precision(Precision::kBf16);
+  const Bf16Operands first = bf16_operands(16, 8, 32, Op::kNone, Op::kNone, 1);
+  const Bf16Operands second = bf16_operands(16, 8, 32, Op::kNone, Op::kNone, 2);
+  const std::vector<float> c1 = product(first, Accumulate::kOverwrite);
+  const std::vector<float> c2 = product(second, Accumulate::kOverwrite);
+  const Exact e2 = exact_product(second, Accumulate::kOverwrite);
+  EXPECT_NE(c1, c2);
+  for (size_t i = 0; i < c2.size(); ++i) ASSERT_LE(std::fabs(c2[i] - e2.value[i]), gamma_bound(33) * e2.magnitude[i]);
+}
+
+TEST_F(Bf16Fast, EmptyDepthIsZeroOrUnchanged) {
+  use_precision(Precision::kBf16);
+  std::vector<float> c(6, 3.0f);
+  std::vector<float> none;
+  multiply(MatrixView<float>(c.data(), 2, 3), ConstMatrixView<float>(none.data(), 2, 0), Op::kNone,
+           ConstMatrixView<float>(none.data(), 0, 3), Op::kNone, Accumulate::kAdd);
+  EXPECT_EQ(c, std::vector<float>(6, 3.0f));
+  multiply(MatrixView<float>(c.data(), 2, 3), ConstMatrixView<float>(none.data(), 2, 0), Op::kNone,
+           ConstMatrixView<float>(none.data(), 0, 3), Op::kNone, Accumulate::kOverwrite);
+  EXPECT_EQ(c, std::vector<float>(6, 0.0f));
+}
+
+using Bf16Tile = PrecisionScope;
+
+// Attention's tiles (multiply_tile) round their strided operands and multiply by Eigen in
+// both bf16 precisions: the bits of the float32 tile product of the rounded operands, and
+// nothing outside the views touched.
+TEST_F(Bf16Tile, IsTheFloat32TileOfRoundedOperands) {
+  const Index d = 8, t = 13, stride = 24;  // (d, t) heads inside (24, t) buffers
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  std::vector<float> q(static_cast<size_t>(stride * t)), k(q.size());
+  for (float& v : q) v = unit(rng);
+  for (float& v : k) v = unit(rng);
+  std::vector<float> q16 = q, k16 = k;
+  for (float& v : q16) v = from_bf16(to_bf16(v));
+  for (float& v : k16) v = from_bf16(to_bf16(v));
+  const auto scores = [&](const std::vector<float>& qs, const std::vector<float>& ks) {
+    std::vector<float> s(static_cast<size_t>(t * t + 1), -5.0f);
+    multiply_tile(StridedView<float>(s.data(), t, t, Eigen::OuterStride<>(t)),
+                  ConstStridedView<float>(ks.data() + 3, d, t, Eigen::OuterStride<>(stride)), Op::kTranspose,
+                  ConstStridedView<float>(qs.data() + 3, d, t, Eigen::OuterStride<>(stride)), Op::kNone,
+                  Accumulate::kOverwrite);
+    return s;
+  };
+  const std::vector<float> expected = scores(q16, k16);
+  EXPECT_EQ(expected.back(), -5.0f);
+  for (Precision p : {Precision::kBf16Reference, Precision::kBf16}) {
+    use_precision(p);
+    EXPECT_EQ(scores(q, k), expected) << precision_name(p);
+  }
+  use_precision(Precision::kFloat32);
+  EXPECT_NE(scores(q, k), expected);
+}
+
+TEST(PrecisionNames, RoundTrip) {
+  for (const std::string& name : precision_names()) {
+    Precision p = Precision::kFloat32;
+    ASSERT_TRUE(find_precision(name, &p)) << name;
+    EXPECT_EQ(precision_name(p), name);
+  }
+  Precision p = Precision::kBf16;
+  EXPECT_FALSE(find_precision("fp16", &p));
+  EXPECT_EQ(p, Precision::kBf16);
+}
+
+}  // namespace
+}  // namespace mpiddp::kernels
