@@ -41,6 +41,17 @@ MPIDDP_ALWAYS_INLINE void convert_body(const T* in, uint16_t* out, size_t n) {
 }
 
 MPIDDP_VARIANTS_OF(round_values, round_body, void, (const T* in, T* out, size_t n), (in, out, n))
+
+// round_body over the columns of a strided (rows, cols) view, into a dense one: one call per
+// tile, where a call per column (an attention head's D values) cost as much as its rounding.
+template <typename T>
+MPIDDP_ALWAYS_INLINE void round_columns_body(const T* in, Index rows, Index cols, Index stride, T* out) {
+  for (Index column = 0; column < cols; ++column)
+    round_body(in + column * stride, out + column * rows, static_cast<size_t>(rows));
+}
+
+MPIDDP_VARIANTS_OF(round_columns, round_columns_body, void, (const T* in, Index rows, Index cols, Index stride, T* out),
+                   (in, rows, cols, stride, out))
 MPIDDP_VARIANTS_OF(convert_values, convert_body, void, (const T* in, uint16_t* out, size_t n), (in, out, n))
 
 // The operands' rounded copies, per thread (attention's heads multiply on several threads).
@@ -93,6 +104,13 @@ void round_to_bf16(const float* in, float* out, size_t n) {
   static const Dispatched<Kernel> variants(
       {round_values_portable<float>, round_values_avx2<float>, round_values_avx512<float>, nullptr, nullptr});
   variants()(in, out, n);
+}
+
+void round_columns_to_bf16(const float* in, Index rows, Index cols, Index stride, float* out) {
+  using Kernel = void (*)(const float*, Index, Index, Index, float*);
+  static const Dispatched<Kernel> variants(
+      {round_columns_portable<float>, round_columns_avx2<float>, round_columns_avx512<float>, nullptr, nullptr});
+  variants()(in, rows, cols, stride, out);
 }
 
 void convert_to_bf16(const float* in, uint16_t* out, size_t n) {

@@ -21,9 +21,7 @@ namespace {
 MatrixView<float> rounded_copy(ConstStridedView<float> view, std::vector<float>& buffer) {
   const size_t count = static_cast<size_t>(view.size());
   if (buffer.size() < count) buffer.resize(count);
-  for (Index column = 0; column < view.cols(); ++column)
-    round_to_bf16(view.data() + column * view.outerStride(), buffer.data() + column * view.rows(),
-                  static_cast<size_t>(view.rows()));
+  round_columns_to_bf16(view.data(), view.rows(), view.cols(), view.outerStride(), buffer.data());
   return MatrixView<float>(buffer.data(), view.rows(), view.cols());
 }
 

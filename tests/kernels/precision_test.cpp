@@ -50,6 +50,26 @@ TEST_P(Bf16Rounding, EveryLevelRoundsAsTheScalar) {
   for (size_t i = 0; i < n; ++i) ASSERT_EQ(std::bit_cast<uint32_t>(in_place[i]), std::bit_cast<uint32_t>(rounded[i + 1]));
 }
 
+// A strided (rows, cols) view into a dense copy: every column rounded, nothing between the
+// columns read into it, at row counts around the vector widths.
+TEST_P(Bf16Rounding, ColumnsOfAStridedView) {
+  std::mt19937 rng(4);
+  std::uniform_int_distribution<uint32_t> bits;
+  for (Index rows : {Index{1}, Index{15}, Index{16}, Index{17}, Index{32}, Index{33}}) {
+    const Index cols = 7, stride = rows + 5;
+    std::vector<float> in(static_cast<size_t>(stride * cols));
+    for (float& v : in) v = std::bit_cast<float>(bits(rng));
+    std::vector<float> out(static_cast<size_t>(rows * cols + 1), 9.0f);
+    round_columns_to_bf16(in.data(), rows, cols, stride, out.data());
+    for (Index j = 0; j < cols; ++j)
+      for (Index i = 0; i < rows; ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(out[static_cast<size_t>(i + j * rows)]),
+                  uint32_t{to_bf16(in[static_cast<size_t>(i + j * stride)])} << 16)
+            << rows << " rows, element (" << i << ", " << j << ")";
+    EXPECT_EQ(out.back(), 9.0f);
+  }
+}
+
 TEST(Bf16Rounding, ByHand) {
   float out[4];
   const float in[4] = {1.0f + 0x1p-8f, 1.0f + 0x1p-8f + 0x1p-20f, 1.0f + 3 * 0x1p-8f, 1.0f / 3.0f};

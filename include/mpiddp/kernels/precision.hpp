@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "mpiddp/core/types.hpp"
+
 namespace mpiddp::kernels {
 
 enum class Precision { kFloat32, kBf16, kBf16Reference };
@@ -38,6 +40,9 @@ Precision precision_in_use();
 // out[i] = from_bf16(to_bf16(in[i])): each value rounded to the nearest bfloat16 (ties to
 // even) and kept as the float32 it is exactly. in: (n) -> out: (n); in == out is allowed.
 void round_to_bf16(const float* in, float* out, size_t n);
+// round_to_bf16 of a strided (rows, cols) view into a dense one: in column j starts at
+// in + j stride, out's at out + j rows.
+void round_columns_to_bf16(const float* in, Index rows, Index cols, Index stride, float* out);
 // out[i] = to_bf16(in[i]), the bfloat16's 16 bits: in: (n) -> out: (n).
 void convert_to_bf16(const float* in, uint16_t* out, size_t n);
 
