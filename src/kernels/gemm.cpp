@@ -59,7 +59,6 @@ std::atomic<GemmBackend> backend_in_use{GemmBackend::kEigen};
 std::atomic<int> rank_threads{1};         // use_gemm_backend's count
 std::atomic<double> one_thread_below{0};  // use_one_thread_below's
 
-
 // Eigen's own expressions, exactly as the layers wrote them before there was a choice, so the
 // eigen backend keeps their bits.
 template <typename T, typename A, typename B>

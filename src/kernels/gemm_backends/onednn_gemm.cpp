@@ -41,12 +41,7 @@ struct Bf16Matmul {
   dnnl::memory::desc src, weights, dst;
 };
 
-const dnnl::engine& cpu_engine() {
-  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
-
-Bf16Matmul build_bf16_matmul(const Bf16Shape& s) {
+Bf16Matmul build_bf16_matmul(const Bf16Shape& s, const dnnl::engine& engine) {
   using dims = dnnl::memory::dims;
   using dt = dnnl::memory::data_type;
   // Row-major: dst (n, m) = src (n, k) weights (k, m), with src = op(b)^T and weights = op(a)^T.
@@ -65,25 +60,30 @@ Bf16Matmul build_bf16_matmul(const Bf16Shape& s) {
     attributes.set_post_ops(sum);
   }
   const dnnl::matmul::primitive_desc description(dnnl::matmul::desc(made.src, made.weights, made.dst), attributes,
-                                                 cpu_engine());
+                                                 engine);
   made.primitive = dnnl::matmul(description);
   return made;
 }
 
 void onednn_bf16gemm(Op op_a, Op op_b, Index m, Index n, Index k, const uint16_t* a, Index lda, const uint16_t* b,
                      Index ldb, float beta, float* c, Index ldc) {
-  static std::mutex mutex;
-  static std::map<Bf16Shape, Bf16Matmul> built;
+  // One object, so that the engine is made before the primitives and destroyed after them.
+  static struct {
+    const dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+    std::mutex mutex;
+    std::map<Bf16Shape, Bf16Matmul> built;
+  } matmuls;
   const Bf16Shape shape{m, n, k, lda, ldb, ldc, op_a, op_b, beta != 0.0f};
   const Bf16Matmul* matmul = nullptr;
   {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto found = built.find(shape);
-    if (found == built.end()) found = built.emplace(shape, build_bf16_matmul(shape)).first;
+    std::lock_guard<std::mutex> lock(matmuls.mutex);
+    auto found = matmuls.built.find(shape);
+    if (found == matmuls.built.end())
+      found = matmuls.built.emplace(shape, build_bf16_matmul(shape, matmuls.engine)).first;
     matmul = &found->second;  // std::map never moves its elements
   }
   // oneDNN's memory objects only name the operands: nothing is copied.
-  const dnnl::engine& engine = cpu_engine();
+  const dnnl::engine& engine = matmuls.engine;
   thread_local dnnl::stream stream(engine);
   matmul->primitive.execute(stream, {{DNNL_ARG_SRC, dnnl::memory(matmul->src, engine, const_cast<uint16_t*>(b))},
                                      {DNNL_ARG_WEIGHTS, dnnl::memory(matmul->weights, engine, const_cast<uint16_t*>(a))},
