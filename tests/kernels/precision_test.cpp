@@ -107,8 +107,9 @@ std::vector<float> product(const Bf16Operands& o, Accumulate mode) {
   return c;
 }
 
-// The exact value (float64 is exact for sums of up to 2^20 products of two bf16) of the
-// product of the rounded operands, and the sum of the products' magnitudes, for the bound.
+// The product of the rounded operands in float64 (each term exact; the sum's own error, within
+// k 2^-53 of the magnitudes, is 2^-29 of the float32 bound it is held to), and the sum of the
+// terms' magnitudes, for the bound.
 struct Exact {
   std::vector<double> value, magnitude;
 };
