@@ -126,15 +126,24 @@ Tolerance default_tolerance(const std::string& dtype) {
   return {1e-4, 1e-7};
 }
 
+namespace {
+
+// The products' precision the defaults follow: the baseline's when it is not float32, else the run's.
+std::string products_precision(const RunLog& baseline, const RunLog& run) {
+  return baseline.precision() != "float32" ? baseline.precision() : run.precision();
+}
+
+}  // namespace
+
 Tolerance default_tolerance(const RunLog& baseline, const RunLog& run) {
-  if (baseline.precision() != "float32" || run.precision() != "float32") return kBf16Tolerance;
+  if (products_precision(baseline, run) != "float32") return kBf16Tolerance;
   return default_tolerance(baseline.dtype());
 }
 
 std::string default_tolerance_name(const RunLog& baseline, const RunLog& run) {
-  if (baseline.precision() != "float32") return baseline.dtype() + " with " + baseline.precision() + " products";
-  if (run.precision() != "float32") return baseline.dtype() + " with " + run.precision() + " products";
-  return baseline.dtype();
+  const std::string precision = products_precision(baseline, run);
+  if (precision == "float32") return baseline.dtype();
+  return baseline.dtype() + " with " + precision + " products";
 }
 
 Metric parse_metric(const std::string& name) {

@@ -40,8 +40,6 @@ MPIDDP_ALWAYS_INLINE void convert_body(const T* in, uint16_t* out, size_t n) {
   for (size_t i = 0; i < n; ++i) out[i] = static_cast<uint16_t>(rounded_bits(std::bit_cast<uint32_t>(in[i])) >> 16);
 }
 
-MPIDDP_VARIANTS_OF(round_values, round_body, void, (const T* in, T* out, size_t n), (in, out, n))
-
 // round_body over the columns of a strided (rows, cols) view, into a dense one: one call per
 // tile, where a call per column (an attention head's D values) cost as much as its rounding.
 template <typename T>
@@ -54,8 +52,8 @@ MPIDDP_VARIANTS_OF(round_columns, round_columns_body, void, (const T* in, Index 
                    (in, rows, cols, stride, out))
 MPIDDP_VARIANTS_OF(convert_values, convert_body, void, (const T* in, uint16_t* out, size_t n), (in, out, n))
 
-// The operands' rounded copies, per thread (attention's heads multiply on several threads).
-// They grow to the largest operand of the first step and are reused from then on.
+// The operands' rounded copies are kept per thread (attention's heads multiply on several
+// threads); they grow to the largest operand of the first step and are reused from then on.
 template <typename V>
 V* grown_to(std::vector<V>& buffer, Index count) {
   if (buffer.size() < static_cast<size_t>(count)) buffer.resize(static_cast<size_t>(count));
@@ -99,18 +97,24 @@ std::string bf16_products_lack() {
 void use_precision(Precision precision) { precision_chosen.store(precision, std::memory_order_relaxed); }
 Precision precision_in_use() { return precision_chosen.load(std::memory_order_relaxed); }
 
-void round_to_bf16(const float* in, float* out, size_t n) {
-  using Kernel = void (*)(const float*, float*, size_t);
-  static const Dispatched<Kernel> variants(
-      {round_values_portable<float>, round_values_avx2<float>, round_values_avx512<float>, nullptr, nullptr});
-  variants()(in, out, n);
-}
-
 void round_columns_to_bf16(const float* in, Index rows, Index cols, Index stride, float* out) {
   using Kernel = void (*)(const float*, Index, Index, Index, float*);
   static const Dispatched<Kernel> variants(
       {round_columns_portable<float>, round_columns_avx2<float>, round_columns_avx512<float>, nullptr, nullptr});
   variants()(in, rows, cols, stride, out);
+}
+
+// One column of n values: the same kernel, the same bits.
+void round_to_bf16(const float* in, float* out, size_t n) {
+  const auto count = static_cast<Index>(n);
+  round_columns_to_bf16(in, count, 1, count, out);
+}
+
+ConstMatrixView<float> gemm_detail::bf16_rounded_copy(const float* in, Index rows, Index cols, Index stride,
+                                                      std::vector<float>& buffer) {
+  float* copy = grown_to(buffer, rows * cols);
+  round_columns_to_bf16(in, rows, cols, stride, copy);
+  return ConstMatrixView<float>(copy, rows, cols);
 }
 
 void convert_to_bf16(const float* in, uint16_t* out, size_t n) {
@@ -134,12 +138,8 @@ void gemm_detail::multiply_in_precision(MatrixView<float> c, ConstMatrixView<flo
   if (c.size() == 0 || k == 0) return multiply_float32(c, a, op_a, b, op_b, mode);
   if (precision_in_use() == Precision::kBf16Reference) {
     thread_local std::vector<float> rounded_a, rounded_b;
-    float* a16 = grown_to(rounded_a, a.size());
-    float* b16 = grown_to(rounded_b, b.size());
-    round_to_bf16(a.data(), a16, static_cast<size_t>(a.size()));
-    round_to_bf16(b.data(), b16, static_cast<size_t>(b.size()));
-    return multiply_float32(c, ConstMatrixView<float>(a16, a.rows(), a.cols()), op_a,
-                            ConstMatrixView<float>(b16, b.rows(), b.cols()), op_b, mode);
+    return multiply_float32(c, bf16_rounded_copy(a.data(), a.rows(), a.cols(), a.rows(), rounded_a), op_a,
+                            bf16_rounded_copy(b.data(), b.rows(), b.cols(), b.rows(), rounded_b), op_b, mode);
   }
   thread_local std::vector<uint16_t> bits_a, bits_b;
   uint16_t* a16 = grown_to(bits_a, a.size());

@@ -10,22 +10,11 @@
 #include <type_traits>
 #include <vector>
 
+#include "gemm_backends/gemm_kernels.hpp"
 #include "mpiddp/kernels/gemm.hpp"
 #include "mpiddp/kernels/precision.hpp"
 
 namespace mpiddp::kernels {
-namespace {
-
-// A dense copy of `view` rounded to bfloat16, in this thread's `buffer` (reused from the
-// first step on: attention's heads multiply on several threads).
-MatrixView<float> rounded_copy(ConstStridedView<float> view, std::vector<float>& buffer) {
-  const size_t count = static_cast<size_t>(view.size());
-  if (buffer.size() < count) buffer.resize(count);
-  round_columns_to_bf16(view.data(), view.rows(), view.cols(), view.outerStride(), buffer.data());
-  return MatrixView<float>(buffer.data(), view.rows(), view.cols());
-}
-
-}  // namespace
 
 template <typename T>
 void multiply_tile(StridedView<T> c, ConstStridedView<T> a, Op op_a, ConstStridedView<T> b, Op op_b, Accumulate mode) {
@@ -42,8 +31,9 @@ void multiply_tile(StridedView<T> c, ConstStridedView<T> a, Op op_a, ConstStride
   if constexpr (std::is_same_v<T, float>) {
     if (precision_in_use() != Precision::kFloat32) {
       thread_local std::vector<float> rounded_a, rounded_b;
-      const MatrixView<float> a16 = rounded_copy(a, rounded_a), b16 = rounded_copy(b, rounded_b);
-      return products(a16, b16);
+      return products(
+          gemm_detail::bf16_rounded_copy(a.data(), a.rows(), a.cols(), a.outerStride(), rounded_a),
+          gemm_detail::bf16_rounded_copy(b.data(), b.rows(), b.cols(), b.outerStride(), rounded_b));
     }
   }
   products(a, b);

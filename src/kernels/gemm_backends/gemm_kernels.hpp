@@ -3,6 +3,7 @@
 // arrays, as BLAS takes them, and its thread control. Internal to src/kernels/.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "mpiddp/kernels/gemm.hpp"
 
@@ -42,6 +43,11 @@ void multiply_float32(MatrixView<float> c, ConstMatrixView<float> a, Op op_a, Co
                       Accumulate mode);
 // Sets the threads of one product of `multiply_adds` (Note [threads per product] in kernels/gemm.cpp).
 void use_product_threads(double multiply_adds, const GemmKernels* kernels);
+// A dense copy of the (rows, cols) view at `in`, its columns `stride` apart, each value rounded
+// to bfloat16 (round_columns_to_bf16), in `buffer`, which grows when it is too small and is
+// reused: the operands of bf16_reference's products and of attention's tiles in bf16.
+ConstMatrixView<float> bf16_rounded_copy(const float* in, Index rows, Index cols, Index stride,
+                                         std::vector<float>& buffer);
 // kernels::multiply's float product when compute.precision is bf16 or bf16_reference.
 void multiply_in_precision(MatrixView<float> c, ConstMatrixView<float> a, Op op_a, ConstMatrixView<float> b, Op op_b,
                            Accumulate mode);
