@@ -6,6 +6,15 @@
 
 namespace mpiddp::distributed {
 
+const char* shard_scope_name(ShardScope scope) {
+  switch (scope) {
+    case ShardScope::kNode: return "node";
+    case ShardScope::kWorld: return "world";
+    case ShardScope::kNone: break;
+  }
+  return "none";
+}
+
 bool shards_across_leaders(const Communicator& comm) { return comm.ranks_on_node() == 1 && comm.size() > 1; }
 
 ShardScope shard_scope(const Communicator& comm, bool shard, bool shares_node_memory, bool compressed) {

@@ -60,6 +60,9 @@ OptimizerShard<T>::OptimizerShard(const optim::OptimizerConfig& config, Index pa
                           sizeof(T));
   begin_ = part_begin(parameters, parts, part_, sizeof(T));
   end_ = part_begin(parameters, parts, part_ + 1, sizeof(T));
+  const bool gradient_in_parts = exchange_->scope() == distributed::ShardScope::kWorld;
+  held_begin_ = gradient_in_parts ? begin_ : 0;
+  held_end_ = gradient_in_parts ? end_ : parameters;
   optimizer_ = optim::make_optimizer<T>(config, end_ - begin_);
 }
 
@@ -75,13 +78,11 @@ template <typename T>
 double OptimizerShard<T>::step(T* params, T* grads, double lr) {
   double norm = std::numeric_limits<double>::quiet_NaN();
   if (config_.clip_grad_norm > 0.0) {
-    // Across the world this rank holds its part of the averaged gradient, else all of it.
-    const Index first = across_world() ? begin_ : 0, end = across_world() ? end_ : parameters_;
-    norm = gradient_norm(grads + first, end - first, parameters_, *exchange_);
-    clip_to_norm(grads + first, end - first, norm, config_.clip_grad_norm);
+    norm = gradient_norm(grads + held_begin_, held_end_ - held_begin_, parameters_, *exchange_);
+    clip_to_norm(grads + held_begin_, held_end_ - held_begin_, norm, config_.clip_grad_norm);
   }
   optimizer_->step(params + begin_, grads + begin_, lr);
-  if (sharded()) exchange_->allgather(params, part_bytes_);
+  exchange_->allgather(params, part_bytes_);  // sharded: every rank again holds all P
   return norm;
 }
 
@@ -90,13 +91,13 @@ void OptimizerShard<T>::swap_in_average(T* params, T* kept) {
   const std::vector<T>& average = *optimizer_->average();
   std::copy(params + begin_, params + end_, kept);
   std::copy(average.begin(), average.end(), params + begin_);
-  if (sharded()) exchange_->allgather(params, part_bytes_);
+  exchange_->allgather(params, part_bytes_);
 }
 
 template <typename T>
 void OptimizerShard<T>::restore_parameters(T* params, const T* kept) {
   std::copy(kept, kept + (end_ - begin_), params + begin_);
-  if (sharded()) exchange_->allgather(params, part_bytes_);
+  exchange_->allgather(params, part_bytes_);
 }
 
 template <typename T>
@@ -108,7 +109,7 @@ std::vector<size_t> OptimizerShard<T>::part_begins() const {
 
 template <typename T>
 std::shared_ptr<optim::Optimizer<T>> OptimizerShard<T>::whole_on_rank0() {
-  if (!sharded()) {
+  if (holds_whole()) {
     if (!exchange_->is_rank0()) return nullptr;
     // Not owned: the optimizer is already whole.
     return std::shared_ptr<optim::Optimizer<T>>(optimizer_.get(), [](optim::Optimizer<T>*) {});

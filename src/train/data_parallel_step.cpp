@@ -3,8 +3,6 @@
 
 #include <cmath>
 #include <optional>
-#include <utility>
-#include <vector>
 
 #include "mpiddp/core/finite.hpp"
 #include "mpiddp/train/replica_check.hpp"
@@ -23,6 +21,7 @@ template <typename T>
 DataParallelStep<T>::DataParallelStep(const StepParts<T>& parts)
     : MicroBatchStep<T>(parts, shares_statistics(parts.config, parts.comm.size()) ? parts.comm.size() : 1),
       reducer_(parts.reducer),
+      scope_(sharding_scope(parts.optimizer, parts.comm)),
       overlap_(parts.config.reduce.overlap && !parts.config.faults.inject.enabled()) {
   ready_forwarder_.reducer = &reducer_;
   const config::Config& config = parts.config;
@@ -31,23 +30,12 @@ DataParallelStep<T>::DataParallelStep(const StepParts<T>& parts)
   broadcast_buffers_each_step_ =
       !config.batchnorm_sync && world > 1 &&
       this->model_.buffer_value_count() + this->model_.buffer_counter_count() > 0;
-  if (parts.optimizer.across_world()) {
-    // The optimizer owns a part of the world's parameters: each rank's part of the sum, the
-    // last one with the loss and stop slots after the parameters.
-    std::vector<size_t> owned = parts.optimizer.part_begins();
-    owned.back() = static_cast<size_t>(this->model_.gradient_count());
-    reducer_.scatter_into_parts(std::move(owned));
-  }
+  scope_->plan_reduction(reducer_, this->model_);
 }
 
 template <typename T>
 GemmChoice DataParallelStep<T>::start(int threads) {
-  // reduce.shard_optimizer on the shm path: from here on, identical replicas, the node's
-  // ranks share one copy of the parameters (Note [parameters once per node]).
-  if (this->parts_.optimizer.sharded())
-    if (T* copy = reducer_.share_on_node(this->model_.parameters(),
-                                         static_cast<size_t>(this->model_.parameter_count())))
-      this->model_.adopt_parameters(copy);
+  scope_->place_parameters(reducer_, this->model_);
   return MicroBatchStep<T>::start(threads);
 }
 
@@ -105,52 +93,27 @@ StepOutcome DataParallelStep<T>::reduce(double local_loss) {
     grads[p + kStopSlot] = static_cast<T>(stop_vote());
     reducer_.reduce(grads, static_cast<size_t>(model.gradient_count()));
   }
-  // What the reduction saw of the summed values, alike on every rank: across the world, the
-  // parts' verdict (with the loss and stop slots); else what the sums checked as they were
-  // made, or nullopt when they could not tell, and the buffer is scanned. Both collective.
-  const std::optional<bool> sums_finite =
-      reducer_.scatters() ? std::optional<bool>(share_scattered_verdict()) : reducer_.agreed_finite();
+  // What the reduction saw of the summed values, alike on every rank, or nullopt when it
+  // could not tell and the buffer is scanned; the loss and stop vote in their slots.
+  const std::optional<bool> sums_finite = scope_->agree_on_sums(reducer_, model);
   this->pipeline_.phases().lap(&record::StepProfile::sync_exposed_s, record::SpanKind::kReductionWait);
   // The mean of 0/1 votes is positive exactly when some rank voted (1/N never underflows).
   outcome.stop_requested = grads[p + kStopSlot] > T(0);
   outcome.loss = static_cast<double>(grads[p + kLossSlot]);
-  outcome.finite = reduced_values_finite(outcome.loss, sums_finite);
+  outcome.finite = reduced_values_finite(sums_finite);
   return outcome;
 }
 
-// Note [the step's verdict from scattered gradients]: with the optimizer sharded across the
-// world each rank holds the summed gradients of its own part only (Note [the scattered
-// sum] in src/distributed/mpi_scattered_sum.cpp), and the loss and stop slots, which end the
-// buffer, only the owner of the last part. One allreduce of three numbers brings every rank
-// the loss, the stop vote and whether any part is non-finite, so that every rank decides
-// alike. Adding zeros to the one rank's loss leaves its bits as they are.
 template <typename T>
-bool DataParallelStep<T>::share_scattered_verdict() {
-  nn::Model<T>& model = this->model_;
-  const optim::OptimizerShard<T>& optimizer = this->parts_.optimizer;
-  const Index p = model.parameter_count();
-  T* grads = model.gradients();
-  const bool holds_slots = optimizer.holds_last_part();
-  const Index begin = optimizer.begin(), end = optimizer.end();
-  double verdict[3] = {holds_slots ? static_cast<double>(grads[p + kLossSlot]) : 0.0,
-                       holds_slots ? static_cast<double>(grads[p + kStopSlot]) : 0.0,
-                       all_finite(grads + begin, end - begin) ? 0.0 : 1.0};
-  this->parts_.comm.allreduce_sum(verdict, 3);
-  grads[p + kLossSlot] = static_cast<T>(verdict[0]);
-  grads[p + kStopSlot] = static_cast<T>(verdict[1]);
-  return verdict[2] == 0.0;
-}
-
-template <typename T>
-bool DataParallelStep<T>::reduced_values_finite(double loss, std::optional<bool> sums_finite) const {
+bool DataParallelStep<T>::reduced_values_finite(std::optional<bool> sums_finite) const {
   // Note [non-finite steps are decided together]: a NaN or Inf in any rank's loss or
   // gradient makes the reduced sum non-finite in the same slot on every rank (NaN + x is NaN,
   // Inf - Inf is NaN), and every rank holds the same reduced buffer. So each rank scans its
   // own copy and all reach the same decision in the same step, with no extra message when
   // all is well. Only when a step is non-finite does handle_nonfinite_step spend one small
   // collective to learn which ranks saw it first.
-  if (reducer_.scatters()) return *sums_finite && std::isfinite(loss);
-  // The shm path checked its sums as it computed them (Note [the finite check in the sum]).
+  // The shm path checked its sums as it computed them (Note [the finite check in the sum]);
+  // across the world the parts' verdict and the loss were shared (sharding_scope.cpp).
   if (sums_finite) return *sums_finite;
   return all_finite(this->model_.gradients(), this->model_.parameter_count() + 1);  // with the loss slot
 }

@@ -67,7 +67,7 @@ void Trainer<T>::start() {
                        {"gemm", gemm_record(gemm_)},
                        {"reduce_algorithm", distributed::to_string(reducer_.algorithm())},
                        {"reduce_compress", distributed::to_string(reducer_.compression())},
-                       {"reduce_shard_optimizer", optimizer_->sharded()},
+                       {"reduce_shard_optimizer", optimizer_->scope() != distributed::ShardScope::kNone},
                        {"reduction", {{"nodes", levels.nodes},
                                       {"ranks_per_node", levels.ranks_per_node},
                                       {"within_node", levels.within_node},
@@ -77,8 +77,7 @@ void Trainer<T>::start() {
     // product] in kernels/gemm.cpp): the limit, appended when there is one.
     if (threads_ > 1 && kernels::one_thread_limit() > 0) run_record["threads_one_below"] = kernels::one_thread_limit();
     // Among whom the optimizer's parts are cut: appended, so the record keeps its earlier prefix.
-    run_record["reduce_shard_across"] =
-        optimizer_->across_world() ? "world" : optimizer_->sharded() ? "node" : "none";
+    run_record["reduce_shard_across"] = distributed::shard_scope_name(optimizer_->scope());
     // The instruction-set levels: what this CPU runs and the level our kernels run at
     // (compute.isa; kernels/isa.hpp). Appended, so the record keeps its earlier prefix.
     io::Json cpu_levels = io::Json::array();

@@ -78,7 +78,7 @@ TEST_P(ShardedRun, IsBitwiseTheUnshardedRun) {
     const bool several_nodes = comm.ranks_on_node() < comm.size();
     const bool world = across_leaders(comm) || (several_nodes && c.algorithm == "shm" && !bf16);
     Trainer<float> probe(config::parse_config(sharded), comm);
-    EXPECT_EQ(probe.optimizer().across_world(), world);
+    EXPECT_EQ(probe.optimizer().scope() == distributed::ShardScope::kWorld, world);
     EXPECT_EQ(probe.optimizer().parts(), world ? comm.size() : comm.ranks_on_node());
   }
   const RunResult a = train(comm, whole), b = train(comm, sharded);
@@ -164,7 +164,7 @@ TEST(OptimizerShardState, EachRankHoldsItsPartOnly) {
     // ceil(P / n) rounded up to 16 floats, and the node's parts (across the world: the
     // world's) add up to P exactly.
     const bool world = scope == distributed::ShardScope::kWorld;
-    EXPECT_EQ(shard.across_world(), world);
+    EXPECT_EQ(shard.scope(), scope);
     const int n = world ? comm.size() : comm.ranks_on_node();
     EXPECT_EQ(shard.parts(), n);
     EXPECT_LE(held, (p + n - 1) / n + 15);

@@ -13,6 +13,8 @@ class Communicator;
 
 // Among whom the optimizer's state is cut.
 enum class ShardScope { kNone, kNode, kWorld };
+// "none", "node", "world": the run record's reduce_shard_across.
+const char* shard_scope_name(ShardScope scope);
 
 // One rank on every node, and several nodes: each rank is its node's leader.
 bool shards_across_leaders(const Communicator& comm);

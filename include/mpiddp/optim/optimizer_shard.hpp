@@ -29,10 +29,9 @@ class OptimizerShard {
   OptimizerShard(const optim::OptimizerConfig& config, Index parameters,
                  std::unique_ptr<distributed::PartExchange> exchange);
 
-  bool sharded() const { return exchange_->scope() != distributed::ShardScope::kNone; }
-  // The parts are the world's, and the gradients need be summed only into their owner's
-  // part (GradientReducer::scatter_into_parts).
-  bool across_world() const { return exchange_->scope() == distributed::ShardScope::kWorld; }
+  // Among whom the state is cut: none, a node's ranks, or the world's (whose gradients need
+  // be summed only into their owner's part: train/sharding_scope.hpp).
+  distributed::ShardScope scope() const { return exchange_->scope(); }
   // How many parts the parameters are cut into, and whether this rank's is the last (the
   // one that the gradient buffer's reserved slots extend, across the world).
   int parts() const { return static_cast<int>(part_bytes_.size()) - 1; }
@@ -63,7 +62,7 @@ class OptimizerShard {
   // sharded, this rank then keeps its part. Local. Returns what fill returns.
   template <typename Fill>
   auto restore(Fill fill) {
-    if (!sharded()) return fill(*optimizer_);
+    if (holds_whole()) return fill(*optimizer_);
     const auto whole = optim::make_optimizer<T>(config_, parameters_);
     auto result = fill(*whole);
     keep_part_of(*whole);
@@ -83,6 +82,8 @@ class OptimizerShard {
   optim::Optimizer<T>& local() { return *optimizer_; }
 
  private:
+  // This rank's part is all P parameters (not sharded, or a part of one).
+  bool holds_whole() const { return begin_ == 0 && end_ == parameters_; }
   void keep_part_of(optim::Optimizer<T>& whole);
 
   optim::OptimizerConfig config_;
@@ -90,6 +91,9 @@ class OptimizerShard {
   std::unique_ptr<distributed::PartExchange> exchange_;
   int part_ = 0;  // this rank's part
   Index begin_ = 0, end_ = 0;
+  // The part [held_begin_, held_end_) of the averaged gradient this rank holds: its own part
+  // when the world's parts hold the gradient in parts, else all P.
+  Index held_begin_ = 0, held_end_ = 0;
   std::vector<size_t> part_bytes_;  // (parts + 1) where each part begins, in bytes
   std::unique_ptr<optim::Optimizer<T>> optimizer_;  // over [begin_, end_)
 };

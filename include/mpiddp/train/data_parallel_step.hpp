@@ -2,9 +2,11 @@
 // The default step (sync on): every rank's gradients summed and divided by N by the
 // gradient reducer, the loss and the stop votes riding in the same reduction, and the
 // reduction of each bucket starting during backward (reduce.overlap) on every path.
+#include <memory>
 #include <optional>
 
 #include "mpiddp/train/micro_batch_step.hpp"
+#include "mpiddp/train/sharding_scope.hpp"
 
 namespace mpiddp::train {
 
@@ -13,8 +15,8 @@ class DataParallelStep final : public MicroBatchStep<T> {
  public:
   explicit DataParallelStep(const StepParts<T>& parts);
 
-  // With the optimizer sharded on the shm path, the node's ranks share one copy of the
-  // parameters from here on; then the library, as the local step chooses it.
+  // Where the parameters live (sharding_scope.hpp); then the library, as the local step
+  // chooses it.
   GemmChoice start(int threads) override;
   StepOutcome reduce(double local_loss) override;
   // With shard statistics each rank's running statistics are its own: evaluate, like
@@ -26,12 +28,8 @@ class DataParallelStep final : public MicroBatchStep<T> {
   nn::GradientListener* before_last_backward(double loss) override;
   // batchnorm.sync off: rank 0's buffers to every rank, before a step and an evaluation.
   void share_rank0_buffers();
-  // Across the world, each rank holds the sums of its part only: one small allreduce gives
-  // every rank the loss, the stop vote and the parts' verdict (Note [the step's verdict
-  // from scattered gradients]). Returns whether every rank's part is finite.
-  bool share_scattered_verdict();
   // Whether the step may apply: the same answer on every rank, without communication.
-  bool reduced_values_finite(double loss, std::optional<bool> sums_finite) const;
+  bool reduced_values_finite(std::optional<bool> sums_finite) const;
 
   // Hands backward's "gradients ready" calls to the reducer.
   struct ReadyForwarder final : nn::GradientListener {
@@ -40,6 +38,8 @@ class DataParallelStep final : public MicroBatchStep<T> {
   };
 
   distributed::GradientReducer<T>& reducer_;
+  // What the optimizer's sharding scope asks of the reduction (sharding_scope.hpp).
+  std::unique_ptr<ShardingScope<T>> scope_;
   ReadyForwarder ready_forwarder_;
   // Fault injection writes into the gradient buffer after backward, which an overlapped
   // reduction may already be sending: a run with injection reduces after backward.

@@ -1,0 +1,45 @@
+#pragma once
+// What the optimizer's sharding scope (none, node, world: distributed::ShardScope) asks of the
+// data-parallel step, as a part chosen once from the optimizer, so that the step itself holds
+// no branch on sharding:
+//   none   the reducer sums the whole buffer on every rank; nothing else differs;
+//   node   the same sum; on the shm path the node's ranks share one copy of the parameters
+//          (Note [parameters once per node]);
+//   world  the reducer sums each rank's part into that rank only (Note [the optimizer sharded
+//          across the world]), the node's ranks share the parameters as with node, and the
+//          step's verdict comes from the parts (Note [the step's verdict from scattered
+//          gradients]).
+#include <memory>
+#include <optional>
+
+#include "mpiddp/distributed/gradient_reducer.hpp"
+#include "mpiddp/nn/model.hpp"
+#include "mpiddp/optim/optimizer_shard.hpp"
+
+namespace mpiddp::distributed {
+class Communicator;
+}
+
+namespace mpiddp::train {
+
+template <typename T>
+class ShardingScope {
+ public:
+  virtual ~ShardingScope() = default;
+  // At construction, local: where the reducer leaves the sums of the model's gradient buffer.
+  virtual void plan_reduction(distributed::GradientReducer<T>& /*reducer*/, const nn::Model<T>& /*model*/) {}
+  // At start, collective on the shm path: where the model's parameters live from now on.
+  virtual void place_parameters(distributed::GradientReducer<T>& /*reducer*/, nn::Model<T>& /*model*/) {}
+  // After the reduction, with the loss and stop slots (step_strategy.hpp's kLossSlot and
+  // kStopSlot) after the P gradients: whether every reduced value is finite, alike on every
+  // rank, or nullopt when the reduction could not tell and the buffer is to be scanned. Leaves
+  // the global loss and stop vote in their slots on every rank. Collective.
+  virtual std::optional<bool> agree_on_sums(distributed::GradientReducer<T>& reducer, nn::Model<T>& model) = 0;
+};
+
+// The part for `optimizer`'s scope; comm and optimizer outlive it.
+template <typename T>
+std::unique_ptr<ShardingScope<T>> sharding_scope(const optim::OptimizerShard<T>& optimizer,
+                                                 distributed::Communicator& comm);
+
+}  // namespace mpiddp::train

@@ -1,0 +1,110 @@
+// The sharding scopes as parts of the data-parallel step (include/mpiddp/train/sharding_scope.hpp).
+#include "mpiddp/train/sharding_scope.hpp"
+
+#include <cmath>
+#include <vector>
+
+#include "mpiddp/core/finite.hpp"
+#include "mpiddp/distributed/communicator.hpp"
+#include "mpiddp/train/step_strategy.hpp"
+
+namespace mpiddp::train {
+
+namespace {
+
+// Every rank holds the whole sum: what the reduction checked as it summed, if anything.
+template <typename T>
+class WholeSums final : public ShardingScope<T> {
+ public:
+  std::optional<bool> agree_on_sums(distributed::GradientReducer<T>& reducer, nn::Model<T>&) override {
+    return reducer.agreed_finite();
+  }
+};
+
+// The optimizer's state cut among a node's ranks: the sum is whole, and on the shm path
+// the node's ranks share one copy of the parameters.
+template <typename T>
+class NodeParts final : public ShardingScope<T> {
+ public:
+  void place_parameters(distributed::GradientReducer<T>& reducer, nn::Model<T>& model) override {
+    share_parameters_on_node(reducer, model);
+  }
+  std::optional<bool> agree_on_sums(distributed::GradientReducer<T>& reducer, nn::Model<T>&) override {
+    return reducer.agreed_finite();
+  }
+
+  // From here on the replicas are identical, so the node's ranks can share one copy where
+  // the reducer has node memory (Note [parameters once per node] in
+  // src/distributed/mpi_shared_memory_sum.cpp).
+  static void share_parameters_on_node(distributed::GradientReducer<T>& reducer, nn::Model<T>& model) {
+    if (T* copy = reducer.share_on_node(model.parameters(), static_cast<size_t>(model.parameter_count())))
+      model.adopt_parameters(copy);
+  }
+};
+
+// The optimizer's state cut among the world's ranks: each rank receives the sum of its own
+// part only, the last part's owner the loss and stop slots too.
+template <typename T>
+class WorldParts final : public ShardingScope<T> {
+ public:
+  WorldParts(const optim::OptimizerShard<T>& optimizer, distributed::Communicator& comm)
+      : optimizer_(optimizer), comm_(comm) {}
+
+  void plan_reduction(distributed::GradientReducer<T>& reducer, const nn::Model<T>& model) override {
+    // Each rank's part of the sum; the last one with the loss and stop slots after the
+    // parameters.
+    std::vector<size_t> owned = optimizer_.part_begins();
+    owned.back() = static_cast<size_t>(model.gradient_count());
+    reducer.scatter_into_parts(std::move(owned));
+  }
+  void place_parameters(distributed::GradientReducer<T>& reducer, nn::Model<T>& model) override {
+    NodeParts<T>::share_parameters_on_node(reducer, model);
+  }
+  std::optional<bool> agree_on_sums(distributed::GradientReducer<T>&, nn::Model<T>& model) override;
+
+ private:
+  const optim::OptimizerShard<T>& optimizer_;
+  distributed::Communicator& comm_;
+};
+
+// Note [the step's verdict from scattered gradients]: with the optimizer sharded across the
+// world each rank holds the summed gradients of its own part only (Note [the scattered
+// sum] in src/distributed/mpi_scattered_sum.cpp), and the loss and stop slots, which end the
+// buffer, only the owner of the last part. One allreduce of three numbers brings every rank
+// the loss, the stop vote and whether any part is non-finite, so that every rank decides
+// alike. Adding zeros to the one rank's loss leaves its bits as they are.
+template <typename T>
+std::optional<bool> WorldParts<T>::agree_on_sums(distributed::GradientReducer<T>&, nn::Model<T>& model) {
+  const Index p = model.parameter_count();
+  T* grads = model.gradients();
+  const bool holds_slots = optimizer_.holds_last_part();
+  const Index begin = optimizer_.begin(), end = optimizer_.end();
+  double verdict[3] = {holds_slots ? static_cast<double>(grads[p + kLossSlot]) : 0.0,
+                       holds_slots ? static_cast<double>(grads[p + kStopSlot]) : 0.0,
+                       all_finite(grads + begin, end - begin) ? 0.0 : 1.0};
+  comm_.allreduce_sum(verdict, 3);
+  grads[p + kLossSlot] = static_cast<T>(verdict[0]);
+  grads[p + kStopSlot] = static_cast<T>(verdict[1]);
+  // The parts' verdict says nothing of the loss slot, which lies past every part.
+  return verdict[2] == 0.0 && std::isfinite(static_cast<double>(grads[p + kLossSlot]));
+}
+
+}  // namespace
+
+template <typename T>
+std::unique_ptr<ShardingScope<T>> sharding_scope(const optim::OptimizerShard<T>& optimizer,
+                                                 distributed::Communicator& comm) {
+  switch (optimizer.scope()) {
+    case distributed::ShardScope::kNode: return std::make_unique<NodeParts<T>>();
+    case distributed::ShardScope::kWorld: return std::make_unique<WorldParts<T>>(optimizer, comm);
+    case distributed::ShardScope::kNone: break;
+  }
+  return std::make_unique<WholeSums<T>>();
+}
+
+template std::unique_ptr<ShardingScope<float>> sharding_scope(const optim::OptimizerShard<float>&,
+                                                              distributed::Communicator&);
+template std::unique_ptr<ShardingScope<double>> sharding_scope(const optim::OptimizerShard<double>&,
+                                                               distributed::Communicator&);
+
+}  // namespace mpiddp::train
