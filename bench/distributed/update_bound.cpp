@@ -28,8 +28,8 @@
 #include <vector>
 
 #include "mpiddp/core/memory.hpp"
+#include "mpiddp/optim/update_rule.hpp"
 #include "mpiddp/optim/optimizer.hpp"
-#include "mpiddp/optim/optimizer_shard.hpp"
 #include "pin_thread.hpp"
 
 namespace {
@@ -55,7 +55,7 @@ float read_all(const float* p, size_t count) {
 
 // The median update time of each of the two threads, in ms.
 std::vector<double> run(Way way, size_t count, int repeats, const int cores[2]) {
-  // Where part 1 begins: the trainer cuts at whole cache lines (optim/optimizer_shard.hpp).
+  // Where part 1 begins: the trainer cuts at whole cache lines (optim/optimizer.hpp).
   const auto half = static_cast<size_t>(mpiddp::optim::part_begin(static_cast<mpiddp::Index>(count), 2, 1, sizeof(float)));
   Buffer shared(count), own0(count), own1(count), grads(count, 1e-4f);
   for (size_t i = 0; i < count; ++i) shared[i] = own0[i] = own1[i] = 1e-3f * static_cast<float>(i % 97);
@@ -69,7 +69,7 @@ std::vector<double> run(Way way, size_t count, int repeats, const int cores[2]) 
     const size_t end = way == Way::kWhole ? count : (t == 0 ? half : count);
     mpiddp::optim::OptimizerConfig config;
     config.momentum = 0.9;
-    auto sgd = mpiddp::optim::make_optimizer<float>(config, static_cast<mpiddp::Index>(end - begin));
+    auto sgd = mpiddp::optim::make_update_rule<float>(config, static_cast<mpiddp::Index>(end - begin));
     float* params = way == Way::kNodeCopy ? shared.data() : own[t];
     volatile float sink = 0;  // keeps read_all from being optimised away
     std::vector<double> ms;

@@ -30,7 +30,7 @@ namespace {
 template <typename T>
 void write_training_state(const std::string& path, const config::CheckpointConfig& settings,
                           const TrainingPosition& position, const RunIdentity& identity,
-                          const nn::Model<T>& model, optim::Optimizer<T>& optimizer,
+                          const nn::Model<T>& model, optim::UpdateRule<T>& optimizer,
                           const std::function<void()>& before_rename) {
   std::error_code error;
   fs::create_directories(settings.dir, error);
@@ -84,7 +84,7 @@ void write_training_state(const std::string& path, const config::CheckpointConfi
 template <typename T>
 std::string write_checkpoint(const config::CheckpointConfig& settings, const TrainingPosition& position,
                              const RunIdentity& identity, const nn::Model<T>& model,
-                             optim::Optimizer<T>& optimizer, const WriteProbes& probes) {
+                             optim::UpdateRule<T>& optimizer, const WriteProbes& probes) {
   const std::string path = checkpoint_path(settings.dir, position.step);
   write_training_state(path, settings, position, identity, model, optimizer, probes.before_rename);
   if (probes.before_pruning) probes.before_pruning();
@@ -100,7 +100,7 @@ std::string write_checkpoint(const config::CheckpointConfig& settings, const Tra
 template <typename T>
 std::string write_best_checkpoint(const config::CheckpointConfig& settings, const TrainingPosition& position,
                                   const RunIdentity& identity, const nn::Model<T>& model,
-                                  optim::Optimizer<T>& optimizer, const WriteProbes& probes) {
+                                  optim::UpdateRule<T>& optimizer, const WriteProbes& probes) {
   const std::string path = best_checkpoint_path(settings.dir);
   write_training_state(path, settings, position, identity, model, optimizer, probes.before_rename);
   return path;
@@ -108,7 +108,7 @@ std::string write_best_checkpoint(const config::CheckpointConfig& settings, cons
 
 template <typename T>
 TrainingPosition restore_checkpoint(const io::SafetensorsFile& file, const RunIdentity& identity,
-                                    nn::Model<T>& model, optim::Optimizer<T>& optimizer) {
+                                    nn::Model<T>& model, optim::UpdateRule<T>& optimizer) {
   const std::string& path = file.name();
   const auto meta = file.metadata().find(kMetadataKey);
   if (meta == file.metadata().end())
@@ -176,13 +176,13 @@ size_t export_checkpoint_weights(const std::string& checkpoint, const std::strin
 #define MPIDDP_INSTANTIATE(T)                                                                  \
   template std::string write_checkpoint<T>(const config::CheckpointConfig&, const TrainingPosition&,   \
                                            const RunIdentity&, const nn::Model<T>&,       \
-                                           optim::Optimizer<T>&, const WriteProbes&);          \
+                                           optim::UpdateRule<T>&, const WriteProbes&);          \
   template std::string write_best_checkpoint<T>(const config::CheckpointConfig&, const TrainingPosition&, \
                                                 const RunIdentity&, const nn::Model<T>&,  \
-                                                optim::Optimizer<T>&, const WriteProbes&);     \
+                                                optim::UpdateRule<T>&, const WriteProbes&);     \
   template TrainingPosition restore_checkpoint<T>(const io::SafetensorsFile&,                  \
                                                   const RunIdentity&, nn::Model<T>&,      \
-                                                  optim::Optimizer<T>&);
+                                                  optim::UpdateRule<T>&);
 MPIDDP_INSTANTIATE(float)
 MPIDDP_INSTANTIATE(double)
 #undef MPIDDP_INSTANTIATE

@@ -11,7 +11,7 @@ namespace mpiddp::distributed {
 // Note [the scattered sum on a node]
 // With several nodes of several ranks, reduce.shard_optimizer on the shm path cuts the
 // parameters among every rank of the world (Note [the optimizer sharded across the world]
-// in src/optim/optimizer_shard.cpp). Node rank s on node n owns world part s * nodes + n, so
+// in src/optim/optimizer.cpp). Node rank s on node n owns world part s * nodes + n, so
 // the parts of node rank s on all the nodes form one run of the buffer, its "node range".
 // Within a bucket, rank s sums the node's gradients over its node range (in node-rank
 // order, as sum_resident does over its slice), and then the ranks of node rank s, one per

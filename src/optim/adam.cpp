@@ -6,7 +6,7 @@ namespace mpiddp::optim {
 
 template <typename T>
 Adam<T>::Adam(const OptimizerConfig& config, Index parameters, bool decoupled_weight_decay)
-    : Optimizer<T>(parameters), config_(config), decoupled_(decoupled_weight_decay),
+    : UpdateRule<T>(parameters), config_(config), decoupled_(decoupled_weight_decay),
       exp_avg_(parameters, T(0)), exp_avg_sq_(parameters, T(0)) {
   this->set_weight_decay(config.weight_decay);
 }
@@ -39,7 +39,7 @@ void Adam<T>::update(T* params, const T* grads, Index begin, Index end, double w
 }
 
 template <typename T>
-std::vector<typename Optimizer<T>::StateBuffer> Adam<T>::own_state_buffers() {
+std::vector<typename UpdateRule<T>::StateBuffer> Adam<T>::own_state_buffers() {
   return {{"exp_avg", &exp_avg_}, {"exp_avg_sq", &exp_avg_sq_}};
 }
 

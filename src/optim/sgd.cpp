@@ -3,7 +3,7 @@
 namespace mpiddp::optim {
 
 template <typename T>
-Sgd<T>::Sgd(const OptimizerConfig& config, Index parameters) : Optimizer<T>(parameters), config_(config) {
+Sgd<T>::Sgd(const OptimizerConfig& config, Index parameters) : UpdateRule<T>(parameters), config_(config) {
   if (config_.momentum != 0.0) momentum_buffer_.assign(parameters, T(0));
   this->set_weight_decay(config.weight_decay);
 }
@@ -43,7 +43,7 @@ void Sgd<T>::update(T* params, const T* grads, Index begin, Index end, double we
 }
 
 template <typename T>
-std::vector<typename Optimizer<T>::StateBuffer> Sgd<T>::own_state_buffers() {
+std::vector<typename UpdateRule<T>::StateBuffer> Sgd<T>::own_state_buffers() {
   if (momentum_buffer_.empty()) return {};
   return {{"momentum_buffer", &momentum_buffer_}};
 }

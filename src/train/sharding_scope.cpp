@@ -47,7 +47,7 @@ class NodeParts final : public ShardingScope<T> {
 template <typename T>
 class WorldParts final : public ShardingScope<T> {
  public:
-  WorldParts(const optim::OptimizerShard<T>& optimizer, distributed::Communicator& comm)
+  WorldParts(const optim::Optimizer<T>& optimizer, distributed::Communicator& comm)
       : optimizer_(optimizer), comm_(comm) {}
 
   void plan_reduction(distributed::GradientReducer<T>& reducer, const nn::Model<T>& model) override {
@@ -63,7 +63,7 @@ class WorldParts final : public ShardingScope<T> {
   std::optional<bool> agree_on_sums(distributed::GradientReducer<T>&, nn::Model<T>& model) override;
 
  private:
-  const optim::OptimizerShard<T>& optimizer_;
+  const optim::Optimizer<T>& optimizer_;
   distributed::Communicator& comm_;
 };
 
@@ -92,7 +92,7 @@ std::optional<bool> WorldParts<T>::agree_on_sums(distributed::GradientReducer<T>
 }  // namespace
 
 template <typename T>
-std::unique_ptr<ShardingScope<T>> sharding_scope(const optim::OptimizerShard<T>& optimizer,
+std::unique_ptr<ShardingScope<T>> sharding_scope(const optim::Optimizer<T>& optimizer,
                                                  distributed::Communicator& comm) {
   switch (optimizer.scope()) {
     case distributed::ShardScope::kNode: return std::make_unique<NodeParts<T>>();
@@ -102,9 +102,9 @@ std::unique_ptr<ShardingScope<T>> sharding_scope(const optim::OptimizerShard<T>&
   return std::make_unique<WholeSums<T>>();
 }
 
-template std::unique_ptr<ShardingScope<float>> sharding_scope(const optim::OptimizerShard<float>&,
+template std::unique_ptr<ShardingScope<float>> sharding_scope(const optim::Optimizer<float>&,
                                                               distributed::Communicator&);
-template std::unique_ptr<ShardingScope<double>> sharding_scope(const optim::OptimizerShard<double>&,
+template std::unique_ptr<ShardingScope<double>> sharding_scope(const optim::Optimizer<double>&,
                                                                distributed::Communicator&);
 
 }  // namespace mpiddp::train

@@ -55,7 +55,7 @@ checkpoint::TrainingPosition Trainer<T>::initial_state() {
         comm_, [&] { return io::read_whole_file(resumed_from_, kExitCheckpoint, "--resume"); });
     const checkpoint::TrainingPosition position = distributed::collectively([&] {
       const io::SafetensorsFile file(std::move(bytes), resumed_from_, kExitCheckpoint);
-      return optimizer_->restore([&](optim::Optimizer<T>& whole) {
+      return optimizer_->restore([&](optim::UpdateRule<T>& whole) {
         return checkpoint::restore_checkpoint(file, identity(), *model_, whole);
       });
     });
@@ -90,7 +90,7 @@ void Trainer<T>::save_checkpoint(checkpoint::TrainingPosition position, bool bes
 
 template <typename T>
 void Trainer<T>::write_checkpoint_file(const checkpoint::TrainingPosition& position,
-                                       optim::Optimizer<T>& optimizer,
+                                       optim::UpdateRule<T>& optimizer,
                                        std::chrono::steady_clock::time_point start, bool best) {
   const checkpoint::WriteProbes probes = checkpoint_write_probes(config_.faults.inject, position.step, best);
   const std::string path =
@@ -127,7 +127,7 @@ const std::vector<Index>* Trainer<T>::replay_order(int64_t epoch) const {
   template checkpoint::TrainingPosition Trainer<T>::initial_state();                         \
   template void Trainer<T>::save_checkpoint(checkpoint::TrainingPosition, bool);             \
   template void Trainer<T>::write_checkpoint_file(                               \
-      const checkpoint::TrainingPosition&, optim::Optimizer<T>&, std::chrono::steady_clock::time_point, bool); \
+      const checkpoint::TrainingPosition&, optim::UpdateRule<T>&, std::chrono::steady_clock::time_point, bool); \
   template void Trainer<T>::save_final_weights();                                \
   template const std::vector<Index>* Trainer<T>::replay_order(int64_t) const;
 MPIDDP_INSTANTIATE(float)

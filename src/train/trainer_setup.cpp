@@ -135,7 +135,7 @@ Trainer<T>::Trainer(const config::Config& config, distributed::Communicator& com
   const distributed::ShardScope scope =
       distributed::shard_scope(comm, config.reduce.shard_optimizer, reducer_.shares_node_memory(),
                   reducer_.compression() != distributed::Compression::kNone);
-  optimizer_ = std::make_unique<optim::OptimizerShard<T>>(config.optimizer, model_->parameter_count(),
+  optimizer_ = std::make_unique<optim::Optimizer<T>>(config.optimizer, model_->parameter_count(),
                                                           distributed::part_exchange(comm, scope));
   if (config.optimizer.decay == optim::DecayRule::kMatrices) optimizer_->exempt_from_decay(vectors_and_scalars(*model_));
   // ema.decay: this rank's part of the parameters while the average is evaluated in their place.

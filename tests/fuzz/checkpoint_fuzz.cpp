@@ -22,7 +22,7 @@
 #include "mpiddp/io/json_reader.hpp"
 #include "mpiddp/io/safetensors.hpp"
 #include "mpiddp/nn/model.hpp"
-#include "mpiddp/optim/optimizer.hpp"
+#include "mpiddp/optim/update_rule.hpp"
 #include "mpiddp/checkpoint/checkpoint.hpp"
 #include "temp_input.hpp"
 
@@ -39,8 +39,8 @@ constexpr const char* kMetadataKey = "mpiddp_checkpoint";
 struct Run {
   nn::Model<float> model{{2}, nn::parse_layer_list(io::Json::parse(
       R"([{"type": "linear", "out": 2}, {"type": "tanh"}, {"type": "linear", "out": 1}])")), 2};
-  std::unique_ptr<optim::Optimizer<float>> optimizer =
-      optim::make_optimizer<float>(optim::OptimizerConfig{"adam"}, model.parameter_count());
+  std::unique_ptr<optim::UpdateRule<float>> optimizer =
+      optim::make_update_rule<float>(optim::OptimizerConfig{"adam"}, model.parameter_count());
   checkpoint::RunIdentity identity;
   std::string dir = std::string(access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp") +
                     "/mpiddp-fuzz-checkpoint-" + std::to_string(getpid());

@@ -7,7 +7,7 @@
 // combining calls as ranks meet in a collective; and the optimizer shard's step, whole and
 // cut across a simulated world, to the same bits.
 //
-// optimizer.decay "matrices" (Optimizer::exempt_from_decay): one step of sgd, adam and adamw
+// optimizer.decay "matrices" (UpdateRule::exempt_from_decay): one step of sgd, adam and adamw
 // on a buffer with runs exempt from weight decay, against the update rules of optim/sgd.hpp
 // and optim/adam.hpp by hand and against optimizers that decay all or nothing.
 #include "mpiddp/optim/gradient_clip.hpp"
@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "mpiddp/distributed/local_communicator.hpp"
+#include "mpiddp/optim/update_rule.hpp"
 #include "mpiddp/optim/optimizer.hpp"
-#include "mpiddp/optim/optimizer_shard.hpp"
 #include "../support/gradient_check.hpp"
 
 namespace mpiddp::optim {
@@ -271,17 +271,17 @@ OptimizerConfig clipped_sgd(double clip) {
   return c;
 }
 
-TEST(OptimizerShardClipping, ReturnsTheNormAndStepsWithTheClippedGradients) {
+TEST(OptimizerClipping, ReturnsTheNormAndStepsWithTheClippedGradients) {
   // g = (3, 4): norm 5 > 1, so g becomes (3, 4) c with c = (1 / (5 + 1e-6)) * 1, and sgd with
   // lr 1 moves p = 0 to -g c.
-  OptimizerShard<double> shard(clipped_sgd(1.0), 2, whole_on_every_rank());
+  Optimizer<double> shard(clipped_sgd(1.0), 2, whole_on_every_rank());
   std::vector<double> p = {0, 0}, g = {3, 4};
   EXPECT_EQ(shard.step(p.data(), g.data(), 1.0), 5.0);
   const double c = (1.0 / (5.0 + 1e-6)) * 1.0;
   EXPECT_EQ(g, (std::vector<double>{3 * c, 4 * c}));
   EXPECT_EQ(p, (std::vector<double>{-3 * c, -4 * c}));
   // Off: NaN, and the gradients as they were.
-  OptimizerShard<double> plain(clipped_sgd(0.0), 2, whole_on_every_rank());
+  Optimizer<double> plain(clipped_sgd(0.0), 2, whole_on_every_rank());
   g = {3, 4};
   EXPECT_TRUE(std::isnan(plain.step(p.data(), g.data(), 1.0)));
   EXPECT_EQ(g, (std::vector<double>{3, 4}));
@@ -296,7 +296,7 @@ void expect_world_parts_step_as_the_whole(int parts) {
   config.weight_decay = 0.1;
   const std::vector<T> start = spread_gradient<T>(count, 5), gradient = spread_gradient<T>(count, 7);
   std::vector<T> whole_p = start, whole_g = gradient;
-  OptimizerShard<T> whole(config, count, whole_on_every_rank());
+  Optimizer<T> whole(config, count, whole_on_every_rank());
   const double whole_norm = whole.step(whole_p.data(), whole_g.data(), config.lr);
   ASSERT_GT(whole_norm, 1.0);  // clipped
   ASSERT_NE(whole_g[0], gradient[0]);
@@ -305,7 +305,7 @@ void expect_world_parts_step_as_the_whole(int parts) {
   std::vector<double> norms(parts);
   on_every_part(parts, [&](int part, SimulatedWorld& world) {
     // Each part's optimizer holds its part's state only; its step clips and updates the part.
-    OptimizerShard<T> shard(config, count, std::make_unique<PartOfTheWorld>(world, part));
+    Optimizer<T> shard(config, count, std::make_unique<PartOfTheWorld>(world, part));
     norms[part] = shard.step(p.data(), g.data(), config.lr);
   });
   for (int part = 0; part < parts; ++part) EXPECT_EQ(bits(norms[part]), bits(whole_norm)) << "part " << part;
@@ -313,7 +313,7 @@ void expect_world_parts_step_as_the_whole(int parts) {
   EXPECT_EQ(p, whole_p) << parts << " parts: the parameters";
 }
 
-TEST(OptimizerShardClipping, WorldPartsStepAsTheWholeBitForBit) {
+TEST(OptimizerClipping, WorldPartsStepAsTheWholeBitForBit) {
   for (const int parts : {2, 3, 5}) {
     expect_world_parts_step_as_the_whole<float>(parts);
     expect_world_parts_step_as_the_whole<double>(parts);
@@ -337,7 +337,7 @@ const std::vector<bool> kIsExempt = {false, true, true, false, false, true};
 
 template <typename T>
 std::vector<T> after_steps(const OptimizerConfig& config, const ParameterRanges* exempt, int steps = 1) {
-  auto optimizer = make_optimizer<T>(config, 6);
+  auto optimizer = make_update_rule<T>(config, 6);
   if (exempt) optimizer->exempt_from_decay(*exempt);
   std::vector<T> p = {1, 2, 3, 4, 5, 6};
   const std::vector<T> g(6, T(0.5));

@@ -46,7 +46,7 @@ struct OneProcess {
   nn::Model<double> model;
   std::unique_ptr<nn::Loss<double>> loss;
   distributed::GradientReducer<double> reducer;
-  optim::OptimizerShard<double> optimizer;
+  optim::Optimizer<double> optimizer;
   distributed::CommunicatorStatistics statistics;
   data::DistributedSampler sampler;
   record::PhaseClock phases;

@@ -16,7 +16,7 @@
 
 #include "mpiddp/io/safetensors.hpp"
 #include "mpiddp/nn/model.hpp"
-#include "mpiddp/optim/optimizer.hpp"
+#include "mpiddp/optim/update_rule.hpp"
 #include "mpiddp/config/config.hpp"
 
 namespace mpiddp::checkpoint {
@@ -81,20 +81,20 @@ struct WriteProbes {
 template <typename T>
 std::string write_checkpoint(const config::CheckpointConfig& settings, const TrainingPosition& position,
                              const RunIdentity& identity, const nn::Model<T>& model,
-                             optim::Optimizer<T>& optimizer, const WriteProbes& probes = {});
+                             optim::UpdateRule<T>& optimizer, const WriteProbes& probes = {});
 // Rank 0: writes the checkpoint of `position` as best_checkpoint_path(settings.dir), over the
 // previous best in one rename. Returns its path.
 template <typename T>
 std::string write_best_checkpoint(const config::CheckpointConfig& settings, const TrainingPosition& position,
                                   const RunIdentity& identity, const nn::Model<T>& model,
-                                  optim::Optimizer<T>& optimizer, const WriteProbes& probes = {});
+                                  optim::UpdateRule<T>& optimizer, const WriteProbes& probes = {});
 
 // Validates a checkpoint against this run (integrity, model, dtype, config, batch geometry)
 // and restores the parameters and optimizer state. Error(kExitCheckpoint) says which check
 // failed and why.
 template <typename T>
 TrainingPosition restore_checkpoint(const io::SafetensorsFile& file, const RunIdentity& identity,
-                                    nn::Model<T>& model, optim::Optimizer<T>& optimizer);
+                                    nn::Model<T>& model, optim::UpdateRule<T>& optimizer);
 
 // mpiddp export: writes a checkpoint's parameters alone (no optimizer tensors), with their
 // names, shapes and dtype, as a weights file for init.weights or PyTorch's load_state_dict.

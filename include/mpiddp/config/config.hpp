@@ -11,7 +11,7 @@
 #include "mpiddp/io/json_reader.hpp"
 #include "mpiddp/nn/loss_registry.hpp"
 #include "mpiddp/nn/model.hpp"
-#include "mpiddp/optim/optimizer.hpp"
+#include "mpiddp/optim/update_rule.hpp"
 #include "mpiddp/optim/schedule.hpp"
 #include "mpiddp/config/deterministic.hpp"
 #include "mpiddp/config/evaluation.hpp"

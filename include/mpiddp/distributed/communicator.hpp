@@ -95,7 +95,7 @@ class Communicator {
   // communicator.
   virtual void* share_on_node(const void* data, size_t bytes) = 0;
   // The collectives of the optimizer shard (reduce.shard_optimizer, Note [the optimizer
-  // sharded across a node] in src/optim/optimizer_shard.cpp). They work on parts: node rank
+  // sharded across a node] in src/optim/optimizer.cpp). They work on parts: node rank
   // r owns bytes [begins[r], begins[r + 1]) of a buffer; begins: (ranks_on_node() + 1), the
   // same on every node (every node has as many ranks, or node_parts_usable() is false).
   //
@@ -118,7 +118,7 @@ class Communicator {
   // The same two collectives for parts cut among every rank of the world: rank r owns part
   // world_part() (reduce.shard_optimizer across the world: the nodes' exchange is a
   // reduce-scatter and an allgather; Note [the optimizer sharded across the world] in
-  // src/optim/optimizer_shard.cpp). begins: (size() + 1).
+  // src/optim/optimizer.cpp). begins: (size() + 1).
   // allgather_world_parts: collective over the world; with several ranks on each node, data
   // must be a node copy (share_on_node). gather_world_parts: rank 0 receives every part
   // into `whole` (elsewhere null); collective over the world.

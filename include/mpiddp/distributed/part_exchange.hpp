@@ -1,5 +1,5 @@
 #pragma once
-// What an optimizer sharded across ranks (ZeRO-1, optim/optimizer_shard.hpp) needs of the other
+// What an optimizer sharded across ranks (ZeRO-1, optim/optimizer.hpp) needs of the other
 // ranks, and no more: how many parts the parameters are cut into, which is this rank's, and the
 // exchange of the parts. The optimizer holds one of these, never the communicator.
 #include <cstddef>
@@ -20,7 +20,7 @@ const char* shard_scope_name(ShardScope scope);
 bool shards_across_leaders(const Communicator& comm);
 // Where reduce.shard_optimizer (`shard`) cuts the state on this layout: among the world
 // when the nodes' exchange can be a reduce-scatter and an allgather (Note [the optimizer
-// sharded across the world] in src/optim/optimizer_shard.cpp): one rank per node, or several
+// sharded across the world] in src/optim/optimizer.cpp): one rank per node, or several
 // ranks per node whose gradients and parameters lie in the node's shared memory
 // (shares_node_memory: the shm path) and travel between the nodes uncompressed; else among
 // the ranks of a node.

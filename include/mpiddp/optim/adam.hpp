@@ -1,5 +1,5 @@
 #pragma once
-#include "mpiddp/optim/optimizer.hpp"
+#include "mpiddp/optim/update_rule.hpp"
 
 namespace mpiddp::optim {
 
@@ -8,12 +8,12 @@ namespace mpiddp::optim {
 //   m = beta1 m + (1 - beta1) g ;  v = beta2 v + (1 - beta2) g^2
 //   p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 template <typename T>
-class Adam final : public Optimizer<T> {
+class Adam final : public UpdateRule<T> {
  public:
   Adam(const OptimizerConfig& config, Index parameters, bool decoupled_weight_decay);
 
  private:
-  std::vector<typename Optimizer<T>::StateBuffer> own_state_buffers() override;
+  std::vector<typename UpdateRule<T>::StateBuffer> own_state_buffers() override;
   void update(T* params, const T* grads, Index begin, Index end, double weight_decay, double lr) override;
   OptimizerConfig config_;
   bool decoupled_;

@@ -1,100 +1,102 @@
 #pragma once
-// Optimizers update the flat parameter buffer from the flat gradient buffer, with
-// PyTorch's exact update rules (torch.optim, single-tensor path, no amsgrad).
-#include <cstdint>
+// The optimizer: an update rule (optim/update_rule.hpp: sgd, adam, adamw) over this rank's
+// part of the parameters, with a sharding scope given to it: none (the whole on every
+// rank), a node's ranks (ZeRO-1, reduce.shard_optimizer; Note [the optimizer sharded across a
+// node] in src/optim/optimizer.cpp), or every rank of several nodes (Note [the optimizer
+// sharded across the world]). The trainer steps it, checkpoints it and resynchronises it
+// through this class alone, so that every scope shares one path. The sharding is the
+// optimizer's own (ZeRO-1 is an optimizer concern): of the other ranks it needs only the parts
+// and their exchange (distributed/part_exchange.hpp), never the communicator or the trainer;
+// what a scope asks of the step is train/sharding_scope.hpp's.
 #include <memory>
-#include <string>
-#include <utility>
 #include <vector>
 
-#include "mpiddp/core/types.hpp"
+#include "mpiddp/distributed/part_exchange.hpp"
+#include "mpiddp/optim/update_rule.hpp"
 
 namespace mpiddp::optim {
 
-// Which tensors weight decay reaches: every one (PyTorch's one parameter group), or those of
-// two or more dimensions (nanoGPT's rule: matrices and embeddings, not biases or norms).
-enum class DecayRule { kAll, kMatrices };
-
-struct OptimizerConfig {
-  std::string type = "sgd";  // sgd | adam | adamw
-  double lr = 0.03;
-  double momentum = 0.0;     // sgd
-  double dampening = 0.0;    // sgd
-  bool nesterov = false;     // sgd
-  double weight_decay = 0.0;
-  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adam, adamw
-  DecayRule decay = DecayRule::kAll;
-  // PyTorch's clip_grad_norm_ on the averaged gradient before each update; 0: off
-  // (optim/gradient_clip.hpp).
-  double clip_grad_norm = 0.0;
-  // ema.*: an exponential moving average of the parameters, kept as the optimizer state
-  // "ema" (see Optimizer), updated after every ema_every_steps-th step; 0: off.
-  double ema_decay = 0.0;
-  int64_t ema_every_steps = 1;
-};
-
-// Parameter ranges [begin, end), ascending and disjoint.
-using ParameterRanges = std::vector<std::pair<Index, Index>>;
+// Where part r of n parts of `count` elements begins: count cut into n runs of whole
+// 64-byte lines (the last run shorter, trailing runs possibly empty), so that two ranks never
+// write the same cache line. part_begin(count, n, n, ...) == count.
+Index part_begin(Index count, int parts, int part, size_t element_bytes);
 
 template <typename T>
 class Optimizer {
  public:
-  virtual ~Optimizer() = default;
-  // params, grads: (P). lr is the scheduled learning rate of this step. The runs of
-  // parameters with and without weight decay are updated in order, each elementwise.
-  void step(T* params, const T* grads, double lr);
-  // These parameters take no weight decay (optimizer.decay "matrices"); every one does
-  // until this is called.
+  // This rank keeps the state of its part (exchange.part()) of the P parameters only: of its
+  // node rank's part (kNode), of its world part (kWorld), or of the whole (kNone).
+  // Local; validates config (optim::make_update_rule).
+  Optimizer(const optim::OptimizerConfig& config, Index parameters,
+            std::unique_ptr<distributed::PartExchange> exchange);
+
+  // Among whom the state is cut: none, a node's ranks, or the world's (whose gradients need
+  // be summed only into their owner's part: train/sharding_scope.hpp).
+  distributed::ShardScope scope() const { return exchange_->scope(); }
+  // How many parts the parameters are cut into, and whether this rank's is the last (the
+  // one that the gradient buffer's reserved slots extend, across the world).
+  int parts() const { return static_cast<int>(part_bytes_.size()) - 1; }
+  bool holds_last_part() const { return part_ + 1 == parts(); }
+  // (parts + 1) where each part begins, in parameters.
+  std::vector<size_t> part_begins() const;
+  // This rank's part [begin, end) of the parameters.
+  Index begin() const { return begin_; }
+  Index end() const { return end_; }
+
+  // These parameters (of all P) take no weight decay: optimizer.decay "matrices".
   void exempt_from_decay(const ParameterRanges& ranges);
-  // Steps taken so far.
-  int64_t steps() const { return steps_; }
 
-  // The optimizer's state as named flat buffers (momentum, exp_avg, ...), for checkpoints,
-  // and last, with ema.decay, the average of the parameters ("ema").
-  struct StateBuffer {
-    std::string name;
-    std::vector<T>* values;
-  };
-  std::vector<StateBuffer> state_buffers();
-  void set_steps(int64_t steps) { steps_ = steps; }
+  // params, grads: (P), grads already averaged over ranks and equal on every rank (across
+  // the world: this rank's part of them). With optimizer.clip_grad_norm, first clips the
+  // gradients this rank holds (optim/gradient_clip.hpp). Updates this rank's part; sharded,
+  // every rank of the node (across the world: of the world) then receives the others' parts.
+  // Collective when sharded. Allocates nothing. Returns the gradient's norm before clipping,
+  // or NaN when clipping is off.
+  double step(T* params, T* grads, double lr);
 
-  // ema.decay: keep the exponential moving average of the parameters (timm's ModelEmaV2,
-  // ema-pytorch): a copy of the parameters as they are before the first step, then after
-  // every `every_steps`-th step ema = decay * ema + (1 - decay) * p, in double, rounded once
-  // to T. A pure function of the parameters' values, so every rank's (or every part's) is
-  // the same bits.
-  void keep_average(double decay, int64_t every_steps);
-  // The average (P), or null without ema.decay.
-  const std::vector<T>* average() const { return average_.empty() ? nullptr : &average_; }
+  // For a checkpoint: on rank 0, the state of all P parameters (the optimizer itself, or,
+  // sharded, a temporary one that the parts of rank 0's node are gathered into); null on
+  // the other ranks. Collective when sharded (rank 0's node; across the world, the world).
+  // Keep it only while writing.
+  std::shared_ptr<optim::UpdateRule<T>> whole_on_rank0();
+  // From a checkpoint: fill(whole) restores the state of all P parameters into `whole`;
+  // sharded, this rank then keeps its part. Local. Returns what fill returns.
+  template <typename Fill>
+  auto restore(Fill fill) {
+    if (holds_whole()) return fill(*rule_);
+    const auto whole = optim::make_update_rule<T>(config_, parameters_);
+    auto result = fill(*whole);
+    keep_part_of(*whole);
+    return result;
+  }
+  // ema.decay: puts the average of the weights in the parameters' place, all P of them on
+  // every rank, as step() leaves updated parameters (this rank writes its part; sharded, the
+  // parts are exchanged: a collective), keeping this rank's part of the parameters in `kept`
+  // (end() - begin() values). restore_parameters puts them back (collective alike). Every
+  // rank writes only its own part, so a parameter buffer that the node's ranks share is safe.
+  void swap_in_average(T* params, T* kept);
+  void restore_parameters(T* params, const T* kept);
+  // divergence.action = resync: every rank's state becomes rank 0's replica's. Collective.
+  void broadcast_from_rank0();
 
- protected:
-  explicit Optimizer(Index parameters) : runs_{{0, parameters, true}} {}
-  // The optimizer's own state (momentum, exp_avg, ...).
-  virtual std::vector<StateBuffer> own_state_buffers() = 0;
-  // One run's update, parameters [begin, end), after the step count has grown to this
-  // step's; weight_decay is the config's, or 0 in a run exempt from it.
-  virtual void update(T* params, const T* grads, Index begin, Index end, double weight_decay, double lr) = 0;
-
-  int64_t steps_ = 0;
+  // The state this rank holds (for tests: its size is the part's).
+  optim::UpdateRule<T>& local() { return *rule_; }
 
  private:
-  struct Run {
-    Index begin, end;
-    bool decayed;
-  };
-  std::vector<Run> runs_;  // covering [0, P) in order
-  double weight_decay_ = 0.0;
-  std::vector<T> average_;  // (P) ema.decay's average; empty: off
-  double average_decay_ = 0.0;
-  int64_t average_every_ = 1;
+  // This rank's part is all P parameters (not sharded, or a part of one).
+  bool holds_whole() const { return begin_ == 0 && end_ == parameters_; }
+  void keep_part_of(optim::UpdateRule<T>& whole);
 
- protected:
-  // The config's weight decay, which the runs that take it get (set by each optimizer).
-  void set_weight_decay(double weight_decay) { weight_decay_ = weight_decay; }
+  optim::OptimizerConfig config_;
+  Index parameters_;
+  std::unique_ptr<distributed::PartExchange> exchange_;
+  int part_ = 0;  // this rank's part
+  Index begin_ = 0, end_ = 0;
+  // The part [held_begin_, held_end_) of the averaged gradient this rank holds: its own part
+  // when the world's parts hold the gradient in parts, else all P.
+  Index held_begin_ = 0, held_end_ = 0;
+  std::vector<size_t> part_bytes_;  // (parts + 1) where each part begins, in bytes
+  std::unique_ptr<optim::UpdateRule<T>> rule_;  // over [begin_, end_): this rank's part
 };
-
-// Validates the config and builds the optimizer for P parameters; state is allocated here.
-template <typename T>
-std::unique_ptr<Optimizer<T>> make_optimizer(const OptimizerConfig& config, Index parameters);
 
 }  // namespace mpiddp::optim

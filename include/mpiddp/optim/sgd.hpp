@@ -1,5 +1,5 @@
 #pragma once
-#include "mpiddp/optim/optimizer.hpp"
+#include "mpiddp/optim/update_rule.hpp"
 
 namespace mpiddp::optim {
 
@@ -9,12 +9,12 @@ namespace mpiddp::optim {
 //                  g = nesterov ? g + momentum * buf : buf
 //   p -= lr * g
 template <typename T>
-class Sgd final : public Optimizer<T> {
+class Sgd final : public UpdateRule<T> {
  public:
   Sgd(const OptimizerConfig& config, Index parameters);
 
  private:
-  std::vector<typename Optimizer<T>::StateBuffer> own_state_buffers() override;
+  std::vector<typename UpdateRule<T>::StateBuffer> own_state_buffers() override;
   void update(T* params, const T* grads, Index begin, Index end, double weight_decay, double lr) override;
   OptimizerConfig config_;
   std::vector<T> momentum_buffer_;  // (P), empty without momentum

@@ -14,7 +14,7 @@
 
 #include "mpiddp/distributed/gradient_reducer.hpp"
 #include "mpiddp/nn/model.hpp"
-#include "mpiddp/optim/optimizer_shard.hpp"
+#include "mpiddp/optim/optimizer.hpp"
 
 namespace mpiddp::distributed {
 class Communicator;
@@ -39,7 +39,7 @@ class ShardingScope {
 
 // The part for `optimizer`'s scope; comm and optimizer outlive it.
 template <typename T>
-std::unique_ptr<ShardingScope<T>> sharding_scope(const optim::OptimizerShard<T>& optimizer,
+std::unique_ptr<ShardingScope<T>> sharding_scope(const optim::Optimizer<T>& optimizer,
                                                  distributed::Communicator& comm);
 
 }  // namespace mpiddp::train

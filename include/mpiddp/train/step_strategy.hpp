@@ -22,7 +22,7 @@
 #include "mpiddp/nn/loss.hpp"
 #include "mpiddp/config/config.hpp"
 #include "mpiddp/train/gemm_choice.hpp"
-#include "mpiddp/optim/optimizer_shard.hpp"
+#include "mpiddp/optim/optimizer.hpp"
 #include "mpiddp/train/batch_pipeline.hpp"
 
 namespace mpiddp::train {
@@ -62,7 +62,7 @@ class StepStrategy {
   // leaves each rank's own, sync off), with the global loss and the stop votes.
   virtual StepOutcome reduce(double local_loss) = 0;
   // Clips the reduced gradient to optimizer.clip_grad_norm and applies the optimizer's update
-  // at learning rate lr to the parameters (optim::OptimizerShard::step: the norm from the
+  // at learning rate lr to the parameters (optim::Optimizer::step: the norm from the
   // parts this rank holds, exact as a whole's). Returns the gradient's norm before clipping.
   // Collective when the optimizer is sharded.
   virtual double update(double lr) = 0;
@@ -84,7 +84,7 @@ struct StepParts {
   distributed::Communicator& comm;
   BatchPipeline<T>& pipeline;
   distributed::GradientReducer<T>& reducer;
-  optim::OptimizerShard<T>& optimizer;
+  optim::Optimizer<T>& optimizer;
   nn::StatisticsReducer& statistics;  // BatchNorm's sums over the ranks
   Index batch_per_rank;                        // b = B / N
   const data::DistributedSampler& sampler;     // this rank's samples of an epoch

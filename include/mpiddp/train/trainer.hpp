@@ -34,7 +34,7 @@
 #include "mpiddp/nn/loss.hpp"
 #include "mpiddp/nn/model.hpp"
 #include "mpiddp/train/gemm_choice.hpp"
-#include "mpiddp/optim/optimizer_shard.hpp"
+#include "mpiddp/optim/optimizer.hpp"
 #include "mpiddp/config/config.hpp"
 #include "mpiddp/checkpoint/checkpoint.hpp"
 #include "mpiddp/train/replica_check.hpp"
@@ -126,7 +126,7 @@ class Trainer final : public TrainingRun {
   nn::Model<T>& model() { return *model_; }
   const data::Dataset<T>& train_set() const { return train_; }
   // The optimizer, whole or this rank's part of it (reduce.shard_optimizer).
-  const optim::OptimizerShard<T>& optimizer() const { return *optimizer_; }
+  const optim::Optimizer<T>& optimizer() const { return *optimizer_; }
   // The epoch (0-based) and step that compute_gradients' training pass belongs to: dropout's
   // masks depend on them. run() sets them before each step.
   void set_pass(int64_t epoch, int64_t step) {
@@ -190,7 +190,7 @@ class Trainer final : public TrainingRun {
   // the best checkpoint (checkpoint.keep_best) rather than the next in the series.
   void save_checkpoint(checkpoint::TrainingPosition position, bool best = false);
   // Rank 0's part: the file from the whole optimizer state, and its log record.
-  void write_checkpoint_file(const checkpoint::TrainingPosition& position, optim::Optimizer<T>& optimizer,
+  void write_checkpoint_file(const checkpoint::TrainingPosition& position, optim::UpdateRule<T>& optimizer,
                              std::chrono::steady_clock::time_point start, bool best);
   void save_final_weights();
   checkpoint::RunIdentity identity() const;
@@ -210,7 +210,7 @@ class Trainer final : public TrainingRun {
   data::Dataset<T> evaluation_set_;
   std::unique_ptr<nn::Model<T>> model_;
   std::unique_ptr<nn::Loss<T>> loss_;
-  std::unique_ptr<optim::OptimizerShard<T>> optimizer_;  // whole, or this rank's part (reduce.shard_optimizer)
+  std::unique_ptr<optim::Optimizer<T>> optimizer_;  // whole, or this rank's part (reduce.shard_optimizer)
   distributed::GradientReducer<T> reducer_;
   record::StepObserver observer_;        // the profile and the trace: the steps' laps and spans
   distributed::CommunicatorStatistics statistics_;  // BatchNorm's sums over the ranks

@@ -15,7 +15,7 @@
 
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/distributed/mpi_communicator.hpp"
-#include "mpiddp/optim/optimizer_shard.hpp"
+#include "mpiddp/optim/optimizer.hpp"
 #include "mpiddp/train/trainer.hpp"
 #include "../support/scratch_dir.hpp"
 
@@ -150,13 +150,13 @@ TEST(ShardedCheckpoint, ResumesUnshardedAndShardedAsTheStraightRun) {
   }
 }
 
-TEST(OptimizerShardState, EachRankHoldsItsPartOnly) {
+TEST(OptimizerState, EachRankHoldsItsPartOnly) {
   distributed::MpiCommunicator comm;
   optim::OptimizerConfig adam;
   adam.type = "adam";
   const Index p = 100003;  // not a multiple of the parts or of a cache line
   for (const distributed::ShardScope scope : {distributed::ShardScope::kNode, distributed::ShardScope::kWorld}) {
-    optim::OptimizerShard<float> shard(adam, p, distributed::part_exchange(comm, scope));
+    optim::Optimizer<float> shard(adam, p, distributed::part_exchange(comm, scope));
     const auto buffers = shard.local().state_buffers();
     ASSERT_EQ(buffers.size(), 2u);
     const Index held = shard.end() - shard.begin();
@@ -185,7 +185,7 @@ TEST(OptimizerShardState, EachRankHoldsItsPartOnly) {
   EXPECT_EQ(comm.world_part() / nodes, comm.node_rank());
 }
 
-TEST(OptimizerShardState, ShardsAcrossTheWorldWhereTheNodesCanScatter) {
+TEST(OptimizerState, ShardsAcrossTheWorldWhereTheNodesCanScatter) {
   distributed::MpiCommunicator comm;
   const bool leaders = across_leaders(comm);
   const bool several_nodes = comm.ranks_on_node() < comm.size();
