@@ -3,12 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <type_traits>
 
 #include "mpiddp/core/error.hpp"
-#include "mpiddp/core/finite.hpp"
 #include "mpiddp/kernels/gemm.hpp"
-#include "mpiddp/kernels/grid_product.hpp"
 #include "mpiddp/kernels/row_sums.hpp"
 #include "mpiddp/nn/initialization.hpp"
 
@@ -112,16 +109,8 @@ void Linear<T>::forward(const PassContext& context, ConstMatrixView<T> x, Matrix
   if (bias_) ys.colwise() = VectorView<T>(bias_, out_);
   else ys.setZero();
   kernels::multiply_in_pieces(ys, wt, kernels::Op::kTranspose, by_position(x), kernels::Accumulate::kAdd,
-                              context.forward_columns);
+                              context.forward_columns());
 }
-
-namespace {
-
-// An eighth of a core's L2 for a block of the weight gradient (F rows, a multiple of 4
-// columns): the block and its int64 sums stay in cache while every chunk is added to them.
-constexpr size_t kGridBlockBytes = 128 * 1024;
-
-}  // namespace
 
 template <typename T>
 bool Linear<T>::supports_chunked_pass(Index chunk) const {
@@ -135,76 +124,12 @@ bool Linear<T>::supports_chunked_pass(Index chunk) const {
 }
 
 template <typename T>
-void Linear<T>::parameter_gradients_onto_grid(const PassContext& context, ConstMatrixView<T> x,
-                                              ConstMatrixView<T> dy) {
-  GradientGrid& grid = *context.gradient_grid;
-  const Index o = out_, chunk = context.chunk_columns;
-  const Index chunks = x.cols() / chunk;
-  // A chunk's gradient of weight (o, f) sums `chunk` products x[f, s] dy[o, s], each at most
-  // max|x| max|dy|, and float rounding adds less than chunk * eps of that: twice the sum
-  // bounds every chunk's value with room to spare. The maxima are every rank's (collective).
-  double maxima[2] = {largest_magnitude(x.data(), static_cast<size_t>(x.size())),
-                      largest_magnitude(dy.data(), static_cast<size_t>(dy.size()))};
-  grid.max_over_ranks(maxima, 2);
-  const double per_chunk = 2.0 * static_cast<double>(chunk);
-  const GradientGrid::Tensor weights = grid.tensor(weight_grad_, per_chunk * maxima[0] * maxima[1]);
-  const GradientGrid::Tensor bias = grid.tensor(bias_grad_, per_chunk * maxima[1]);
-  // Every chunk in one kernel of ours for float (Note [the grid product]), else each chunk's
-  // product by the library and converted after.
-  if (!weight_gradient_by_grid_product(grid, x, dy, chunk, weights))
-    weight_gradient_by_library(grid, x, dy, chunk, weights);
-  VectorView<T> db(static_cast<T*>(grid.scratch(scratch_values_bytes<T>(o))), o);
-  for (Index t = 0; t < chunks; ++t) {
-    db.setZero();
-    kernels::add_row_sums(dy, t * chunk, chunk, db);
-    grid.add(db.data(), static_cast<size_t>(o), bias, 0, t == 0);
-  }
-}
-
-template <typename T>
-bool Linear<T>::weight_gradient_by_grid_product(GradientGrid& grid, ConstMatrixView<T> x, ConstMatrixView<T> dy,
-                                                Index chunk, const GradientGrid::Tensor& weights) {
-  if constexpr (!std::is_same_v<T, float>) {
-    return false;  // the kernel is float's
-  } else {
-    if (!kernels::grid_product_serves<T>()) return false;
-    const Index f = in_, o = out_;
-    if (weights.finite)
-      kernels::grid_product(x.data(), f, dy.data(), o, chunk, x.cols() / chunk, weights.shift, weights.sums, false,
-                   static_cast<float*>(grid.scratch(kernels::grid_product_scratch_bytes(f, o, x.cols()))));
-    else
-      std::fill_n(weights.sums, f * o, int64_t{0});  // as GradientGrid::add does for a non-finite tensor
-    return true;
-  }
-}
-
-template <typename T>
-void Linear<T>::weight_gradient_by_library(GradientGrid& grid, ConstMatrixView<T> x, ConstMatrixView<T> dy,
-                                           Index chunk, const GradientGrid::Tensor& weights) {
-  const Index f = in_, o = out_, chunks = x.cols() / chunk;
-  // Blocks of `width` outputs: dW^T[:, block] = x_t dy_t[block, :]^T for each chunk t, each
-  // product of the same shape at every N, then onto the grid while the block is in cache.
-  const Index fitting = static_cast<Index>(kGridBlockBytes / (static_cast<size_t>(f) * sizeof(T))) / 4 * 4;
-  const Index width = std::min(o, std::max<Index>(4, fitting));
-  T* block = static_cast<T*>(grid.scratch(scratch_values_bytes<T>(f * width) + scratch_values_bytes<T>(width * chunk)));
-  T* dy_block = block + scratch_values_bytes<T>(f * width) / sizeof(T);
-  for (Index first = 0; first < o; first += width) {
-    const Index n = std::min(width, o - first);
-    for (Index t = 0; t < chunks; ++t) {
-      MatrixView<T> rows(dy_block, n, chunk);  // dy_t[block, :], contiguous for the product
-      rows = dy.block(first, t * chunk, n, chunk);
-      kernels::multiply(MatrixView<T>(block, f, n), ConstMatrixView<T>(x.data() + t * chunk * f, f, chunk),
-               kernels::Op::kNone, ConstMatrixView<T>(dy_block, n, chunk), kernels::Op::kTranspose, kernels::Accumulate::kOverwrite);
-      grid.add(block, static_cast<size_t>(f * n), weights, static_cast<size_t>(first * f), t == 0);
-    }
-  }
-}
-
-template <typename T>
 void Linear<T>::backward(const PassContext& context, ConstMatrixView<T> x_samples, ConstMatrixView<T>,
                          ConstMatrixView<T> dy_samples, MatrixView<T>* dx) {
   const ConstMatrixView<T> x = by_position(x_samples), dy = by_position(dy_samples);
-  if (context.chunk_columns == 0) {
+  if (context.parameter_gradients) {
+    context.parameter_gradients->add_linear(x, dy, weight_grad_, bias_grad_);
+  } else {
     MatrixView<T> dwt(weight_grad_, in_, out_);
     // dW^T (+)= x dy^T: (F, B)(B, O), written on a step's first micro-batch (Note [gradients
     // written, not cleared] in sequential.cpp); a tied W's is added to its owner's, always.
@@ -216,15 +141,13 @@ void Linear<T>::backward(const PassContext& context, ConstMatrixView<T> x_sample
       if (context.overwrite_gradients) db.setZero();  // O values: the row sums' order stays as it was
       kernels::add_row_sums(dy, 0, dy.cols(), db);
     }
-  } else {
-    parameter_gradients_onto_grid(context, x, dy);
   }
   if (dx) {
     ConstMatrixView<T> wt(weight_, in_, out_);
     // dx = W^T dy: (F, O)(O, B)
     MatrixView<T> dxs = by_position(*dx);
     kernels::multiply_in_pieces(dxs, wt, kernels::Op::kNone, dy, kernels::Accumulate::kOverwrite,
-                                context.input_gradient_columns);
+                                context.input_gradient_columns());
   }
 }
 

@@ -30,17 +30,17 @@
 // it), so a forward product or an input gradient over all L chunks at once gives each column
 // the bits it gets in its own chunk's product; an elementwise layer without a transcendental
 // function does too. Only what sums over samples must stay per chunk: the loss (a mean per
-// chunk) and the parameter gradients (PassContext::chunk_columns: each chunk's products, of
-// the same shapes as in its own pass, go onto the integer grid as they are made, Note
-// [gradients onto the grid] in gradient_grid.cpp; a linear layer's weight gradient, where
-// the build has AVX-512, by a kernel of ours that sums each chunk in registers, Note [the
-// grid product] in src/kernels/grid_product.cpp). So when every layer
+// chunk) and the parameter gradients (train/chunked_pass_gradients.hpp, the destination the
+// layers hand them to: each chunk's products, of the same shapes as in its own pass, go onto
+// the integer grid as they are made, Note [gradients onto the grid] in gradient_grid.cpp; a
+// linear layer's weight gradient by a kernel of ours that sums each chunk in registers, Note
+// [the grid product] in src/kernels/grid_product.cpp). So when every layer
 // supports_chunked_pass(B/C) (for linear: B/C a whole number of Eigen's 4-column panels, and
 // the product above Eigen's size for a coefficient-based one) and the library computing the
 // products keeps a column's bits at every width the pass makes (Eigen does; another library
 // is measured, Note [deterministic mode's library]), the rank runs one forward and one
 // backward over its L chunks, with chunk t in columns [t B/C, (t+1) B/C), its products cut
-// into pieces of at most PassContext::forward_columns and input_gradient_columns, and keeps
+// into pieces of at most its forward_columns and input_gradient_columns, and keeps
 // no per-chunk copy of the gradients. Whether that holds depends on the config, B/C and the library on this machine,
 // never on N, so every N takes the same path. A chunk's columns start
 // at another offset at every N, so nothing in such a pass may round by address: Eigen's row
@@ -54,6 +54,7 @@
 
 #include "mpiddp/core/finite.hpp"
 #include "mpiddp/kernels/grid_product.hpp"
+#include "mpiddp/train/chunked_pass_gradients.hpp"
 #include "mpiddp/nn/layer.hpp"
 #include "mpiddp/train/deterministic_step.hpp"
 #include "mpiddp/distributed/rank0_io.hpp"
@@ -237,11 +238,9 @@ void DeterministicStep<T>::pass_chunks_together(const Index* samples, Index size
   pipeline_.phases().lap(&record::StepProfile::forward_s, record::SpanKind::kZeroGradients);
   nn::PassContext pass = pipeline_.training_pass();
   pass.positions = positions_.data();
-  pass.chunk_columns = size;
-  pass.gradient_grid = grid_.get();
   // Whole chunks, at most the columns the library was checked at (kernels/gemm_columns.hpp).
-  pass.forward_columns = pieces(size).forward;
-  pass.input_gradient_columns = pieces(size).input_gradient;
+  ChunkGradientsOnGrid onto_grid(*grid_, size, pieces(size).forward, pieces(size).input_gradient);
+  pass.parameter_gradients = &onto_grid;
   pipeline_.forward_loss(samples_.data(), local_chunks_ * size, pass, size, chunk_losses_.data());
   // Rounded to T as the default mode's loss slot is. The layers of this pass hold no buffers.
   for (Index t = 0; t < local_chunks_; ++t)

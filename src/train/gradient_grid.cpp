@@ -57,7 +57,7 @@ void ChunkGradientGrid<T>::max_over_ranks(double* values, size_t count) {
 }
 
 template <typename T>
-nn::GradientGrid::Tensor ChunkGradientGrid<T>::tensor(const void* view, double bound) {
+kernels::GradientGrid::Tensor ChunkGradientGrid<T>::tensor(const void* view, double bound) {
   const auto offset = static_cast<size_t>(static_cast<const T*>(view) - views_);
   const auto at = std::lower_bound(begins_.begin(), begins_.end() - 1, offset);
   if (at == begins_.end() - 1 || *at != offset)

@@ -19,6 +19,7 @@
 #include "mpiddp/distributed/local_communicator.hpp"
 #include "mpiddp/kernels/gemm.hpp"
 #include "mpiddp/nn/model.hpp"
+#include "mpiddp/train/chunked_pass_gradients.hpp"
 #include "mpiddp/train/gradient_grid.hpp"
 
 namespace mpiddp::nn {
@@ -96,11 +97,11 @@ Batch<T> side_by_side(const Chunks<T>& c, const std::vector<Index>& order) {
 
 // One chunked pass of the batch, forward and backward, its gradients onto `grid`; the outputs.
 template <typename T>
-std::vector<T> chunked_pass(Model<T>& model, const Batch<T>& b, GradientGrid& grid) {
+std::vector<T> chunked_pass(Model<T>& model, const Batch<T>& b, kernels::GradientGrid& grid) {
   PassContext pass = training_context();
   pass.positions = b.positions.data();
-  pass.chunk_columns = kChunk;
-  pass.gradient_grid = &grid;
+  train::ChunkGradientsOnGrid onto_grid(grid, kChunk, 0, 0);
+  pass.parameter_gradients = &onto_grid;
   ConstMatrixView<T> x(b.x.data(), model.inputs(), b.columns);
   const auto out = model.forward(pass, x);
   std::vector<T> outputs(out.data(), out.data() + out.size());
@@ -166,7 +167,7 @@ void expect_chunks_keep_their_bits() {
 // It also keeps real int64 sums per tensor on a fixed grid, as the trainer's grid does: a
 // weight gradient made by the grid product (kernels/grid_product.hpp) reaches the grid only as
 // those sums, every chunk's at once.
-class RecordingGrid final : public GradientGrid {
+class RecordingGrid final : public kernels::GradientGrid {
  public:
   using Key = std::pair<const void*, size_t>;  // the tensor's gradient view, the offset
   static constexpr int kShift = 40;            // the test's gradients are far below 2^22

@@ -1,6 +1,7 @@
 // The chunked pass's gradients onto the integer grid (Note [gradients onto the grid] in
 // src/train/gradient_grid.cpp), on one process: the mean over the chunks of each chunk's own
 // gradients, to the grid's precision; a non-finite input makes its tensors NaN.
+#include "mpiddp/train/chunked_pass_gradients.hpp"
 #include "mpiddp/train/gradient_grid.hpp"
 
 #include <gtest/gtest.h>
@@ -37,8 +38,8 @@ std::vector<double> on_grid(nn::Model<double>& model, const Pass& p, bool* finit
   ChunkGradientGrid<double> grid(comm, model.tensor_bounds(), kChunks, nullptr);
   grid.begin_step(model.gradients());
   nn::PassContext pass;
-  pass.chunk_columns = kChunk;
-  pass.gradient_grid = &grid;
+  ChunkGradientsOnGrid onto_grid(grid, kChunk, 0, 0);
+  pass.parameter_gradients = &onto_grid;
   ConstMatrixView<double> x(p.x.data(), model.inputs(), kChunk * kChunks);
   model.forward(pass, x);
   std::copy(p.dy.begin(), p.dy.end(), model.output_gradient().data());
@@ -107,8 +108,8 @@ TEST(GradientGrid, AProductThatMayOverflowTheDtypeComesOutNaN) {
   ChunkGradientGrid<float> grid(comm, model.tensor_bounds(), kChunks, nullptr);
   grid.begin_step(model.gradients());
   nn::PassContext pass;
-  pass.chunk_columns = kChunk;
-  pass.gradient_grid = &grid;
+  ChunkGradientsOnGrid onto_grid(grid, kChunk, 0, 0);
+  pass.parameter_gradients = &onto_grid;
   const std::vector<float> x(9 * kChunk * kChunks, 1e20f);
   ConstMatrixView<float> xs(x.data(), 9, kChunk * kChunks);
   model.forward(pass, xs);

@@ -18,32 +18,26 @@ class StatisticsReducer {
   virtual void sum(double* values, size_t count) = 0;
 };
 
-// Where a chunked pass puts its parameter gradients when they go straight onto the
-// deterministic sum's integer grid (Note [gradients onto the grid] in
-// src/train/gradient_grid.cpp) instead of into one term per chunk. A layer asks for the
-// maxima its bound needs, the grid of each of its tensors from that bound, and adds every
-// chunk's gradients onto it. Collective where it says so: every rank calls in the same order.
-class GradientGrid {
+// Where a pass's parameter gradients go when not into the layers' own gradient views, and how
+// wide the pass's products may be. A step strategy supplies one (deterministic mode: each
+// chunk's gradients onto its integer grid, train/chunked_pass_gradients.hpp); layers call
+// it without knowing the mode. Only layers whose supports_chunked_pass(chunk) says they take
+// such a pass see one.
+class GradientDestination {
  public:
-  struct Tensor {
-    int64_t* sums = nullptr;  // the rank's int64 sums of the tensor's gradients
-    int shift = 0;            // its grid: value v becomes llrint(v 2^shift)
-    bool finite = true;       // false when some rank's bound was not: the tensor comes out NaN
-  };
-  virtual ~GradientGrid() = default;
-  // values: (count) this rank's, replaced by their maxima over every rank. Collective.
-  virtual void max_over_ranks(double* values, size_t count) = 0;
-  // The grid of the tensor whose gradient view starts at `view`, for values at most `bound`
-  // in magnitude in every chunk on every rank (a bound from max_over_ranks' maxima, so the
-  // same on every rank and at every N).
-  virtual Tensor tensor(const void* view, double bound) = 0;
-  // tensor.sums[at + i] += values[i] on the tensor's grid, for i < count. first: the rank's
-  // first chunk's values, which set the sums instead (nothing clears them before a pass).
-  virtual void add(const float* values, size_t count, const Tensor& tensor, size_t at, bool first) = 0;
-  virtual void add(const double* values, size_t count, const Tensor& tensor, size_t at, bool first) = 0;
-  // At least `bytes` of memory for a layer's blocks, 64-byte aligned, the same for every
-  // layer (one at a time uses it); sized by the first step.
-  virtual void* scratch(size_t bytes) = 0;
+  virtual ~GradientDestination() = default;
+  // A linear map's parameter gradients of x: (F, n) and dy: (O, n), n a whole number of the
+  // pass's chunks: dW^T = x dy^T (F, O) for the tensor whose gradient view starts at
+  // weight_view, and db = dy's row sums (O) for bias_view's. Collective where the destination
+  // is (every rank calls in the same order).
+  virtual void add_linear(ConstMatrixView<float> x, ConstMatrixView<float> dy, const float* weight_view,
+                          const float* bias_view) = 0;
+  virtual void add_linear(ConstMatrixView<double> x, ConstMatrixView<double> dy, const double* weight_view,
+                          const double* bias_view) = 0;
+  // The most columns one forward product, and one input-gradient product, of the pass may
+  // take (the same at every N: kernels/gemm_columns.hpp); 0: no limit.
+  virtual Index forward_columns() const = 0;
+  virtual Index input_gradient_columns() const = 0;
 };
 
 struct PassContext {
@@ -59,17 +53,8 @@ struct PassContext {
   // Reduces BatchNorm's statistics over the ranks, so that they are the global batch's.
   // Null: this pass's own samples only (one process, evaluation, or batchnorm.sync off).
   StatisticsReducer* statistics = nullptr;
-  // The deterministic mode's chunked pass (Note [the chunked pass] in
-  // src/train/deterministic_step.cpp): the batch is chunks of chunk_columns samples, one
-  // after the other, and backward adds each chunk's parameter gradients onto gradient_grid
-  // (not into the gradient views). 0: one batch, its gradients added into the views. Only
-  // layers that supports_chunked_pass() see it.
-  Index chunk_columns = 0;
-  GradientGrid* gradient_grid = nullptr;
-  // In a chunked pass, the most columns one forward product, and one input-gradient product,
-  // may take (multiples of chunk_columns, the same at every N: kernels/gemm_columns.hpp); 0: no limit.
-  Index forward_columns = 0;
-  Index input_gradient_columns = 0;
+  // Where the parameter gradients go; null: into the layers' own gradient views.
+  GradientDestination* parameter_gradients = nullptr;
   // Backward writes the parameter gradients instead of adding to them (Note [gradients
   // written, not cleared] in src/nn/model.cpp): the first micro-batch of a step, whose
   // gradient buffer still holds the last step's sums. A layer sees it set only when its
@@ -77,6 +62,11 @@ struct PassContext {
   bool overwrite_gradients = false;
 
   Index position(Index column) const { return positions ? positions[column] : column; }
+  // The destination's product widths, 0 (no limit) without one.
+  Index forward_columns() const { return parameter_gradients ? parameter_gradients->forward_columns() : 0; }
+  Index input_gradient_columns() const {
+    return parameter_gradients ? parameter_gradients->input_gradient_columns() : 0;
+  }
 };
 
 // The context of an evaluation pass.

@@ -142,13 +142,14 @@ class Layer {
   // ConfigError naming the layer; most layers accept anything.
   virtual void check_training_batch(Index /*smallest*/) const {}
 
-  // Whether the layer can take the deterministic mode's chunked pass (PassContext's
-  // chunk_columns) with chunks of `chunk` samples: its forward and its input gradient give every sample's column the same
-  // bits whatever the batch's width and the column's place in it (elementwise arithmetic
+  // Whether the layer can take a chunked pass (deterministic mode's) with chunks of `chunk`
+  // samples side by side: its forward and its input gradient give every sample's column the
+  // same bits whatever the batch's width and the column's place in it (elementwise arithmetic
   // without a transcendental function, whose vectorised and scalar forms round apart, or a
-  // GEMM whose column order does not reach a column's sums), and its backward puts each
-  // chunk's parameter gradients onto the context's gradient grid. False unless the layer
-  // says so: such a model's deterministic step goes chunk by chunk instead.
+  // GEMM whose column order does not reach a column's sums), keeping to the context's product
+  // widths, and its backward hands its parameter gradients to the context's
+  // parameter_gradients destination. False unless the layer says so: such a model's
+  // deterministic step goes chunk by chunk instead.
   virtual bool supports_chunked_pass(Index /*chunk*/) const { return false; }
   // Whether a second forward of the same input and context, before the backward, writes the
   // same bits and leaves the layer as one forward would: what a recomputing residual needs

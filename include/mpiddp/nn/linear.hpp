@@ -68,16 +68,6 @@ class Linear final : public Layer<T> {
   T* bias_ = nullptr;         // (O), or null without bias
   T* weight_grad_ = nullptr;  // dW^T: (F, O)
   T* bias_grad_ = nullptr;    // db: (O)
-
-  // The chunked pass's parameter gradients, chunk by chunk, onto context.gradient_grid.
-  void parameter_gradients_onto_grid(const PassContext& context, ConstMatrixView<T> x,
-                                     ConstMatrixView<T> dy);
-  // Its weight gradient by kernels/grid_product.hpp's kernel; false for a T it has none for (double).
-  bool weight_gradient_by_grid_product(GradientGrid& grid, ConstMatrixView<T> x, ConstMatrixView<T> dy,
-                                       Index chunk, const GradientGrid::Tensor& weights);
-  // Chunk by chunk: each chunk's product by the library, in blocks, then onto the grid.
-  void weight_gradient_by_library(GradientGrid& grid, ConstMatrixView<T> x, ConstMatrixView<T> dy, Index chunk,
-                                  const GradientGrid::Tensor& weights);
 };
 
 }  // namespace mpiddp::nn

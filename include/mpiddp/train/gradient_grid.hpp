@@ -9,12 +9,12 @@
 #include "mpiddp/core/memory.hpp"
 #include "mpiddp/core/types.hpp"
 #include "mpiddp/distributed/communicator.hpp"
-#include "mpiddp/nn/context.hpp"
+#include "mpiddp/kernels/gradient_grid.hpp"
 
 namespace mpiddp::train {
 
 template <typename T>
-class ChunkGradientGrid final : public nn::GradientGrid {
+class ChunkGradientGrid final : public kernels::GradientGrid {
  public:
   // tensor_bounds: the parameter tensors' offsets, ascending, then P
   // (Model::tensor_bounds); chunks: C, the most
