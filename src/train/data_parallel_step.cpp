@@ -81,7 +81,7 @@ StepOutcome DataParallelStep<T>::reduce(double local_loss) {
   if (sync_started_) {
     // The overlapped reduction has been sending buckets since backward began, so this
     // rank's own gradients can no longer be inspected: only its loss names it if a step
-    // turns out non-finite (handle_nonfinite_step says so).
+    // turns out non-finite (StepGuard::nonfinite_step says so).
     outcome.locally_finite = std::isfinite(local_loss);
     outcome.gradients_inspected = false;
     reducer_.finish();
@@ -110,7 +110,7 @@ bool DataParallelStep<T>::reduced_values_finite(std::optional<bool> sums_finite)
   // gradient makes the reduced sum non-finite in the same slot on every rank (NaN + x is NaN,
   // Inf - Inf is NaN), and every rank holds the same reduced buffer. So each rank scans its
   // own copy and all reach the same decision in the same step, with no extra message when
-  // all is well. Only when a step is non-finite does handle_nonfinite_step spend one small
+  // all is well. Only when a step is non-finite does StepGuard::nonfinite_step spend one small
   // collective to learn which ranks saw it first.
   // The shm path checked its sums as it computed them (Note [the finite check in the sum]);
   // across the world the parts' verdict and the loss were shared (sharding_scope.cpp).

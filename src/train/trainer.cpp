@@ -52,7 +52,7 @@ RunResult Trainer<T>::run() {
       if (options_.keep_history) result.step_losses.push_back(done.loss);
       if (!done.applied) continue;
       if (config_.check_every_steps > 0 && step % config_.check_every_steps == 0)
-        verify_replicas(step, false, nullptr);
+        guard_->verify_replicas(step, false, nullptr);
       progress.update(epoch, step, done.loss, record::seconds_since(run_start));
       const bool epoch_ends = k + 1 == steps_per_epoch;
       if (evaluation_due(step)) {
@@ -76,13 +76,13 @@ RunResult Trainer<T>::run() {
   progress.finish(record::seconds_since(run_start));
   observer_.stop();
   result.steps = step;
-  verify_replicas(step, true, &result);
+  guard_->verify_replicas(step, true, &result.replicas);
   save_final_weights();
   finish_trace();
-  result.skipped_steps = skipped_total_;
+  result.skipped_steps = guard_->skipped_steps();
   result.evaluations = std::move(evaluations_);
   result.early_stop_step = early_stop_step_;
-  result.resyncs = resyncs_;
+  result.resyncs = guard_->resyncs();
   result.time_s = record::seconds_since(run_start);
   if (comm_.rank() == 0)
     log_->write({{"kind", "end"},

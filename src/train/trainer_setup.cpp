@@ -159,11 +159,7 @@ Trainer<T>::Trainer(const config::Config& config, distributed::Communicator& com
                           : std::make_unique<record::RunLogWriter>();
   // An unwritable trace.path is known now, not after the run (rank 0 writes the file).
   if (observer_.trace().enabled() && comm.rank() == 0) record::check_trace_writable(config.trace.path);
-  // Rank 0's parameters arrive for the replica check in pieces of at most 256 Ki values
-  // (1 MiB of float): a second copy of a big model would count against every rank's memory,
-  // and so does a big piece, all run long (4 MiB a rank at 1 Mi values, the check rare:
-  // docs/benchmarks.md, "Where a rank's memory goes"). Smaller pieces only mean more of them.
-  replica_scratch_.assign(std::min<Index>(model_->parameter_count(), Index{1} << 18), T(0));
+  guard_ = std::make_unique<StepGuard<T>>(config.faults, comm, *model_, *optimizer_, *step_, *log_, options_.quiet);
   inject_setup_fault(config.faults.inject, comm.rank());
 }
 

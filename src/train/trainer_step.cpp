@@ -17,10 +17,10 @@ typename Trainer<T>::StepDone Trainer<T>::train_step(int64_t epoch, int64_t step
   const StepOutcome outcome = step_->reduce(local_loss);
   stop_requested_ = outcome.stop_requested;
   if (!outcome.finite) {
-    handle_nonfinite_step(step, epoch, outcome);  // throws unless the step is skipped: no update
+    guard_->nonfinite_step(step, epoch, outcome);  // throws unless the step is skipped: no update
     return {outcome.loss, false};
   }
-  skipped_in_a_row_ = 0;
+  guard_->step_applied();
   const double lr = optim::scheduled_lr(config_.schedule, config_.optimizer.lr, step, epoch, total_steps, config_.epochs);
   observer_.begin_update();
   const double grad_norm = step_->update(lr);

@@ -11,7 +11,7 @@
 // Where each part lives, in src/train/:
 //   trainer.cpp               the run() loop: epochs and steps
 //   trainer_step.cpp          one step: the strategy's parts in order, then the update
-//   trainer_faults.cpp        non-finite steps, replica divergence (verify_replicas, resync)
+//   step_guard.cpp            non-finite steps, replica divergence (StepGuard: its own part)
 //   trainer_start.cpp         start(): the collective start-up, the handshake, the run record
 //   trainer_report.cpp        finish_epoch: the evaluation, the epoch record and the table's row
 //   trainer_evaluation.cpp    evaluations every eval.every_steps, the best checkpoint, early stopping
@@ -41,6 +41,7 @@
 #include "mpiddp/checkpoint/restart.hpp"
 #include "mpiddp/data/sample_order.hpp"
 #include "mpiddp/record/step_profile.hpp"
+#include "mpiddp/train/step_guard.hpp"
 #include "mpiddp/train/step_strategy.hpp"
 #include "mpiddp/train/improvement.hpp"
 #include "mpiddp/record/step_observer.hpp"
@@ -173,9 +174,6 @@ class Trainer final : public TrainingRun {
   // Checks the metrics that checkpoint.keep_best and early_stopping name against what this
   // run computes, and builds the evaluation set and the trackers (constructor, local).
   void plan_evaluations();
-  void verify_replicas(int64_t step, bool at_end, RunResult* result);
-  void resynchronize();
-  void handle_nonfinite_step(int64_t step, int64_t epoch, const StepOutcome& outcome);
   void start();
   // Defined in trainer_interrupt.cpp (Note [stopping on a signal]): the stop of every rank
   // together, which never returns; and rank 0's first records of the log.
@@ -235,8 +233,7 @@ class Trainer final : public TrainingRun {
   bool stopped_early_ = false;  // early stopping's patience ran out: every rank stops together
   int64_t early_stop_step_ = 0;
   std::vector<EvaluationResult> evaluations_;  // for RunResult, when keep_history
-  int64_t skipped_in_a_row_ = 0, skipped_total_ = 0, resyncs_ = 0;
-  nn::AlignedVector<T> replica_scratch_; // (min(P, 256 Ki)) rank 0's parameters, piece by piece
+  std::unique_ptr<StepGuard<T>> guard_;  // non-finite steps, replica checks (built after log_)
 };
 
 // compute.isa: caps this process's kernels at the level (kernels/isa.hpp), or uncaps them
