@@ -18,7 +18,8 @@ RunResult Trainer<T>::run() {
   const auto run_start = std::chrono::steady_clock::now();
   start();
   // A run resumed from the checkpoint of the step where early stopping ended it only finishes.
-  if (stopped_early_) report_early_stop(position_.batch == 0 ? position_.epoch - 1 : position_.epoch, position_.step, std::nullopt);
+  if (evaluator_->stopped_early())
+    evaluator_->report_resumed_stop(position_.batch == 0 ? position_.epoch - 1 : position_.epoch, position_.step);
   RunResult result;
   const Index per_rank = sampler_.per_rank();
   const Index steps_per_epoch = sampler_.steps_per_epoch(batch_per_rank_);
@@ -29,14 +30,14 @@ RunResult Trainer<T>::run() {
                                                                std::getenv("MPIDDP_PROGRESS")),
                         config_.epochs, total_steps, batch_per_rank_ * comm_.size());
   int64_t step = position_.step;
-  for (int64_t epoch = position_.epoch; epoch <= config_.epochs && !stopped_early_; ++epoch) {
+  for (int64_t epoch = position_.epoch; epoch <= config_.epochs && !evaluator_->stopped_early(); ++epoch) {
     sampler_.set_epoch(epoch - 1, replay_order(epoch - 1));
     // The profile covers the epochs after the first, which warms up caches and pages.
     if (options_.profile && epoch <= 2) options_.profile->reset();
     const auto epoch_start = std::chrono::steady_clock::now();
     const Index first_batch = epoch == position_.epoch ? position_.batch : 0;
     Index k = first_batch;
-    for (; k < steps_per_epoch && !stopped_early_; ++k) {
+    for (; k < steps_per_epoch && !evaluator_->stopped_early(); ++k) {
       // Note [stopping on a signal]: the previous step's reduction carried every rank's stop
       // vote, so every rank stops here together, after the epoch's end when that step ended
       // one. A signal in the run's last step changes nothing: the run is finishing anyway.
@@ -55,9 +56,9 @@ RunResult Trainer<T>::run() {
         guard_->verify_replicas(step, false, nullptr);
       progress.update(epoch, step, done.loss, record::seconds_since(run_start));
       const bool epoch_ends = k + 1 == steps_per_epoch;
-      if (evaluation_due(step)) {
+      if (evaluator_->due(step)) {
         progress.clear();  // the evaluation's table line goes where the progress line was
-        evaluate_during_epoch(epoch, step, epoch_ends ? checkpoint::TrainingPosition{epoch + 1, 0, step}
+        evaluator_->evaluate_during_epoch(epoch, step, epoch_ends ? checkpoint::TrainingPosition{epoch + 1, 0, step}
                                                       : checkpoint::TrainingPosition{epoch, k + 1, step});
       }
       if (!epoch_ends && checkpoint::checkpoint_due_mid_epoch(config_.checkpoint, step))
@@ -67,7 +68,7 @@ RunResult Trainer<T>::run() {
     // Early stopping within an epoch leaves it unfinished: no epoch record.
     if (k < steps_per_epoch) break;
     // A resumed epoch trains only the samples after its first batch.
-    const EpochResult done = finish_epoch(epoch, step, record::seconds_since(epoch_start),
+    const EpochResult done = evaluator_->finish_epoch(epoch, step, record::seconds_since(epoch_start),
                                           (per_rank - first_batch * batch_per_rank_) * comm_.size());
     if (options_.keep_history) result.epochs.push_back(done);
     if (checkpoint::checkpoint_due_after_epoch(config_.checkpoint, epoch, step, epoch == config_.epochs))
@@ -80,8 +81,8 @@ RunResult Trainer<T>::run() {
   save_final_weights();
   finish_trace();
   result.skipped_steps = guard_->skipped_steps();
-  result.evaluations = std::move(evaluations_);
-  result.early_stop_step = early_stop_step_;
+  result.evaluations = evaluator_->take_history();
+  result.early_stop_step = evaluator_->early_stop_step();
   result.resyncs = guard_->resyncs();
   result.time_s = record::seconds_since(run_start);
   if (comm_.rank() == 0)

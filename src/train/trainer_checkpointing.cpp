@@ -80,7 +80,7 @@ checkpoint::TrainingPosition Trainer<T>::initial_state() {
 template <typename T>
 void Trainer<T>::save_checkpoint(checkpoint::TrainingPosition position, bool best) {
   if (!best) last_checkpoint_step_ = position.step;  // on every rank: stop_for_interrupt reads it
-  position.evaluations = evaluation_state();
+  position.evaluations = evaluator_->state();
   const auto start = std::chrono::steady_clock::now();
   // Sharded, the parts of the optimizer's state come to rank 0 first (a collective).
   const auto optimizer = optimizer_->whole_on_rank0();
@@ -99,7 +99,7 @@ void Trainer<T>::write_checkpoint_file(const checkpoint::TrainingPosition& posit
   if (record::StepTrace* traced = observer_.traced()) traced->add(record::SpanKind::kCheckpoint, start, std::chrono::steady_clock::now());
   io::Json record = {{"kind", "checkpoint"}, {"path", path}, {"epoch", position.epoch},
                      {"batch", position.batch}, {"step", position.step}};
-  if (best) record["best"] = {{"metric", best_->metric()}, {"value", *best_->best()}};
+  if (best) record["best"] = {{"metric", evaluator_->best().metric()}, {"value", *evaluator_->best().best()}};
   log_->write(record);
 }
 

@@ -45,7 +45,7 @@ void Trainer<T>::stop_for_interrupt(const checkpoint::TrainingPosition& resume_a
   const auto start = std::chrono::steady_clock::now();
   // Rank 0 writes; its outcome is every rank's, so that exit code 9 means "saved" everywhere.
   checkpoint::TrainingPosition saved = resume_at;
-  saved.evaluations = evaluation_state();
+  saved.evaluations = evaluator_->state();
   distributed::on_rank0(comm_, [&] {
     if (due) write_checkpoint_file(saved, *optimizer, start, /*best=*/false);
   });

@@ -111,7 +111,8 @@ Trainer<T>::Trainer(const config::Config& config, distributed::Communicator& com
                                               std::to_string(config.accumulate_steps) +
                                               " does not divide the per-rank batch " +
                                               std::to_string(batch_per_rank_));
-  if (config.eval_data) eval_ = data::load_source<T>(*config.eval_data, config.seed, "eval");
+  std::optional<data::Dataset<T>> eval;  // data.eval, the evaluator's once the step exists
+  if (config.eval_data) eval = data::load_source<T>(*config.eval_data, config.seed, "eval");
   const nn::Shape input_shape = config::model_input_shape(config, train_.shape, train_.features, "data.train");
   // Extra gradient slots carry the loss and the stop vote (kReservedSlots, step_strategy.hpp).
   model_ = std::make_unique<nn::Model<T>>(input_shape, config.layers, batch_per_rank_,
@@ -119,15 +120,15 @@ Trainer<T>::Trainer(const config::Config& config, distributed::Communicator& com
   plan_reduction(reducer_, *model_);
   loss_ = nn::build_loss<T>(config.loss);
   check_data_fits(config, train_, "data.train", *model_);
-  if (eval_) check_data_fits(config, *eval_, "data.eval", *model_);
+  if (eval) check_data_fits(config, *eval, "data.eval", *model_);
   // One evaluation reads the eval set's targets as the training set's: the same kind, and as
   // many per sample (a class per sample and one per position can give the same width).
-  if (eval_ && (eval_->target_kind() != train_.target_kind() || eval_->label_positions != train_.label_positions))
-    throw ConfigError("data.eval", "its targets: " + std::to_string(eval_->label_positions) + " per sample (it " +
-                                       target_kind_phrase(eval_->target_kind()) + "), but data.train's: " +
+  if (eval && (eval->target_kind() != train_.target_kind() || eval->label_positions != train_.label_positions))
+    throw ConfigError("data.eval", "its targets: " + std::to_string(eval->label_positions) + " per sample (it " +
+                                       target_kind_phrase(eval->target_kind()) + "), but data.train's: " +
                                        std::to_string(train_.label_positions) + " (it " +
                                        target_kind_phrase(train_.target_kind()) + ")");
-  plan_evaluations();
+  check_evaluation_metrics(config, loss_->is_classification());
   if (sampler_.per_rank() == 0)
     throw ConfigError("data.train.samples", "fewer samples than ranks with drop_last: every "
                                             "rank would get an empty epoch");
@@ -138,10 +139,8 @@ Trainer<T>::Trainer(const config::Config& config, distributed::Communicator& com
   optimizer_ = std::make_unique<optim::Optimizer<T>>(config.optimizer, model_->parameter_count(),
                                                           distributed::part_exchange(comm, scope));
   if (config.optimizer.decay == optim::DecayRule::kMatrices) optimizer_->exempt_from_decay(vectors_and_scalars(*model_));
-  // ema.decay: this rank's part of the parameters while the average is evaluated in their place.
-  if (config.optimizer.ema_decay > 0.0) live_parameters_.assign(optimizer_->end() - optimizer_->begin(), T(0));
   pipeline_ = std::make_unique<BatchPipeline<T>>(*model_, *loss_, train_, batch_per_rank_,
-                                          std::max<Index>(train_.outputs, eval_ ? eval_->outputs : 0),
+                                          std::max<Index>(train_.outputs, eval ? eval->outputs : 0),
                                           observer_.phases(), config.train_data.augment, config.prefetch);
   pipeline_->training_pass().seed = config.seed;
   step_ = make_step_strategy<T>({config, comm, *pipeline_, reducer_, *optimizer_, statistics_,
@@ -159,6 +158,11 @@ Trainer<T>::Trainer(const config::Config& config, distributed::Communicator& com
                           : std::make_unique<record::RunLogWriter>();
   // An unwritable trace.path is known now, not after the run (rank 0 writes the file).
   if (observer_.trace().enabled() && comm.rank() == 0) record::check_trace_writable(config.trace.path);
+  evaluator_ = std::make_unique<Evaluator<T>>(
+      typename Evaluator<T>::Parts{config, comm, train_, *step_, *optimizer_, *model_, *loss_, *log_, observer_,
+                                   options_.keep_history, options_.quiet,
+                                   [this](const checkpoint::TrainingPosition& at) { save_checkpoint(at, /*best=*/true); }},
+      std::move(eval));
   guard_ = std::make_unique<StepGuard<T>>(config.faults, comm, *model_, *optimizer_, *step_, *log_, options_.quiet);
   inject_setup_fault(config.faults.inject, comm.rank());
 }

@@ -30,7 +30,7 @@ void Trainer<T>::start() {
   if (!config_.sampler_order.empty())
     order_ = data::load_sample_order(comm_, config_.sampler_order, train_.samples, config_.epochs);
   position_ = initial_state();
-  restore_evaluation_state(position_.evaluations);
+  evaluator_->restore(position_.evaluations);
   // Rank 0's initial parameters are everyone's: replicas start identical even if a rank's
   // initialisation differed (another build, another libm), and init.weights is read there.
   comm_.broadcast(model_->parameters(),

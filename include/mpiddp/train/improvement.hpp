@@ -1,7 +1,7 @@
 #pragma once
 // Whether an evaluation improved on the best one so far: what checkpoint.keep_best keeps and
 // what early stopping counts. Every rank feeds it the same values (rank 0's, broadcast:
-// Note [deciding together] in trainer_evaluation.cpp), so every rank reaches the same verdict
+// Note [deciding together] in evaluator.cpp), so every rank reaches the same verdict
 // at the same evaluation, and no rank skips a collective that another enters.
 #include <cstdint>
 #include <optional>

@@ -13,8 +13,8 @@
 //   trainer_step.cpp          one step: the strategy's parts in order, then the update
 //   step_guard.cpp            non-finite steps, replica divergence (StepGuard: its own part)
 //   trainer_start.cpp         start(): the collective start-up, the handshake, the run record
-//   trainer_report.cpp        finish_epoch: the evaluation, the epoch record and the table's row
-//   trainer_evaluation.cpp    evaluations every eval.every_steps, the best checkpoint, early stopping
+//   evaluator.cpp             evaluations (eval.every_steps', the epoch's), the best checkpoint,
+//                             early stopping (Evaluator: its own part)
 //   trainer_setup.cpp         the constructor (local setup, config checks), plan_reduction
 //   trainer_checkpointing.cpp the initial state, checkpoints and final weights
 //   trainer_interrupt.cpp     the stop on SIGTERM/SIGINT/SIGUSR1 and a restarted attempt's log
@@ -43,7 +43,7 @@
 #include "mpiddp/record/step_profile.hpp"
 #include "mpiddp/train/step_guard.hpp"
 #include "mpiddp/train/step_strategy.hpp"
-#include "mpiddp/train/improvement.hpp"
+#include "mpiddp/train/evaluator.hpp"
 #include "mpiddp/record/step_observer.hpp"
 #include "mpiddp/record/step_trace.hpp"
 
@@ -62,24 +62,6 @@ struct TrainOptions {
   // Keep every step's loss and every epoch's result in RunResult (for tests and library
   // callers). The command line turns it off so that memory stays flat however long the run.
   bool keep_history = true;
-};
-
-struct EpochResult {
-  int64_t epoch = 0;          // 1-based
-  double eval_loss = 0.0;     // over data.eval when configured, else over the training set
-  std::optional<double> eval_accuracy;  // classification only
-  std::optional<double> eval_loss_ema;  // the average of the weights' (ema.decay)
-  double train_loss = 0.0;    // over the whole training set, after the epoch's updates
-  double time_s = 0.0;
-  double samples_per_s = 0.0;
-};
-
-// An evaluation of eval.every_steps (an eval record).
-struct EvaluationResult {
-  int64_t epoch = 0, step = 0;
-  double eval_loss = 0.0;
-  std::optional<double> eval_accuracy;  // classification only
-  std::optional<double> eval_loss_ema;  // ema.decay only
 };
 
 struct RunResult {
@@ -146,34 +128,6 @@ class Trainer final : public TrainingRun {
   // `count` samples, from gradients to update and the step record.
   StepDone train_step(int64_t epoch, int64_t step, const Index* samples, Index count,
                       int64_t total_steps);
-  // resume_at: where a checkpoint written after the epoch's evaluation resumes.
-  EpochResult finish_epoch(int64_t epoch, int64_t step, double seconds, Index samples_seen);
-  // Defined in trainer_evaluation.cpp. Whether eval.every_steps asks for an evaluation after
-  // `step`; the evaluation set's sums at `step` (computed once per step, collective); the
-  // eval record, its table row and what follows from it.
-  bool evaluation_due(int64_t step) const;
-  struct Evaluation {
-    nn::EvalSums live;                    // the parameters'
-    std::optional<nn::EvalSums> average;  // the average's (ema.decay)
-  };
-  Evaluation evaluation_at(int64_t step);
-  // The evaluation set's sums with the average of the parameters in their place (collective
-  // when the optimizer is sharded); the parameters are back when it returns.
-  nn::EvalSums evaluate_average();
-  void evaluate_during_epoch(int64_t epoch, int64_t step, const checkpoint::TrainingPosition& resume_at);
-  // The best checkpoint and early stopping's count, from the evaluation at `step` (every rank
-  // alike, Note [deciding together]); resume_at is where its checkpoint resumes.
-  void track_evaluation(const Evaluation& evaluation, int64_t epoch, int64_t step,
-                        const checkpoint::TrainingPosition& resume_at);
-  // The early_stop record and the table's line (rank 0); value: the evaluation's, none when
-  // a run resumed at the step where it had stopped.
-  void report_early_stop(int64_t epoch, int64_t step, std::optional<double> value);
-  // The trackers' state for a checkpoint (TrainingPosition::evaluations), and back.
-  io::Json evaluation_state() const;
-  void restore_evaluation_state(const io::Json& state);
-  // Checks the metrics that checkpoint.keep_best and early_stopping name against what this
-  // run computes, and builds the evaluation set and the trackers (constructor, local).
-  void plan_evaluations();
   void start();
   // Defined in trainer_interrupt.cpp (Note [stopping on a signal]): the stop of every rank
   // together, which never returns; and rank 0's first records of the log.
@@ -202,10 +156,6 @@ class Trainer final : public TrainingRun {
   distributed::Communicator& comm_;
   TrainOptions options_;
   data::Dataset<T> train_;
-  std::optional<data::Dataset<T>> eval_;
-  // What "eval_loss" is measured on: data.eval, else the training set, cut to its first
-  // eval.max_samples samples when that is set.
-  data::Dataset<T> evaluation_set_;
   std::unique_ptr<nn::Model<T>> model_;
   std::unique_ptr<nn::Loss<T>> loss_;
   std::unique_ptr<optim::Optimizer<T>> optimizer_;  // whole, or this rank's part (reduce.shard_optimizer)
@@ -224,15 +174,7 @@ class Trainer final : public TrainingRun {
   std::string resumed_from_;          // the checkpoint's path, when resuming
   bool stop_requested_ = false;  // the last reduction carried some rank's stop vote
   int64_t last_checkpoint_step_ = -1;  // the step of the last checkpoint written, -1: none
-  int64_t evaluated_step_ = -1;        // the step of evaluated_, -1: none yet
-  Evaluation evaluated_;               // the evaluation set's sums at evaluated_step_
-  nn::AlignedVector<T> live_parameters_;  // ema.decay: this rank's part of the parameters while the average is evaluated
-  int64_t tracked_step_ = -1;          // the step whose evaluation the trackers took last
-  std::optional<ImprovementTracker> best_;      // checkpoint.keep_best
-  std::optional<ImprovementTracker> stopping_;  // early_stopping
-  bool stopped_early_ = false;  // early stopping's patience ran out: every rank stops together
-  int64_t early_stop_step_ = 0;
-  std::vector<EvaluationResult> evaluations_;  // for RunResult, when keep_history
+  std::unique_ptr<Evaluator<T>> evaluator_;  // evaluations, the best checkpoint, early stopping
   std::unique_ptr<StepGuard<T>> guard_;  // non-finite steps, replica checks (built after log_)
 };
 
