@@ -14,6 +14,14 @@
 namespace mpiddp::train {
 
 template <typename T>
+void Trainer<T>::save_checkpoint(checkpoint::TrainingPosition position, bool best) {
+  position.evaluations = evaluator_->state();
+  std::optional<io::Json> best_record;
+  if (best) best_record = io::Json{{"metric", evaluator_->best().metric()}, {"value", *evaluator_->best().best()}};
+  checkpointer_->save(position, best_record);
+}
+
+template <typename T>
 RunResult Trainer<T>::run() {
   const auto run_start = std::chrono::steady_clock::now();
   start();
@@ -78,7 +86,7 @@ RunResult Trainer<T>::run() {
   observer_.stop();
   result.steps = step;
   guard_->verify_replicas(step, true, &result.replicas);
-  save_final_weights();
+  checkpointer_->save_final_weights();
   finish_trace();
   result.skipped_steps = guard_->skipped_steps();
   result.evaluations = evaluator_->take_history();

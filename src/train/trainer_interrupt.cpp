@@ -39,16 +39,9 @@ void Trainer<T>::stop_for_interrupt(const checkpoint::TrainingPosition& resume_a
   }
   const bool saving = !config_.checkpoint.dir.empty();
   const std::string path = saving ? checkpoint::checkpoint_path(config_.checkpoint.dir, resume_at.step) : "";
-  const bool due = saving && last_checkpoint_step_ != resume_at.step;  // alike on every rank
-  // Sharded, the optimizer's parts come to rank 0 first: a collective, before rank 0 alone.
-  const auto optimizer = due ? optimizer_->whole_on_rank0() : nullptr;
-  const auto start = std::chrono::steady_clock::now();
-  // Rank 0 writes; its outcome is every rank's, so that exit code 9 means "saved" everywhere.
   checkpoint::TrainingPosition saved = resume_at;
   saved.evaluations = evaluator_->state();
-  distributed::on_rank0(comm_, [&] {
-    if (due) write_checkpoint_file(saved, *optimizer, start, /*best=*/false);
-  });
+  checkpointer_->save_at_interrupt(saved);  // rank 0's outcome is every rank's: exit code 9 means "saved"
   const int64_t epoch_done = resume_at.batch == 0 ? resume_at.epoch - 1 : resume_at.epoch;
   if (comm_.rank() == 0)
     log_->write({{"kind", "interrupted"}, {"epoch", epoch_done}, {"step", resume_at.step},
@@ -78,7 +71,7 @@ void Trainer<T>::open_log(const io::Json& run_record, const std::vector<std::str
   // checkpoint it resumes from, so that one log holds the whole run: the steps and epochs
   // of both, as an uninterrupted run's log would, and a `restart` record between them.
   const std::vector<std::string> carried =
-      resumed_from_.empty() || !log_->jsonl_enabled() ? std::vector<std::string>{}
+      checkpointer_->resumed_from().empty() || !log_->jsonl_enabled() ? std::vector<std::string>{}
                                                 : checkpoint::log_lines_until(config_.log_path, position_);
   if (carried.empty()) log_->write(run_record);
   for (const auto& line : carried) log_->write_carried_line(line);
@@ -86,7 +79,7 @@ void Trainer<T>::open_log(const io::Json& run_record, const std::vector<std::str
   io::Json record = {{"kind", "restart"}, {"attempt", restart.attempt}};
   if (restart.exit_code) record["exit_code"] = *restart.exit_code;
   if (!restart.reason.empty()) record["reason"] = restart.reason;
-  record["from"] = resumed_from_.empty() ? io::Json(nullptr) : resume_point();
+  record["from"] = checkpointer_->resumed_from().empty() ? io::Json(nullptr) : resume_point();
   if (restart.previous_world_size) record["previous_world_size"] = *restart.previous_world_size;
   record["world_size"] = comm_.size();
   record["hosts"] = hosts;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "mpiddp/core/error.hpp"
+#include "mpiddp/checkpoint/vocabulary.hpp"
 #include "mpiddp/core/threads.hpp"
 #include "mpiddp/data/source.hpp"
 #include "mpiddp/kernels/isa.hpp"
@@ -158,6 +159,17 @@ Trainer<T>::Trainer(const config::Config& config, distributed::Communicator& com
                           : std::make_unique<record::RunLogWriter>();
   // An unwritable trace.path is known now, not after the run (rank 0 writes the file).
   if (observer_.trace().enabled() && comm.rank() == 0) record::check_trace_writable(config.trace.path);
+  checkpoint::RunIdentity identity;  // what a checkpoint must match to be resumed
+  identity.model = model_->describe();
+  identity.dtype = config.dtype;
+  identity.config = checkpoint::resume_config(config);
+  identity.global_batch = batch_per_rank_ * comm.size();
+  identity.train_samples = train_.samples;
+  identity.steps_per_epoch = sampler_.steps_per_epoch(batch_per_rank_);
+  identity.world_size = comm.size();
+  identity.vocabulary = checkpoint::vocabulary_metadata(train_.token_bytes, config.train_data.text.encoding);
+  checkpointer_ = std::make_unique<Checkpointer<T>>(config, comm, *model_, *optimizer_, observer_, *log_,
+                                                    std::move(identity));
   evaluator_ = std::make_unique<Evaluator<T>>(
       typename Evaluator<T>::Parts{config, comm, train_, *step_, *optimizer_, *model_, *loss_, *log_, observer_,
                                    options_.keep_history, options_.quiet,

@@ -29,7 +29,7 @@ void Trainer<T>::start() {
   // constructor, whose setup stays local (see TrainingRun).
   if (!config_.sampler_order.empty())
     order_ = data::load_sample_order(comm_, config_.sampler_order, train_.samples, config_.epochs);
-  position_ = initial_state();
+  position_ = checkpointer_->initial_state(options_.resume);
   evaluator_->restore(position_.evaluations);
   // Rank 0's initial parameters are everyone's: replicas start identical even if a rank's
   // initialisation differed (another build, another libm), and init.weights is read there.
@@ -95,7 +95,7 @@ void Trainer<T>::start() {
     // Deterministic mode's record tells `mpiddp compare` to demand bitwise equality
     // (docs/log-format.md).
     step_->describe(run_record);
-    if (!resumed_from_.empty()) run_record["resumed_from"] = resume_point();
+    if (!checkpointer_->resumed_from().empty()) run_record["resumed_from"] = resume_point();
     open_log(run_record, hosts);
     if (!options_.quiet) {
       std::printf("mpiddp %s: %d rank%s, model %s (%lld parameters), global batch %lld, %s\n",
@@ -111,7 +111,7 @@ void Trainer<T>::start() {
 
 template <typename T>
 io::Json Trainer<T>::resume_point() const {
-  return {{"path", resumed_from_}, {"epoch", position_.epoch}, {"batch", position_.batch},
+  return {{"path", checkpointer_->resumed_from()}, {"epoch", position_.epoch}, {"batch", position_.batch},
           {"step", position_.step}};
 }
 

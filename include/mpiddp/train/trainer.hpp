@@ -16,7 +16,7 @@
 //   evaluator.cpp             evaluations (eval.every_steps', the epoch's), the best checkpoint,
 //                             early stopping (Evaluator: its own part)
 //   trainer_setup.cpp         the constructor (local setup, config checks), plan_reduction
-//   trainer_checkpointing.cpp the initial state, checkpoints and final weights
+//   checkpointer.cpp          the initial state, checkpoints and final weights (Checkpointer)
 //   trainer_interrupt.cpp     the stop on SIGTERM/SIGINT/SIGUSR1 and a restarted attempt's log
 #include <chrono>
 #include <cstdint>
@@ -43,6 +43,7 @@
 #include "mpiddp/record/step_profile.hpp"
 #include "mpiddp/train/step_guard.hpp"
 #include "mpiddp/train/step_strategy.hpp"
+#include "mpiddp/train/checkpointer.hpp"
 #include "mpiddp/train/evaluator.hpp"
 #include "mpiddp/record/step_observer.hpp"
 #include "mpiddp/record/step_trace.hpp"
@@ -135,18 +136,12 @@ class Trainer final : public TrainingRun {
   void open_log(const io::Json& run_record, const std::vector<std::string>& hosts);
   // {"path", "epoch", "batch", "step"} of the checkpoint this run resumed from.
   io::Json resume_point() const;
-  // Defined in trainer_checkpointing.cpp: where the parameters and optimizer state come
-  // from (a checkpoint, init.weights or the seed), and what is written at the end.
-  checkpoint::TrainingPosition initial_state();
-  // Every rank calls it (collective when the optimizer is sharded); rank 0 writes. best:
-  // the best checkpoint (checkpoint.keep_best) rather than the next in the series.
+  // The checkpointer's checkpoint of `position` with the evaluator's state. Every rank calls
+  // it (collective when the optimizer is sharded). best: the best checkpoint
+  // (checkpoint.keep_best) rather than the next in the series.
   void save_checkpoint(checkpoint::TrainingPosition position, bool best = false);
-  // Rank 0's part: the file from the whole optimizer state, and its log record.
-  void write_checkpoint_file(const checkpoint::TrainingPosition& position, optim::UpdateRule<T>& optimizer,
-                             std::chrono::steady_clock::time_point start, bool best);
-  void save_final_weights();
-  checkpoint::RunIdentity identity() const;
-  const std::vector<Index>* replay_order(int64_t epoch) const;
+  // sampler.order's order of epoch `epoch` (0-based), or null.
+  const std::vector<Index>* replay_order(int64_t epoch) const { return order_ ? &order_->epoch(epoch) : nullptr; }
   // Defined in trainer_trace.cpp: the trace's memory and common time origin (before the
   // first step), and the merged file at the end (collective).
   void start_trace(int64_t total_steps);
@@ -171,9 +166,8 @@ class Trainer final : public TrainingRun {
   std::unique_ptr<record::RunLogWriter> log_;  // log.path, log.csv, log.tensorboard (rank 0)
   std::optional<data::SampleOrder> order_;  // sampler.order, when set
   checkpoint::TrainingPosition position_;         // where run() starts (set by start())
-  std::string resumed_from_;          // the checkpoint's path, when resuming
   bool stop_requested_ = false;  // the last reduction carried some rank's stop vote
-  int64_t last_checkpoint_step_ = -1;  // the step of the last checkpoint written, -1: none
+  std::unique_ptr<Checkpointer<T>> checkpointer_;  // where the state comes from, what is written
   std::unique_ptr<Evaluator<T>> evaluator_;  // evaluations, the best checkpoint, early stopping
   std::unique_ptr<StepGuard<T>> guard_;  // non-finite steps, replica checks (built after log_)
 };

@@ -1,0 +1,133 @@
+// The trainer's persistence (include/mpiddp/train/checkpointer.hpp): where a run's parameters
+// and optimizer state come from, and what it writes.
+#include "mpiddp/train/checkpointer.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <utility>
+
+#include "mpiddp/core/error.hpp"
+#include "mpiddp/io/atomic_file.hpp"
+#include "mpiddp/distributed/rank0_io.hpp"
+#include "mpiddp/checkpoint/vocabulary.hpp"
+#include "mpiddp/checkpoint/weights.hpp"
+#include "mpiddp/train/fault_injection.hpp"
+
+namespace mpiddp::train {
+
+template <typename T>
+Checkpointer<T>::Checkpointer(const config::Config& config, distributed::Communicator& comm, nn::Model<T>& model,
+                              optim::Optimizer<T>& optimizer, record::StepObserver& observer,
+                              record::RunLogWriter& log, checkpoint::RunIdentity identity)
+    : config_(config),
+      comm_(comm),
+      model_(model),
+      optimizer_(optimizer),
+      observer_(observer),
+      log_(log),
+      identity_(std::move(identity)) {}
+
+template <typename T>
+checkpoint::TrainingPosition Checkpointer<T>::initial_state(const std::string& resume) {
+  // A run killed while writing a checkpoint leaves its temporary file; nothing else will.
+  if (comm_.rank() == 0 && !config_.checkpoint.dir.empty()) {
+    const auto stale = checkpoint::remove_stale_temporaries(config_.checkpoint.dir);
+    std::string names;
+    for (const auto& name : stale) names += (names.empty() ? "" : ", ") + name;
+    if (!stale.empty())
+      std::fprintf(stderr, "mpiddp: removed %zu stale temporary file%s of an interrupted "
+                           "checkpoint write from '%s': %s\n",
+                   stale.size(), stale.size() == 1 ? "" : "s", config_.checkpoint.dir.c_str(),
+                   names.c_str());
+  }
+  if (!resume.empty()) {
+    // Rank 0 finds and reads the checkpoint; every rank validates the same bytes and
+    // restores from them, so the replicas start identical.
+    std::vector<char> path_bytes = distributed::bytes_from_rank0(comm_, [&] {
+      const std::string path = checkpoint::resolve_resume_path(resume, config_.checkpoint.dir);
+      return std::vector<char>(path.begin(), path.end());
+    });
+    resumed_from_.assign(path_bytes.begin(), path_bytes.end());
+  }
+  if (!resumed_from_.empty()) {  // empty for --resume auto without a checkpoint yet
+    std::vector<char> bytes = distributed::bytes_from_rank0(
+        comm_, [&] { return io::read_whole_file(resumed_from_, kExitCheckpoint, "--resume"); });
+    const checkpoint::TrainingPosition position = distributed::collectively([&] {
+      const io::SafetensorsFile file(std::move(bytes), resumed_from_, kExitCheckpoint);
+      return optimizer_.restore([&](optim::UpdateRule<T>& whole) {
+        return checkpoint::restore_checkpoint(file, identity_, model_, whole);
+      });
+    });
+    // A launcher's restart (--resume auto) may find the checkpoint of a run that had already
+    // finished training when it died (say, while saving its weights): the run then only
+    // finishes (replica check, weights, end record). Asked for explicitly, it is a mistake.
+    const bool finished = resume == "auto" && position.epoch == config_.epochs + 1;
+    if (position.epoch > config_.epochs && !finished)
+      throw ConfigError("epochs", "the checkpoint '" + resumed_from_ + "' has completed " +
+                                      std::to_string(position.epoch - 1) + " epochs; set epochs "
+                                      "above that to train on (--set epochs=N)");
+    return position;
+  }
+  if (!config_.init_weights.empty()) {
+    distributed::on_rank0(comm_, [&] { checkpoint::load_weights(config_.init_weights, model_); });
+  } else {
+    model_.initialize(config_.seed);
+  }
+  return checkpoint::TrainingPosition{};
+}
+
+template <typename T>
+void Checkpointer<T>::save(const checkpoint::TrainingPosition& position, const std::optional<io::Json>& best) {
+  if (!best) last_checkpoint_step_ = position.step;  // on every rank: save_at_interrupt reads it
+  const auto start = std::chrono::steady_clock::now();
+  // Sharded, the parts of the optimizer's state come to rank 0 first (a collective).
+  const auto optimizer = optimizer_.whole_on_rank0();
+  if (comm_.rank() != 0) return;  // rank 0 owns checkpoints; the replicas are identical
+  write_file(position, *optimizer, start, best);
+}
+
+template <typename T>
+void Checkpointer<T>::save_at_interrupt(const checkpoint::TrainingPosition& position) {
+  const bool due = !config_.checkpoint.dir.empty() && last_checkpoint_step_ != position.step;  // alike on every rank
+  // Sharded, the optimizer's parts come to rank 0 first: a collective, before rank 0 alone.
+  const auto optimizer = due ? optimizer_.whole_on_rank0() : nullptr;
+  const auto start = std::chrono::steady_clock::now();
+  // Rank 0 writes; its outcome is every rank's, so that exit code 9 means "saved" everywhere.
+  distributed::on_rank0(comm_, [&] {
+    if (due) write_file(position, *optimizer, start, std::nullopt);
+  });
+}
+
+template <typename T>
+void Checkpointer<T>::write_file(const checkpoint::TrainingPosition& position, optim::UpdateRule<T>& whole,
+                                 std::chrono::steady_clock::time_point start, const std::optional<io::Json>& best) {
+  const checkpoint::WriteProbes probes =
+      checkpoint_write_probes(config_.faults.inject, position.step, best.has_value());
+  const std::string path =
+      best ? checkpoint::write_best_checkpoint(config_.checkpoint, position, identity_, model_, whole, probes)
+           : checkpoint::write_checkpoint(config_.checkpoint, position, identity_, model_, whole, probes);
+  if (record::StepTrace* traced = observer_.traced()) traced->add(record::SpanKind::kCheckpoint, start, std::chrono::steady_clock::now());
+  io::Json record = {{"kind", "checkpoint"}, {"path", path}, {"epoch", position.epoch},
+                     {"batch", position.batch}, {"step", position.step}};
+  if (best) record["best"] = *best;
+  log_.write(record);
+}
+
+template <typename T>
+void Checkpointer<T>::save_final_weights() {
+  if (config_.save_weights.empty()) return;
+  const auto metadata = checkpoint::model_metadata(identity_.vocabulary, config_.resolved.dump());
+  if (comm_.rank() == 0) checkpoint::save_weights(config_.save_weights, model_, metadata);
+  if (config_.optimizer.ema_decay <= 0.0) return;
+  // The average of the weights beside them, under the same names: optimizer state, gathered
+  // from the ranks' parts to rank 0 when the optimizer is sharded (a collective).
+  const auto whole = optimizer_.whole_on_rank0();
+  if (comm_.rank() == 0)
+    checkpoint::save_weights(checkpoint::average_weights_path(config_.save_weights), model_, metadata,
+                             whole->average()->data());
+}
+
+template class Checkpointer<float>;
+template class Checkpointer<double>;
+
+}  // namespace mpiddp::train
