@@ -29,17 +29,17 @@ RunResult Trainer<T>::run() {
   if (evaluator_->stopped_early())
     evaluator_->report_resumed_stop(position_.batch == 0 ? position_.epoch - 1 : position_.epoch, position_.step);
   RunResult result;
-  const Index per_rank = sampler_.per_rank();
-  const Index steps_per_epoch = sampler_.steps_per_epoch(batch_per_rank_);
+  const Index per_rank = data_.sampler.per_rank();
+  const Index steps_per_epoch = data_.sampler.steps_per_epoch(data_.batch_per_rank);
   const int64_t total_steps = steps_per_epoch * config_.epochs;
   if (options_.keep_history) result.step_losses.reserve(static_cast<size_t>(total_steps));
   start_trace(total_steps);
   record::ProgressLine progress(stderr, record::ProgressLine::mode_for(stderr, options_.quiet, comm_.rank() == 0,
                                                                std::getenv("MPIDDP_PROGRESS")),
-                        config_.epochs, total_steps, batch_per_rank_ * comm_.size());
+                        config_.epochs, total_steps, data_.batch_per_rank * comm_.size());
   int64_t step = position_.step;
   for (int64_t epoch = position_.epoch; epoch <= config_.epochs && !evaluator_->stopped_early(); ++epoch) {
-    sampler_.set_epoch(epoch - 1, replay_order(epoch - 1));
+    data_.sampler.set_epoch(epoch - 1, replay_order(epoch - 1));
     // The profile covers the epochs after the first, which warms up caches and pages.
     if (options_.profile && epoch <= 2) options_.profile->reset();
     const auto epoch_start = std::chrono::steady_clock::now();
@@ -51,13 +51,13 @@ RunResult Trainer<T>::run() {
       // one. A signal in the run's last step changes nothing: the run is finishing anyway.
       if (stop_requested_) stop_for_interrupt({epoch, k, step});
       ++step;
-      const Index first = k * batch_per_rank_;
+      const Index first = k * data_.batch_per_rank;
       // The next step's batch is gathered on the batch pipeline's worker while this one computes.
       if (k + 1 < steps_per_epoch)
-        pipeline_->prefetch(sampler_.indices().data() + first + batch_per_rank_,
-                           std::min(batch_per_rank_, per_rank - first - batch_per_rank_), epoch - 1);
-      const StepDone done = train_step(epoch, step, sampler_.indices().data() + first,
-                                       std::min(batch_per_rank_, per_rank - first), total_steps);
+        replica_.pipeline->prefetch(data_.sampler.indices().data() + first + data_.batch_per_rank,
+                           std::min(data_.batch_per_rank, per_rank - first - data_.batch_per_rank), epoch - 1);
+      const StepDone done = train_step(epoch, step, data_.sampler.indices().data() + first,
+                                       std::min(data_.batch_per_rank, per_rank - first), total_steps);
       if (options_.keep_history) result.step_losses.push_back(done.loss);
       if (!done.applied) continue;
       if (config_.check_every_steps > 0 && step % config_.check_every_steps == 0)
@@ -77,7 +77,7 @@ RunResult Trainer<T>::run() {
     if (k < steps_per_epoch) break;
     // A resumed epoch trains only the samples after its first batch.
     const EpochResult done = evaluator_->finish_epoch(epoch, step, record::seconds_since(epoch_start),
-                                          (per_rank - first_batch * batch_per_rank_) * comm_.size());
+                                          (per_rank - first_batch * data_.batch_per_rank) * comm_.size());
     if (options_.keep_history) result.epochs.push_back(done);
     if (checkpoint::checkpoint_due_after_epoch(config_.checkpoint, epoch, step, epoch == config_.epochs))
       save_checkpoint({epoch + 1, 0, step});

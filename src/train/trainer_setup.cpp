@@ -92,63 +92,67 @@ void apply_compute_precision(const std::string& configured) {
 }
 
 template <typename T>
+TrainingData<T>::TrainingData(const config::Config& config, const distributed::Communicator& comm)
+    : set(data::load_source<T>(config.train_data, config.seed, "train")),
+      sampler(set.samples, comm.rank(), comm.size(), config.shuffle, config.drop_last, config.seed),
+      batch_per_rank(config.per_rank_batch(comm.size())) {}
+
+template <typename T>
 Trainer<T>::Trainer(const config::Config& config, distributed::Communicator& comm, TrainOptions options)
-    : config_(config), comm_(comm), options_(options),
-      train_(data::load_source<T>(config.train_data, config.seed, "train")),
-      reducer_(comm, config.reduce),
-      observer_(config.trace, options.profile),
-      statistics_(comm),
-      sampler_(train_.samples, comm.rank(), comm.size(), config.shuffle, config.drop_last,
-               config.seed),
-      batch_per_rank_(config.per_rank_batch(comm.size())) {
+    : config_(config),
+      comm_(comm),
+      options_(options),
+      data_(config, comm),
+      replica_(comm, config.reduce),
+      observer_(config.trace, options.profile) {
   // Before anything computes: no kernel above compute.isa runs in this process from here on.
   apply_compute_isa(config.isa);
   apply_compute_precision(config.precision);
   // Deterministic mode's own fit comes first: its message says why accumulate_steps or the
   // world size does not fit the chunks, which the checks below would word less precisely.
-  config::check_deterministic_fits(config, comm.size(), train_.samples);
-  if (batch_per_rank_ % config.accumulate_steps != 0)
+  config::check_deterministic_fits(config, comm.size(), data_.set.samples);
+  if (data_.batch_per_rank % config.accumulate_steps != 0)
     throw ConfigError("accumulate_steps", "accumulate_steps " +
                                               std::to_string(config.accumulate_steps) +
                                               " does not divide the per-rank batch " +
-                                              std::to_string(batch_per_rank_));
+                                              std::to_string(data_.batch_per_rank));
   std::optional<data::Dataset<T>> eval;  // data.eval, the evaluator's once the step exists
   if (config.eval_data) eval = data::load_source<T>(*config.eval_data, config.seed, "eval");
-  const nn::Shape input_shape = config::model_input_shape(config, train_.shape, train_.features, "data.train");
+  const nn::Shape input_shape = config::model_input_shape(config, data_.set.shape, data_.set.features, "data.train");
   // Extra gradient slots carry the loss and the stop vote (kReservedSlots, step_strategy.hpp).
-  model_ = std::make_unique<nn::Model<T>>(input_shape, config.layers, batch_per_rank_,
+  replica_.model = std::make_unique<nn::Model<T>>(input_shape, config.layers, data_.batch_per_rank,
                                                kReservedSlots);
-  plan_reduction(reducer_, *model_);
-  loss_ = nn::build_loss<T>(config.loss);
-  check_data_fits(config, train_, "data.train", *model_);
-  if (eval) check_data_fits(config, *eval, "data.eval", *model_);
+  plan_reduction(replica_.reducer, *replica_.model);
+  replica_.loss = nn::build_loss<T>(config.loss);
+  check_data_fits(config, data_.set, "data.train", *replica_.model);
+  if (eval) check_data_fits(config, *eval, "data.eval", *replica_.model);
   // One evaluation reads the eval set's targets as the training set's: the same kind, and as
   // many per sample (a class per sample and one per position can give the same width).
-  if (eval && (eval->target_kind() != train_.target_kind() || eval->label_positions != train_.label_positions))
+  if (eval && (eval->target_kind() != data_.set.target_kind() || eval->label_positions != data_.set.label_positions))
     throw ConfigError("data.eval", "its targets: " + std::to_string(eval->label_positions) + " per sample (it " +
                                        target_kind_phrase(eval->target_kind()) + "), but data.train's: " +
-                                       std::to_string(train_.label_positions) + " (it " +
-                                       target_kind_phrase(train_.target_kind()) + ")");
-  check_evaluation_metrics(config, loss_->is_classification());
-  if (sampler_.per_rank() == 0)
+                                       std::to_string(data_.set.label_positions) + " (it " +
+                                       target_kind_phrase(data_.set.target_kind()) + ")");
+  check_evaluation_metrics(config, replica_.loss->is_classification());
+  if (data_.sampler.per_rank() == 0)
     throw ConfigError("data.train.samples", "fewer samples than ranks with drop_last: every "
                                             "rank would get an empty epoch");
-  check_modes_combine(config, comm, reducer_.shares_node_memory());
+  check_modes_combine(config, comm, replica_.reducer.shares_node_memory());
   const distributed::ShardScope scope =
-      distributed::shard_scope(comm, config.reduce.shard_optimizer, reducer_.shares_node_memory(),
-                  reducer_.compression() != distributed::Compression::kNone);
-  optimizer_ = std::make_unique<optim::Optimizer<T>>(config.optimizer, model_->parameter_count(),
+      distributed::shard_scope(comm, config.reduce.shard_optimizer, replica_.reducer.shares_node_memory(),
+                  replica_.reducer.compression() != distributed::Compression::kNone);
+  replica_.optimizer = std::make_unique<optim::Optimizer<T>>(config.optimizer, replica_.model->parameter_count(),
                                                           distributed::part_exchange(comm, scope));
-  if (config.optimizer.decay == optim::DecayRule::kMatrices) optimizer_->exempt_from_decay(vectors_and_scalars(*model_));
-  pipeline_ = std::make_unique<BatchPipeline<T>>(*model_, *loss_, train_, batch_per_rank_,
-                                          std::max<Index>(train_.outputs, eval ? eval->outputs : 0),
+  if (config.optimizer.decay == optim::DecayRule::kMatrices) replica_.optimizer->exempt_from_decay(vectors_and_scalars(*replica_.model));
+  replica_.pipeline = std::make_unique<BatchPipeline<T>>(*replica_.model, *replica_.loss, data_.set, data_.batch_per_rank,
+                                          std::max<Index>(data_.set.outputs, eval ? eval->outputs : 0),
                                           observer_.phases(), config.train_data.augment, config.prefetch);
-  pipeline_->training_pass().seed = config.seed;
-  step_ = make_step_strategy<T>({config, comm, *pipeline_, reducer_, *optimizer_, statistics_,
-                                 batch_per_rank_, sampler_});
+  replica_.pipeline->training_pass().seed = config.seed;
+  step_ = make_step_strategy<T>({config, comm, *replica_.pipeline, replica_.reducer, *replica_.optimizer, replica_.statistics,
+                                 data_.batch_per_rank, data_.sampler});
   const ThreadChoice chosen =
       choose_threads(config.threads, std::getenv("OMP_NUM_THREADS"), affinity_cores(), node_cores(), comm.ranks_on_node(),
-                     kernels::typical_product_multiply_adds(model_->gemm_calls(batch_per_rank_)));
+                     kernels::typical_product_multiply_adds(replica_.model->gemm_calls(data_.batch_per_rank)));
   threads_ = step_->threads(chosen.threads);
   use_threads(threads_);
   kernels::use_one_thread_below(chosen.one_thread_below);
@@ -160,22 +164,22 @@ Trainer<T>::Trainer(const config::Config& config, distributed::Communicator& com
   // An unwritable trace.path is known now, not after the run (rank 0 writes the file).
   if (observer_.trace().enabled() && comm.rank() == 0) record::check_trace_writable(config.trace.path);
   checkpoint::RunIdentity identity;  // what a checkpoint must match to be resumed
-  identity.model = model_->describe();
+  identity.model = replica_.model->describe();
   identity.dtype = config.dtype;
   identity.config = checkpoint::resume_config(config);
-  identity.global_batch = batch_per_rank_ * comm.size();
-  identity.train_samples = train_.samples;
-  identity.steps_per_epoch = sampler_.steps_per_epoch(batch_per_rank_);
+  identity.global_batch = data_.batch_per_rank * comm.size();
+  identity.train_samples = data_.set.samples;
+  identity.steps_per_epoch = data_.sampler.steps_per_epoch(data_.batch_per_rank);
   identity.world_size = comm.size();
-  identity.vocabulary = checkpoint::vocabulary_metadata(train_.token_bytes, config.train_data.text.encoding);
-  checkpointer_ = std::make_unique<Checkpointer<T>>(config, comm, *model_, *optimizer_, observer_, *log_,
+  identity.vocabulary = checkpoint::vocabulary_metadata(data_.set.token_bytes, config.train_data.text.encoding);
+  checkpointer_ = std::make_unique<Checkpointer<T>>(config, comm, *replica_.model, *replica_.optimizer, observer_, *log_,
                                                     std::move(identity));
   evaluator_ = std::make_unique<Evaluator<T>>(
-      typename Evaluator<T>::Parts{config, comm, train_, *step_, *optimizer_, *model_, *loss_, *log_, observer_,
+      typename Evaluator<T>::Parts{config, comm, data_.set, *step_, *replica_.optimizer, *replica_.model, *replica_.loss, *log_, observer_,
                                    options_.keep_history, options_.quiet,
                                    [this](const checkpoint::TrainingPosition& at) { save_checkpoint(at, /*best=*/true); }},
       std::move(eval));
-  guard_ = std::make_unique<StepGuard<T>>(config.faults, comm, *model_, *optimizer_, *step_, *log_, options_.quiet);
+  guard_ = std::make_unique<StepGuard<T>>(config.faults, comm, *replica_.model, *replica_.optimizer, *step_, *log_, options_.quiet);
   inject_setup_fault(config.faults.inject, comm.rank());
 }
 
@@ -191,6 +195,8 @@ void place_for_reduction(distributed::GradientReducer<T>& reducer, nn::Model<T>&
     model.place_gradients(shared);
 }
 
+template struct TrainingData<float>;
+template struct TrainingData<double>;
 template Trainer<float>::Trainer(const config::Config&, distributed::Communicator&, TrainOptions);
 template Trainer<double>::Trainer(const config::Config&, distributed::Communicator&, TrainOptions);
 template void plan_reduction(distributed::GradientReducer<float>&, const nn::Model<float>&);

@@ -10,7 +10,7 @@ namespace mpiddp::train {
 template <typename T>
 typename Trainer<T>::StepDone Trainer<T>::train_step(int64_t epoch, int64_t step, const Index* samples,
                                                      Index count, int64_t total_steps) {
-  reducer_.set_listener(observer_.begin_step(step));
+  replica_.reducer.set_listener(observer_.begin_step(step));
   comm_.publish_step(step);
   set_pass(epoch - 1, step);
   const double local_loss = step_->compute_gradients(samples, count);

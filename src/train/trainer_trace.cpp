@@ -18,10 +18,10 @@ void Trainer<T>::start_trace(int64_t total_steps) {
   // A step's spans: the step, zero_grad, data/forward/backward per micro-batch, the wait,
   // the optimizer, each bucket's reduction, and after it at most an evaluation and two
   // checkpoints (mid-epoch and end of epoch).
-  const size_t buckets = reducer_.bucket_count(static_cast<size_t>(model_->gradient_count()));
+  const size_t buckets = replica_.reducer.bucket_count(static_cast<size_t>(replica_.model->gradient_count()));
   const size_t per_step = 2 + 3 * static_cast<size_t>(config_.accumulate_steps) + 2 + buckets + 3;
   observer_.trace().reserve(last - first + 1, per_step);
-  const bool shm = reducer_.algorithm() == distributed::ReduceAlgorithm::kShm;
+  const bool shm = replica_.reducer.algorithm() == distributed::ReduceAlgorithm::kShm;
   observer_.trace().set_reduction_path(comm_.size() == 1                        ? "none"
                             : !shm                                   ? "mpi"
                             : comm_.ranks_on_node() == comm_.size() ? "shm"
@@ -38,7 +38,7 @@ void Trainer<T>::start_trace(int64_t total_steps) {
 template <typename T>
 void Trainer<T>::finish_trace() {
   observer_.end_trace();
-  reducer_.set_listener(nullptr);
+  replica_.reducer.set_listener(nullptr);
   if (observer_.trace().enabled()) record::write_trace(comm_, observer_.trace(), config_.trace);
 }
 

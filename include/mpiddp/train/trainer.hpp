@@ -86,6 +86,32 @@ class TrainingRun {
   virtual RunResult run() = 0;
 };
 
+// The training set and how this rank walks it: its samples of each epoch (DistributedSampler
+// semantics), b = B / N of them a step, in sampler.order's order when one is given.
+template <typename T>
+struct TrainingData {
+  TrainingData(const config::Config& config, const distributed::Communicator& comm);
+  data::Dataset<T> set;  // data.train
+  data::DistributedSampler sampler;
+  Index batch_per_rank;
+  std::optional<data::SampleOrder> order;  // sampler.order, read by start() (a collective)
+};
+
+// What this rank's replica is made of: the model and its loss, the optimizer (whole, or this
+// rank's part: reduce.shard_optimizer), what combines the replica's sums with the other ranks'
+// (the gradients' reducer, BatchNorm's statistics), and the batch pipeline that feeds it. The
+// step strategy works on these (StepParts).
+template <typename T>
+struct Replica {
+  Replica(distributed::Communicator& comm, const distributed::ReduceConfig& reduce) : reducer(comm, reduce), statistics(comm) {}
+  std::unique_ptr<nn::Model<T>> model;
+  std::unique_ptr<nn::Loss<T>> loss;
+  std::unique_ptr<optim::Optimizer<T>> optimizer;
+  distributed::GradientReducer<T> reducer;
+  distributed::CommunicatorStatistics statistics;  // BatchNorm's sums over the ranks
+  std::unique_ptr<BatchPipeline<T>> pipeline;      // the batch buffers, forward and backward
+};
+
 template <typename T>
 class Trainer final : public TrainingRun {
  public:
@@ -107,15 +133,15 @@ class Trainer final : public TrainingRun {
   // Averages the gradients over ranks (and, riding along, the loss). Returns the global loss.
   double synchronize(double local_loss) { return step_->reduce(local_loss).loss; }
 
-  nn::Model<T>& model() { return *model_; }
-  const data::Dataset<T>& train_set() const { return train_; }
+  nn::Model<T>& model() { return *replica_.model; }
+  const data::Dataset<T>& train_set() const { return data_.set; }
   // The optimizer, whole or this rank's part of it (reduce.shard_optimizer).
-  const optim::Optimizer<T>& optimizer() const { return *optimizer_; }
+  const optim::Optimizer<T>& optimizer() const { return *replica_.optimizer; }
   // The epoch (0-based) and step that compute_gradients' training pass belongs to: dropout's
   // masks depend on them. run() sets them before each step.
   void set_pass(int64_t epoch, int64_t step) {
-    pipeline_->training_pass().epoch = epoch;
-    pipeline_->training_pass().step = step;
+    replica_.pipeline->training_pass().epoch = epoch;
+    replica_.pipeline->training_pass().step = step;
   }
 
  private:
@@ -141,7 +167,7 @@ class Trainer final : public TrainingRun {
   // (checkpoint.keep_best) rather than the next in the series.
   void save_checkpoint(checkpoint::TrainingPosition position, bool best = false);
   // sampler.order's order of epoch `epoch` (0-based), or null.
-  const std::vector<Index>* replay_order(int64_t epoch) const { return order_ ? &order_->epoch(epoch) : nullptr; }
+  const std::vector<Index>* replay_order(int64_t epoch) const { return data_.order ? &data_.order->epoch(epoch) : nullptr; }
   // Defined in trainer_trace.cpp: the trace's memory and common time origin (before the
   // first step), and the merged file at the end (collective).
   void start_trace(int64_t total_steps);
@@ -150,22 +176,14 @@ class Trainer final : public TrainingRun {
   const config::Config& config_;
   distributed::Communicator& comm_;
   TrainOptions options_;
-  data::Dataset<T> train_;
-  std::unique_ptr<nn::Model<T>> model_;
-  std::unique_ptr<nn::Loss<T>> loss_;
-  std::unique_ptr<optim::Optimizer<T>> optimizer_;  // whole, or this rank's part (reduce.shard_optimizer)
-  distributed::GradientReducer<T> reducer_;
-  record::StepObserver observer_;        // the profile and the trace: the steps' laps and spans
-  distributed::CommunicatorStatistics statistics_;  // BatchNorm's sums over the ranks
-  int threads_ = 1;            // compute threads of this rank (core/threads.hpp)
-  GemmChoice gemm_;            // rank 0's reasons; every rank's backend
-  data::DistributedSampler sampler_;
-  Index batch_per_rank_;
-  std::unique_ptr<BatchPipeline<T>> pipeline_;       // the model, loss, data and batch buffers
-  std::unique_ptr<StepStrategy<T>> step_;     // what this run's mode does in a step
+  TrainingData<T> data_;
+  Replica<T> replica_;
+  record::StepObserver observer_;  // the profile and the trace: the steps' laps and spans
+  int threads_ = 1;                // compute threads of this rank (core/threads.hpp)
+  GemmChoice gemm_;                // rank 0's reasons; every rank's backend
+  std::unique_ptr<StepStrategy<T>> step_;      // what this run's mode does in a step
   std::unique_ptr<record::RunLogWriter> log_;  // log.path, log.csv, log.tensorboard (rank 0)
-  std::optional<data::SampleOrder> order_;  // sampler.order, when set
-  checkpoint::TrainingPosition position_;         // where run() starts (set by start())
+  checkpoint::TrainingPosition position_;      // where run() starts (set by start())
   bool stop_requested_ = false;  // the last reduction carried some rank's stop vote
   std::unique_ptr<Checkpointer<T>> checkpointer_;  // where the state comes from, what is written
   std::unique_ptr<Evaluator<T>> evaluator_;  // evaluations, the best checkpoint, early stopping
