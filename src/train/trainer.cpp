@@ -83,6 +83,12 @@ RunResult Trainer<T>::run() {
       save_checkpoint({epoch + 1, 0, step});
   }
   progress.finish(record::seconds_since(run_start));
+  finish_run(step, run_start, result);
+  return result;
+}
+
+template <typename T>
+void Trainer<T>::finish_run(int64_t step, std::chrono::steady_clock::time_point run_start, RunResult& result) {
   observer_.stop();
   result.steps = step;
   guard_->verify_replicas(step, true, &result.replicas);
@@ -102,7 +108,6 @@ RunResult Trainer<T>::run() {
                 {"skipped_steps", result.skipped_steps},
                 {"resyncs", result.resyncs},
                 {"time_s", result.time_s}});
-  return result;
 }
 
 std::unique_ptr<TrainingRun> prepare_training(const config::Config& config, distributed::Communicator& comm,

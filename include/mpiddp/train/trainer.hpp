@@ -155,6 +155,9 @@ class Trainer final : public TrainingRun {
   // `count` samples, from gradients to update and the step record.
   StepDone train_step(int64_t epoch, int64_t step, const Index* samples, Index count,
                       int64_t total_steps);
+  // After the last step: the final replica check, the weights, the trace, the end record, and
+  // what result holds of them.
+  void finish_run(int64_t step, std::chrono::steady_clock::time_point run_start, RunResult& result);
   void start();
   // Defined in trainer_interrupt.cpp (Note [stopping on a signal]): the stop of every rank
   // together, which never returns; and rank 0's first records of the log.
