@@ -12,14 +12,18 @@ namespace mpiddp::train {
 
 namespace {
 
-// Every rank holds the whole sum: what the reduction checked as it summed, if anything.
+// From here on the replicas are identical, so the node's ranks can share one copy of the
+// parameters where the reducer has node memory (Note [parameters once per node] in
+// src/distributed/mpi_shared_memory_sum.cpp).
 template <typename T>
-class WholeSums final : public ShardingScope<T> {
- public:
-  std::optional<bool> agree_on_sums(distributed::GradientReducer<T>& reducer, nn::Model<T>&) override {
-    return reducer.agreed_finite();
-  }
-};
+void share_parameters_on_node(distributed::GradientReducer<T>& reducer, nn::Model<T>& model) {
+  if (T* copy = reducer.share_on_node(model.parameters(), static_cast<size_t>(model.parameter_count())))
+    model.adopt_parameters(copy);
+}
+
+// Not sharded: every rank holds the whole sum and the parameters of its own; nothing differs.
+template <typename T>
+class WholeSums final : public ShardingScope<T> {};
 
 // The optimizer's state cut among a node's ranks: the sum is whole, and on the shm path
 // the node's ranks share one copy of the parameters.
@@ -28,17 +32,6 @@ class NodeParts final : public ShardingScope<T> {
  public:
   void place_parameters(distributed::GradientReducer<T>& reducer, nn::Model<T>& model) override {
     share_parameters_on_node(reducer, model);
-  }
-  std::optional<bool> agree_on_sums(distributed::GradientReducer<T>& reducer, nn::Model<T>&) override {
-    return reducer.agreed_finite();
-  }
-
-  // From here on the replicas are identical, so the node's ranks can share one copy where
-  // the reducer has node memory (Note [parameters once per node] in
-  // src/distributed/mpi_shared_memory_sum.cpp).
-  static void share_parameters_on_node(distributed::GradientReducer<T>& reducer, nn::Model<T>& model) {
-    if (T* copy = reducer.share_on_node(model.parameters(), static_cast<size_t>(model.parameter_count())))
-      model.adopt_parameters(copy);
   }
 };
 
@@ -58,7 +51,7 @@ class WorldParts final : public ShardingScope<T> {
     reducer.scatter_into_parts(std::move(owned));
   }
   void place_parameters(distributed::GradientReducer<T>& reducer, nn::Model<T>& model) override {
-    NodeParts<T>::share_parameters_on_node(reducer, model);
+    share_parameters_on_node(reducer, model);
   }
   std::optional<bool> agree_on_sums(distributed::GradientReducer<T>&, nn::Model<T>& model) override;
 

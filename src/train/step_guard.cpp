@@ -35,8 +35,7 @@ void StepGuard<T>::nonfinite_step(int64_t step, int64_t epoch, const StepOutcome
       listed += (listed.empty() ? "" : ", ") + std::to_string(r);
     }
   ++skipped_in_a_row_;
-  const config::FaultConfig& policy = policy_;
-  const bool skip = policy.on_nonfinite == "skip" && skipped_in_a_row_ <= policy.max_skipped;
+  const bool skip = policy_.on_nonfinite == "skip" && skipped_in_a_row_ <= policy_.max_skipped;
   if (comm_.rank() == 0)
     log_.write({{"kind", "nonfinite"}, {"epoch", epoch}, {"step", step}, {"ranks", ranks},
                  {"action", skip ? "skip" : "abort"}, {"skipped_in_a_row", skipped_in_a_row_}});
@@ -51,11 +50,11 @@ void StepGuard<T>::nonfinite_step(int64_t step, int64_t epoch, const StepOutcome
                            " (epoch " + std::to_string(epoch) + "), " + origin;
   if (!skip)
     throw Error(kExitNonFinite,
-                what + (policy.on_nonfinite == "abort"
+                what + (policy_.on_nonfinite == "abort"
                             ? " (on_nonfinite = abort)"
                             : "; " + std::to_string(skipped_in_a_row_) +
                                   " non-finite steps in a row, more than max_skipped = " +
-                                  std::to_string(policy.max_skipped)),
+                                  std::to_string(policy_.max_skipped)),
                 Scope::kEveryRank);  // every rank saw the same reduced sum
   ++skipped_total_;
   if (comm_.rank() == 0)

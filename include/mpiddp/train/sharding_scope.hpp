@@ -33,8 +33,11 @@ class ShardingScope {
   // After the reduction, with the loss and stop slots (step_strategy.hpp's kLossSlot and
   // kStopSlot) after the P gradients: whether every reduced value is finite, alike on every
   // rank, or nullopt when the reduction could not tell and the buffer is to be scanned. Leaves
-  // the global loss and stop vote in their slots on every rank. Collective.
-  virtual std::optional<bool> agree_on_sums(distributed::GradientReducer<T>& reducer, nn::Model<T>& model) = 0;
+  // the global loss and stop vote in their slots on every rank. Collective. Where every rank
+  // holds the whole sum: what the reducer checked as it summed, if anything.
+  virtual std::optional<bool> agree_on_sums(distributed::GradientReducer<T>& reducer, nn::Model<T>& /*model*/) {
+    return reducer.agreed_finite();
+  }
 };
 
 // The part for `optimizer`'s scope; comm and optimizer outlive it.
