@@ -1,5 +1,5 @@
 // The trainer's answer to a terminating signal (SIGTERM, SIGINT, SIGUSR1: a batch system's
-// time limit or preemption, a Ctrl-C) and the first records of a restarted attempt's log.
+// time limit or preemption, a Ctrl-C).
 //
 // Note [stopping on a signal]: the handler (core/interrupt.hpp) only sets a flag. Every step
 // already makes one reduction across the ranks (the gradients' allreduce, or the loss's with
@@ -43,10 +43,7 @@ void Trainer<T>::stop_for_interrupt(const checkpoint::TrainingPosition& resume_a
   saved.evaluations = evaluator_->state();
   checkpointer_->save_at_interrupt(saved);  // rank 0's outcome is every rank's: exit code 9 means "saved"
   const int64_t epoch_done = resume_at.batch == 0 ? resume_at.epoch - 1 : resume_at.epoch;
-  if (comm_.rank() == 0)
-    log_->write({{"kind", "interrupted"}, {"epoch", epoch_done}, {"step", resume_at.step},
-                 {"signal", signal_name(first_signal)}, {"ranks", ranks},
-                 {"checkpoint", saving ? io::Json(path) : io::Json(nullptr)}});
+  record_->interrupted(epoch_done, resume_at.step, signal_name(first_signal), ranks, path);
   const std::string what = "interrupted by " + signal_name(first_signal) + " (received by rank" +
                            (ranks.size() > 1 ? "s " : " ") + listed + ") after step " +
                            std::to_string(resume_at.step) + " (epoch " +
@@ -61,34 +58,8 @@ void Trainer<T>::stop_for_interrupt(const checkpoint::TrainingPosition& resume_a
               Scope::kEveryRank);
 }
 
-template <typename T>
-void Trainer<T>::open_log(const io::Json& run_record, const std::vector<std::string>& hosts) {
-  if (!options_.restart) {
-    log_->write(run_record);
-    return;
-  }
-  // A restarted attempt's log carries on the previous attempt's at the same path, up to the
-  // checkpoint it resumes from, so that one log holds the whole run: the steps and epochs
-  // of both, as an uninterrupted run's log would, and a `restart` record between them.
-  const std::vector<std::string> carried =
-      checkpointer_->resumed_from().empty() || !log_->jsonl_enabled() ? std::vector<std::string>{}
-                                                : checkpoint::log_lines_until(config_.log_path, position_);
-  if (carried.empty()) log_->write(run_record);
-  for (const auto& line : carried) log_->write_carried_line(line);
-  const checkpoint::RestartInfo& restart = *options_.restart;
-  io::Json record = {{"kind", "restart"}, {"attempt", restart.attempt}};
-  if (restart.exit_code) record["exit_code"] = *restart.exit_code;
-  if (!restart.reason.empty()) record["reason"] = restart.reason;
-  record["from"] = checkpointer_->resumed_from().empty() ? io::Json(nullptr) : resume_point();
-  if (restart.previous_world_size) record["previous_world_size"] = *restart.previous_world_size;
-  record["world_size"] = comm_.size();
-  record["hosts"] = hosts;
-  log_->write(record);
-}
-
 #define MPIDDP_INSTANTIATE(T)                                                      \
-  template void Trainer<T>::stop_for_interrupt(const checkpoint::TrainingPosition&);           \
-  template void Trainer<T>::open_log(const io::Json&, const std::vector<std::string>&);
+  template void Trainer<T>::stop_for_interrupt(const checkpoint::TrainingPosition&);          
 MPIDDP_INSTANTIATE(float)
 MPIDDP_INSTANTIATE(double)
 #undef MPIDDP_INSTANTIATE

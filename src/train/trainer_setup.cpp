@@ -158,9 +158,7 @@ Trainer<T>::Trainer(const config::Config& config, distributed::Communicator& com
   kernels::use_one_thread_below(chosen.one_thread_below);
   // Only rank 0 writes the logs; the other ranks hold disabled ones. Every file and the
   // TensorBoard directory are created now, before the first step.
-  log_ = comm.rank() == 0 ? std::make_unique<record::RunLogWriter>(record::RunLogPaths{
-                                config.log_path, config.log_csv, config.log_tensorboard})
-                          : std::make_unique<record::RunLogWriter>();
+  record_ = std::make_unique<RunRecord>(config, comm, options_.quiet, options_.restart);
   // An unwritable trace.path is known now, not after the run (rank 0 writes the file).
   if (observer_.trace().enabled() && comm.rank() == 0) record::check_trace_writable(config.trace.path);
   checkpoint::RunIdentity identity;  // what a checkpoint must match to be resumed
@@ -172,14 +170,14 @@ Trainer<T>::Trainer(const config::Config& config, distributed::Communicator& com
   identity.steps_per_epoch = data_.sampler.steps_per_epoch(data_.batch_per_rank);
   identity.world_size = comm.size();
   identity.vocabulary = checkpoint::vocabulary_metadata(data_.set.token_bytes, config.train_data.text.encoding);
-  checkpointer_ = std::make_unique<Checkpointer<T>>(config, comm, *replica_.model, *replica_.optimizer, observer_, *log_,
+  checkpointer_ = std::make_unique<Checkpointer<T>>(config, comm, *replica_.model, *replica_.optimizer, observer_, record_->log(),
                                                     std::move(identity));
   evaluator_ = std::make_unique<Evaluator<T>>(
-      typename Evaluator<T>::Parts{config, comm, data_.set, *step_, *replica_.optimizer, *replica_.model, *replica_.loss, *log_, observer_,
+      typename Evaluator<T>::Parts{config, comm, data_.set, *step_, *replica_.optimizer, *replica_.model, *replica_.loss, record_->log(), observer_,
                                    options_.keep_history, options_.quiet,
                                    [this](const checkpoint::TrainingPosition& at) { save_checkpoint(at, /*best=*/true); }},
       std::move(eval));
-  guard_ = std::make_unique<StepGuard<T>>(config.faults, comm, *replica_.model, *replica_.optimizer, *step_, *log_, options_.quiet);
+  guard_ = std::make_unique<StepGuard<T>>(config.faults, comm, *replica_.model, *replica_.optimizer, *step_, record_->log(), options_.quiet);
   inject_setup_fault(config.faults.inject, comm.rank());
 }
 

@@ -1,10 +1,9 @@
 // Trainer::start(): the collective start-up (watchdog, shared gradient buffer, sampler.order,
-// initial state, the config handshake) that ends in the run record and the table's header;
-// and the resume point the run record names.
+// initial state, the config handshake) that ends in what the run record says of the run
+// (run_record.hpp), which opens the log.
 #include "mpiddp/train/trainer.hpp"
 
 #include <chrono>
-#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -12,9 +11,6 @@
 #include "mpiddp/core/hash.hpp"
 #include "mpiddp/core/rng.hpp"
 #include "mpiddp/distributed/reduction_levels.hpp"
-#include "mpiddp/kernels/isa.hpp"
-#include "mpiddp/kernels/precision.hpp"
-#include "mpiddp/record/step_profile.hpp"
 
 namespace mpiddp::train {
 
@@ -49,75 +45,27 @@ void Trainer<T>::start() {
   // step's collective start-up.
   gemm_ = step_->start(threads_);
   kernels::use_gemm_backend(gemm_.backend, threads_);
-  // Every rank's host, in rank order (a collective: every rank takes part).
-  const std::vector<std::string> hosts = comm_.allgather_string(comm_.host_name());
+  RunFacts facts;
+  facts.launcher = options_.launcher;
+  facts.hosts = comm_.allgather_string(comm_.host_name());  // a collective: every rank takes part
+  facts.model = replica_.model->describe();
+  facts.parameters = replica_.model->parameter_count();
+  facts.global_batch = data_.batch_per_rank * comm_.size();
+  facts.threads = threads_;
+  facts.gemm = gemm_record(gemm_);
+  facts.reduce_algorithm = distributed::to_string(replica_.reducer.algorithm());
+  facts.reduce_compress = distributed::to_string(replica_.reducer.compression());
+  facts.reduce_compress_note = replica_.reducer.compression_note();
+  facts.shard_scope = replica_.optimizer->scope();
   // What the reduction does inside a node and between nodes (distributed/reduction_levels.hpp).
-  const auto levels =
-      distributed::reduction_levels(replica_.reducer.algorithm(), hosts, comm_.ranks_on_node());
-  if (comm_.rank() == 0) {
-    io::Json run_record = {{"kind", "run"},
-                       {"world_size", comm_.size()},
-                       {"launcher", options_.launcher},
-                       {"hosts", hosts},
-                       {"config", config_.resolved},
-                       {"version", MPIDDP_VERSION},
-                       {"mpi_library", comm_.library_version()},
-                       {"parameters", replica_.model->parameter_count()},
-                       {"threads", threads_},
-                       {"gemm", gemm_record(gemm_)},
-                       {"reduce_algorithm", distributed::to_string(replica_.reducer.algorithm())},
-                       {"reduce_compress", distributed::to_string(replica_.reducer.compression())},
-                       {"reduce_shard_optimizer", replica_.optimizer->scope() != distributed::ShardScope::kNone},
-                       {"reduction", {{"nodes", levels.nodes},
-                                      {"ranks_per_node", levels.ranks_per_node},
-                                      {"within_node", levels.within_node},
-                                      {"between_nodes", levels.between_nodes}}},
-                       {"model", replica_.model->describe()}};
-    // With `threads` auto each product takes one thread or all by its size (Note [threads per
-    // product] in kernels/gemm.cpp): the limit, appended when there is one.
-    if (threads_ > 1 && kernels::one_thread_limit() > 0) run_record["threads_one_below"] = kernels::one_thread_limit();
-    // Among whom the optimizer's parts are cut: appended, so the record keeps its earlier prefix.
-    run_record["reduce_shard_across"] = distributed::shard_scope_name(replica_.optimizer->scope());
-    // The instruction-set levels: what this CPU runs and the level our kernels run at
-    // (compute.isa; kernels/isa.hpp). Appended, so the record keeps its earlier prefix.
-    io::Json cpu_levels = io::Json::array();
-    for (kernels::Isa level : kernels::cpu_isas()) cpu_levels.push_back(kernels::isa_name(level));
-    run_record["isa"] = {{"cpu", cpu_levels}, {"used", kernels::isa_name(kernels::active_isa())}};
-    // The products' precision (compute.precision), which `mpiddp compare` reads for its default
-    // tolerance. Appended, as isa.
-    run_record["precision"] = kernels::precision_name(kernels::precision_in_use());
-    // reduce.compress set where nothing crosses between nodes: said, not silently ignored.
-    if (!replica_.reducer.compression_note().empty()) {
-      run_record["reduce_compress_note"] = replica_.reducer.compression_note();
-      std::fprintf(stderr, "note: reduce.compress \"%s\" changes nothing here: %s\n",
-                   config_.reduce.compress.c_str(), replica_.reducer.compression_note().c_str());
-    }
-    // Deterministic mode's record tells `mpiddp compare` to demand bitwise equality
-    // (docs/log-format.md).
-    step_->describe(run_record);
-    if (!checkpointer_->resumed_from().empty()) run_record["resumed_from"] = resume_point();
-    open_log(run_record, hosts);
-    if (!options_.quiet) {
-      std::printf("mpiddp %s: %d rank%s, model %s (%lld parameters), global batch %lld, %s\n",
-                  MPIDDP_VERSION, comm_.size(), comm_.size() == 1 ? "" : "s",
-                  replica_.model->describe().c_str(), static_cast<long long>(replica_.model->parameter_count()),
-                  static_cast<long long>(data_.batch_per_rank * comm_.size()), config_.dtype.c_str());
-      std::printf("%6s  %14s  %9s  %8s  %10s\n", "epoch", "eval_loss", "eval_acc", "time_s",
-                  "samples/s");
-      std::fflush(stdout);
-    }
-  }
-}
-
-template <typename T>
-io::Json Trainer<T>::resume_point() const {
-  return {{"path", checkpointer_->resumed_from()}, {"epoch", position_.epoch}, {"batch", position_.batch},
-          {"step", position_.step}};
+  facts.levels = distributed::reduction_levels(replica_.reducer.algorithm(), facts.hosts, comm_.ranks_on_node());
+  step_->describe(facts.step_description);
+  if (!checkpointer_->resumed_from().empty()) facts.resumed_from = resume_point(checkpointer_->resumed_from(), position_);
+  record_->open(facts, position_);
 }
 
 #define MPIDDP_INSTANTIATE(T)         \
-  template void Trainer<T>::start(); \
-  template io::Json Trainer<T>::resume_point() const;
+  template void Trainer<T>::start();
 MPIDDP_INSTANTIATE(float)
 MPIDDP_INSTANTIATE(double)
 #undef MPIDDP_INSTANTIATE

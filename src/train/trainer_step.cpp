@@ -26,12 +26,7 @@ typename Trainer<T>::StepDone Trainer<T>::train_step(int64_t epoch, int64_t step
   const double grad_norm = step_->update(lr);
   observer_.end_update();
   const double seconds = observer_.end_step();
-  if (comm_.rank() == 0 && step % config_.log_every_steps == 0) {
-    io::Json record = {{"kind", "step"}, {"epoch", epoch}, {"step", step}, {"loss", outcome.loss}, {"lr", lr},
-                       {"time_s", seconds}};
-    if (config_.optimizer.clip_grad_norm > 0.0) record["grad_norm"] = grad_norm;  // before clipping
-    log_->write(record);
-  }
+  record_->step(epoch, step, outcome.loss, lr, seconds, grad_norm);
   return {outcome.loss, true};
 }
 

@@ -12,12 +12,13 @@
 //   trainer.cpp               the run() loop: epochs and steps
 //   trainer_step.cpp          one step: the strategy's parts in order, then the update
 //   step_guard.cpp            non-finite steps, replica divergence (StepGuard: its own part)
-//   trainer_start.cpp         start(): the collective start-up, the handshake, the run record
+//   trainer_start.cpp         start(): the collective start-up, the handshake, the run's facts
+//   run_record.cpp            the log and the run's own records (RunRecord: its own part)
 //   evaluator.cpp             evaluations (eval.every_steps', the epoch's), the best checkpoint,
 //                             early stopping (Evaluator: its own part)
 //   trainer_setup.cpp         the constructor (local setup, config checks), plan_reduction
 //   checkpointer.cpp          the initial state, checkpoints and final weights (Checkpointer)
-//   trainer_interrupt.cpp     the stop on SIGTERM/SIGINT/SIGUSR1 and a restarted attempt's log
+//   trainer_interrupt.cpp     the stop on SIGTERM/SIGINT/SIGUSR1
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -30,7 +31,6 @@
 #include "mpiddp/distributed/communicator.hpp"
 #include "mpiddp/distributed/gradient_reducer.hpp"
 #include "mpiddp/distributed/statistics_reducer.hpp"
-#include "mpiddp/record/run_log_writer.hpp"
 #include "mpiddp/nn/loss.hpp"
 #include "mpiddp/nn/model.hpp"
 #include "mpiddp/train/gemm_choice.hpp"
@@ -45,6 +45,7 @@
 #include "mpiddp/train/step_strategy.hpp"
 #include "mpiddp/train/checkpointer.hpp"
 #include "mpiddp/train/evaluator.hpp"
+#include "mpiddp/train/run_record.hpp"
 #include "mpiddp/record/step_observer.hpp"
 #include "mpiddp/record/step_trace.hpp"
 
@@ -160,11 +161,8 @@ class Trainer final : public TrainingRun {
   void finish_run(int64_t step, std::chrono::steady_clock::time_point run_start, RunResult& result);
   void start();
   // Defined in trainer_interrupt.cpp (Note [stopping on a signal]): the stop of every rank
-  // together, which never returns; and rank 0's first records of the log.
+  // together, which never returns.
   [[noreturn]] void stop_for_interrupt(const checkpoint::TrainingPosition& resume_at);
-  void open_log(const io::Json& run_record, const std::vector<std::string>& hosts);
-  // {"path", "epoch", "batch", "step"} of the checkpoint this run resumed from.
-  io::Json resume_point() const;
   // The checkpointer's checkpoint of `position` with the evaluator's state. Every rank calls
   // it (collective when the optimizer is sharded). best: the best checkpoint
   // (checkpoint.keep_best) rather than the next in the series.
@@ -185,12 +183,12 @@ class Trainer final : public TrainingRun {
   int threads_ = 1;                // compute threads of this rank (core/threads.hpp)
   GemmChoice gemm_;                // rank 0's reasons; every rank's backend
   std::unique_ptr<StepStrategy<T>> step_;      // what this run's mode does in a step
-  std::unique_ptr<record::RunLogWriter> log_;  // log.path, log.csv, log.tensorboard (rank 0)
+  std::unique_ptr<RunRecord> record_;  // log.path, log.csv, log.tensorboard (rank 0) and the run's records
   checkpoint::TrainingPosition position_;      // where run() starts (set by start())
   bool stop_requested_ = false;  // the last reduction carried some rank's stop vote
   std::unique_ptr<Checkpointer<T>> checkpointer_;  // where the state comes from, what is written
   std::unique_ptr<Evaluator<T>> evaluator_;  // evaluations, the best checkpoint, early stopping
-  std::unique_ptr<StepGuard<T>> guard_;  // non-finite steps, replica checks (built after log_)
+  std::unique_ptr<StepGuard<T>> guard_;  // non-finite steps, replica checks (built after record_)
 };
 
 // compute.isa: caps this process's kernels at the level (kernels/isa.hpp), or uncaps them
