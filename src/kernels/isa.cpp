@@ -203,8 +203,8 @@ Isa cpu_best_isa() { return cpu_isas().back(); }
 
 std::vector<Isa> compiled_isas() {
   // The levels of the variants in src/kernels (grid_product.cpp, fixed_point.cpp,
-  // distributed/sum_kernels.cpp); bf16 kernels will add theirs.
-  return {Isa::kBaseline, Isa::kAvx2, Isa::kAvx512};
+  // bf16_product.cpp, distributed/sum_kernels.cpp) and the bf16 tiles' (bf16_tile_product.cpp).
+  return {Isa::kBaseline, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16};
 }
 
 const char* build_arch() { return kBuildArch; }

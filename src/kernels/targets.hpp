@@ -15,6 +15,15 @@
 #define MPIDDP_TARGET_AVX512 \
   __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx2,fma,bmi,bmi2,f16c,popcnt,prefer-vector-width=512")))
 #endif
+// AVX512_BF16's instructions (vdpbf16ps) on top of the AVX-512 variants' (kernels of level
+// kAvx512Bf16: bf16_tile_product.cpp).
+#if defined(__clang__)
+#define MPIDDP_TARGET_AVX512_BF16 \
+  __attribute__((target("avx512bf16,avx512f,avx512dq,avx512bw,avx512vl,avx2,fma,bmi,bmi2,f16c,popcnt")))
+#else
+#define MPIDDP_TARGET_AVX512_BF16 \
+  __attribute__((target("avx512bf16,avx512f,avx512dq,avx512bw,avx512vl,avx2,fma,bmi,bmi2,f16c,popcnt,prefer-vector-width=512")))
+#endif
 // A portable body that each variant inlines, so that it is compiled at the variant's level.
 #define MPIDDP_ALWAYS_INLINE inline __attribute__((always_inline))
 

@@ -3,10 +3,11 @@
 // rows + columns + depth and its blocked one above, by the sizes alone: the same choice, and
 // the same bits, as the direct products the attention layer made before this seam.
 //
-// Under compute.precision bf16 and bf16_reference alike, the operands are rounded to bfloat16
-// (kernels/precision.hpp) into dense copies and multiplied by the same Eigen product in float32:
-// a tile is too small for a library's bf16 kernel to pay, and the two precisions then agree
-// exactly on every tile.
+// Under compute.precision bf16_reference, the operands are rounded to bfloat16
+// (kernels/precision.hpp) into dense copies and multiplied by the same Eigen product in float32.
+// Under bf16, our own kernel on vdpbf16ps computes the tile from the same rounded operands
+// (Note [bf16 tiles] in bf16_tile_product.cpp): a tile is too small for a library's call to pay.
+// The two agree within float32 accumulation's bound, as the large products do.
 #include <type_traits>
 #include <vector>
 
@@ -29,7 +30,9 @@ void multiply_tile(StridedView<T> c, ConstStridedView<T> a, Op op_a, ConstStride
     else product(left.transpose(), right.transpose());
   };
   if constexpr (std::is_same_v<T, float>) {
-    if (precision_in_use() != Precision::kFloat32) {
+    const Precision precision = precision_in_use();
+    if (precision == Precision::kBf16 && gemm_detail::bf16_tile_product(c, a, op_a, b, op_b, mode)) return;
+    if (precision != Precision::kFloat32) {
       thread_local std::vector<float> rounded_a, rounded_b;
       return products(
           gemm_detail::bf16_rounded_copy(a.data(), a.rows(), a.cols(), a.outerStride(), rounded_a),

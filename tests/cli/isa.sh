@@ -11,7 +11,7 @@ cd "$SOURCE_DIR"
 
 "$MPIDDP" --version > "$WORK/version.txt"
 cat "$WORK/version.txt"
-grep -q '^kernels compiled: baseline avx2 avx512$' "$WORK/version.txt" || fail "--version: the compiled levels"
+grep -q '^kernels compiled: baseline avx2 avx512 avx512_bf16$' "$WORK/version.txt" || fail "--version: the compiled levels"
 cpu_levels=$(sed -n 's/^this CPU runs: *//p' "$WORK/version.txt")
 [ -n "$cpu_levels" ] && [ "${cpu_levels%% *}" = baseline ] || fail "--version: the CPU's levels ($cpu_levels)"
 best=${cpu_levels##* }

@@ -251,10 +251,10 @@ TEST_F(Bf16Fast, EmptyDepthIsZeroOrUnchanged) {
 
 using Bf16Tile = PrecisionScope;
 
-// Attention's tiles (multiply_tile) round their strided operands and multiply by Eigen in
-// both bf16 precisions: the bits of the float32 tile product of the rounded operands, and
-// nothing outside the views touched.
-TEST_F(Bf16Tile, IsTheFloat32TileOfRoundedOperands) {
+// Attention's tiles (multiply_tile) in bf16_reference round their strided operands and multiply
+// by Eigen: the bits of the float32 tile product of the rounded operands, and nothing outside the
+// views touched.
+TEST_F(Bf16Tile, TheReferenceIsTheFloat32TileOfRoundedOperands) {
   const Index d = 8, t = 13, stride = 24;  // (d, t) heads inside (24, t) buffers
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
@@ -274,12 +274,95 @@ TEST_F(Bf16Tile, IsTheFloat32TileOfRoundedOperands) {
   };
   const std::vector<float> expected = scores(q16, k16);
   EXPECT_EQ(expected.back(), -5.0f);
-  for (Precision p : {Precision::kBf16Reference, Precision::kBf16}) {
-    use_precision(p);
-    EXPECT_EQ(scores(q, k), expected) << precision_name(p);
-  }
+  use_precision(Precision::kBf16Reference);
+  EXPECT_EQ(scores(q, k), expected);
   use_precision(Precision::kFloat32);
   EXPECT_NE(scores(q, k), expected);
+}
+
+// A dense column-major (rows, cols) matrix placed 2 values into a buffer whose columns are
+// rows + 3 apart, the rest of the buffer `guard`: a strided view as attention's heads are.
+struct Embedded {
+  std::vector<float> buffer;
+  Index rows, cols, stride;
+  float* data() { return buffer.data() + 2; }
+};
+Embedded embedded(const std::vector<float>& dense, Index rows, Index cols, float guard) {
+  Embedded e{std::vector<float>(static_cast<size_t>((rows + 3) * cols + 4), guard), rows, cols, rows + 3};
+  for (Index j = 0; j < cols; ++j)
+    for (Index i = 0; i < rows; ++i) e.data()[i + j * e.stride] = dense[static_cast<size_t>(i + j * rows)];
+  return e;
+}
+
+// Under bf16, where the CPU has AVX512_BF16, the tile is our vdpbf16ps kernel's (Note [bf16
+// tiles]): the same exact products as the reference's, summed in float32 in another order, so
+// within gamma_(k+1) sum |terms| of the exact value and twice that of the reference, for every
+// transpose, both modes, rows past a vector (and a part of one), odd depths, depths past one run
+// of 32, columns past a block of 4; and nothing outside c's view written. Listed as skipped on a
+// CPU without it, where bf16 is refused (the tile itself then falls back to the reference's).
+TEST_F(Bf16Tile, TheFastTileIsWithinFloat32AccumulationOfTheExactProduct) {
+  if (!cpu_runs(Isa::kAvx512Bf16)) GTEST_SKIP() << "the bf16 tile kernel is compiled, not run: this CPU lacks " << cpu_lacks(Isa::kAvx512Bf16);
+  Index differing = 0;  // elements where the kernel's sum order gave other bits than the reference's
+  for (Op op_a : kOps)
+    for (Op op_b : kOps)
+      for (Accumulate mode : kModes)
+        for (const auto& [m, n, k] : {std::tuple<Index, Index, Index>{64, 64, 32}, {32, 64, 64}, {13, 13, 8}, {37, 29, 65},
+                                      {70, 5, 1}, {1, 7, 33}, {16, 4, 0}}) {
+          const Bf16Operands o = bf16_operands(m, n, k, op_a, op_b, 17);
+          // Stored as op names them: op(a) (m, k) is a (m, k) or a (k, m) transposed.
+          Embedded a = op_a == Op::kNone ? embedded(o.a, m, k, 1e30f) : embedded(o.a, k, m, 1e30f);
+          Embedded b = op_b == Op::kNone ? embedded(o.b, k, n, 1e30f) : embedded(o.b, n, k, 1e30f);
+          const auto tile = [&](Precision precision) {
+            use_precision(precision);
+            Embedded c = embedded(o.c, m, n, -7.0f);
+            multiply_tile(StridedView<float>(c.data(), m, n, Eigen::OuterStride<>(c.stride)),
+                          ConstStridedView<float>(a.data(), a.rows, a.cols, Eigen::OuterStride<>(a.stride)), op_a,
+                          ConstStridedView<float>(b.data(), b.rows, b.cols, Eigen::OuterStride<>(b.stride)), op_b, mode);
+            return c;
+          };
+          Embedded reference = tile(Precision::kBf16Reference), fast = tile(Precision::kBf16);
+          const Exact e = exact_product(o, mode);
+          for (size_t at = 0; at < fast.buffer.size(); ++at) {
+            const Index offset = static_cast<Index>(at) - 2, i = offset % fast.stride, j = offset / fast.stride;
+            if (offset < 0 || i >= m || j >= n) {
+              ASSERT_EQ(fast.buffer[at], -7.0f) << "written outside the view at " << at;
+              continue;
+            }
+            const size_t element = static_cast<size_t>(i + j * m);
+            const double bound = gamma_bound(k + 1) * e.magnitude[element];
+            ASSERT_LE(std::fabs(fast.buffer[at] - e.value[element]), bound)
+                << m << "x" << n << "x" << k << " ops " << int(op_a) << int(op_b) << " element " << i << "," << j;
+            ASSERT_LE(std::fabs(fast.buffer[at] - reference.buffer[at]), 2 * bound);
+            differing += fast.buffer[at] != reference.buffer[at];
+          }
+          // The operands were rounded: the float32 tile of unrounded operands is far off.
+          if (k >= 8) {
+            Embedded float32 = tile(Precision::kFloat32);
+            double largest = 0.0;
+            for (size_t at = 0; at < fast.buffer.size(); ++at)
+              largest = std::max(largest, std::fabs(double{fast.buffer[at]} - float32.buffer[at]));
+            EXPECT_GT(largest, 1e-3) << m << "x" << n << "x" << k;
+          }
+        }
+  // The kernel ran, rather than the reference in its place: its own order shows somewhere.
+  EXPECT_GT(differing, 0);
+}
+
+// bf16's rounding of special values in the tile kernel's own rounding: Inf stays Inf, a NaN
+// (even one whose payload is only in the low 16 bits, which truncation would make Inf) stays NaN.
+TEST_F(Bf16Tile, TheFastTileKeepsInfinitiesAndNans) {
+  if (!cpu_runs(Isa::kAvx512Bf16)) GTEST_SKIP() << "the bf16 tile kernel is compiled, not run: this CPU lacks " << cpu_lacks(Isa::kAvx512Bf16);
+  use_precision(Precision::kBf16);
+  const float low_payload_nan = std::bit_cast<float>(0x7f800001u);
+  std::vector<float> a = {1.0f, 2.0f, 1.0f, 1.0f}, b = {std::numeric_limits<float>::infinity(), 0.5f, low_payload_nan, 0.25f};
+  std::vector<float> c(4, 0.0f);  // (2, 2) = a (2, 2) b (2, 2)
+  multiply_tile(StridedView<float>(c.data(), 2, 2, Eigen::OuterStride<>(2)),
+                ConstStridedView<float>(a.data(), 2, 2, Eigen::OuterStride<>(2)), Op::kNone,
+                ConstStridedView<float>(b.data(), 2, 2, Eigen::OuterStride<>(2)), Op::kNone, Accumulate::kOverwrite);
+  EXPECT_EQ(c[0], std::numeric_limits<float>::infinity());  // 1 inf + 1 0.5
+  EXPECT_EQ(c[1], std::numeric_limits<float>::infinity());  // 2 inf + 1 0.5
+  EXPECT_TRUE(std::isnan(c[2]));
+  EXPECT_TRUE(std::isnan(c[3]));
 }
 
 TEST(PrecisionNames, RoundTrip) {

@@ -48,6 +48,11 @@ void use_product_threads(double multiply_adds, const GemmKernels* kernels);
 // reused: the operands of bf16_reference's products and of attention's tiles in bf16.
 ConstMatrixView<float> bf16_rounded_copy(const float* in, Index rows, Index cols, Index stride,
                                          std::vector<float>& buffer);
+// An attention tile's product under compute.precision "bf16" by our kernel on vdpbf16ps (Note
+// [bf16 tiles] in kernels/bf16_tile_product.cpp); false, having done nothing, where the level in
+// use has none (below avx512_bf16), for the caller to compute the reference's tile instead.
+bool bf16_tile_product(StridedView<float> c, ConstStridedView<float> a, Op op_a, ConstStridedView<float> b, Op op_b,
+                       Accumulate mode);
 // kernels::multiply's float product when compute.precision is bf16 or bf16_reference.
 void multiply_in_precision(MatrixView<float> c, ConstMatrixView<float> a, Op op_a, ConstMatrixView<float> b, Op op_b,
                            Accumulate mode);
