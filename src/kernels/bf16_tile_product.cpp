@@ -11,12 +11,14 @@
 //     padded to a multiple of 16 with zeros, so 16 rows load as one vector;
 //   b, packed as one 32-bit pair (b(2p, j), b(2p + 1, j)) per column, broadcast to every lane;
 //   an odd depth's last pair is padded with a zero.
-// The products are exact (8 + 8 significant bits) and every lane sums its own column's terms in
-// float32 in depth order, two at a time: the sum's error is within gamma_(k+1) of the terms'
-// magnitudes, as the reference's (Eigen on the rounded copies) is, so the two agree within twice
-// that (tests/kernels/precision_test.cpp, Bf16Tile). vdpbf16ps treats subnormal inputs as zero
-// and flushes subnormal results, as oneDNN's bf16 products on the same instruction do; a term
-// below 2^-126 is within that bound's absolute slack nowhere that attention's values reach.
+// The products are exact (8 + 8 significant bits) and every lane sums its own element's terms in
+// float32, pair by pair (within a pair, the odd depth's product first): the sum's error is within
+// gamma_(k+1) of the terms' magnitudes, as the reference's (Eigen on the rounded copies) is, so
+// the two agree within twice that (tests/kernels/precision_test.cpp, Bf16Tile). vdpbf16ps reads a
+// subnormal bf16 as zero and flushes a subnormal result, as oneDNN's bf16 products on the same
+// instruction do. That relative bound does not cover it: a flushed operand changes the sum by less
+// than 2^-126 times the other operand, an absolute error, which softmax's smallest probabilities
+// (exp of a score gap past 87) can meet. The tests keep their operands normal.
 #include <immintrin.h>
 
 #include <algorithm>

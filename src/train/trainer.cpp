@@ -99,8 +99,13 @@ void Trainer<T>::finish_run(int64_t step, std::chrono::steady_clock::time_point 
   result.early_stop_step = evaluator_->early_stop_step();
   result.resyncs = guard_->resyncs();
   result.time_s = record::seconds_since(run_start);
-  record_->end({result.steps, result.replicas.checksum, result.replicas.identical, result.replicas.max_diff,
-                result.skipped_steps, result.resyncs, result.time_s});
+  record_->end({.steps = result.steps,
+                .param_checksum = result.replicas.checksum,
+                .replicas_identical = result.replicas.identical,
+                .max_replica_diff = result.replicas.max_diff,
+                .skipped_steps = result.skipped_steps,
+                .resyncs = result.resyncs,
+                .time_s = result.time_s});
 }
 
 std::unique_ptr<TrainingRun> prepare_training(const config::Config& config, distributed::Communicator& comm,

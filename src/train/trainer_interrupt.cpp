@@ -14,6 +14,7 @@
 // nothing to save: it ends with 128 + the signal's number, as a process killed by it would,
 // so that a launcher which requeues on 9 does not start it over from the beginning.
 #include <chrono>
+#include <optional>
 #include <string>
 
 #include "mpiddp/core/error.hpp"
@@ -43,7 +44,8 @@ void Trainer<T>::stop_for_interrupt(const checkpoint::TrainingPosition& resume_a
   saved.evaluations = evaluator_->state();
   checkpointer_->save_at_interrupt(saved);  // rank 0's outcome is every rank's: exit code 9 means "saved"
   const int64_t epoch_done = resume_at.batch == 0 ? resume_at.epoch - 1 : resume_at.epoch;
-  record_->interrupted(epoch_done, resume_at.step, signal_name(first_signal), ranks, path);
+  record_->interrupted(epoch_done, resume_at.step, signal_name(first_signal), ranks,
+                       saving ? std::optional<std::string>(path) : std::nullopt);
   const std::string what = "interrupted by " + signal_name(first_signal) + " (received by rank" +
                            (ranks.size() > 1 ? "s " : " ") + listed + ") after step " +
                            std::to_string(resume_at.step) + " (epoch " +
@@ -59,7 +61,7 @@ void Trainer<T>::stop_for_interrupt(const checkpoint::TrainingPosition& resume_a
 }
 
 #define MPIDDP_INSTANTIATE(T)                                                      \
-  template void Trainer<T>::stop_for_interrupt(const checkpoint::TrainingPosition&);          
+  template void Trainer<T>::stop_for_interrupt(const checkpoint::TrainingPosition&);
 MPIDDP_INSTANTIATE(float)
 MPIDDP_INSTANTIATE(double)
 #undef MPIDDP_INSTANTIATE

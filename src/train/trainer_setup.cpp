@@ -158,7 +158,7 @@ Trainer<T>::Trainer(const config::Config& config, distributed::Communicator& com
   kernels::use_one_thread_below(chosen.one_thread_below);
   // Only rank 0 writes the logs; the other ranks hold disabled ones. Every file and the
   // TensorBoard directory are created now, before the first step.
-  record_ = std::make_unique<RunRecord>(config, comm, options_.quiet, options_.restart);
+  record_ = std::make_unique<record::RunRecord>(config, comm, options_.quiet, options_.restart);
   // An unwritable trace.path is known now, not after the run (rank 0 writes the file).
   if (observer_.trace().enabled() && comm.rank() == 0) record::check_trace_writable(config.trace.path);
   checkpoint::RunIdentity identity;  // what a checkpoint must match to be resumed

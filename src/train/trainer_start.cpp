@@ -45,7 +45,7 @@ void Trainer<T>::start() {
   // step's collective start-up.
   gemm_ = step_->start(threads_);
   kernels::use_gemm_backend(gemm_.backend, threads_);
-  RunFacts facts;
+  record::RunFacts facts;
   facts.launcher = options_.launcher;
   facts.hosts = comm_.allgather_string(comm_.host_name());  // a collective: every rank takes part
   facts.model = replica_.model->describe();
@@ -60,7 +60,7 @@ void Trainer<T>::start() {
   // What the reduction does inside a node and between nodes (distributed/reduction_levels.hpp).
   facts.levels = distributed::reduction_levels(replica_.reducer.algorithm(), facts.hosts, comm_.ranks_on_node());
   step_->describe(facts.step_description);
-  if (!checkpointer_->resumed_from().empty()) facts.resumed_from = resume_point(checkpointer_->resumed_from(), position_);
+  if (!checkpointer_->resumed_from().empty()) facts.resumed_from = record::resume_point(checkpointer_->resumed_from(), position_);
   record_->open(facts, position_);
 }
 

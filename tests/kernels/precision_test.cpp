@@ -2,7 +2,9 @@
 // every level against core/bf16.hpp's scalar rounding; the bf16_reference product against a
 // float64 product of the same rounded operands under every library; the fast bf16 product
 // against the reference within the bound of Note [bf16 products] (src/kernels/bf16_product.cpp),
-// skipped where the CPU lacks AVX512_BF16; and the tile product, which both precisions share.
+// skipped where the CPU lacks AVX512_BF16; and attention's tile product: the reference's exactly
+// the float32 tile of rounded operands, the fast one (vdpbf16ps, Note [bf16 tiles]) within the
+// same bound, skipped where the CPU lacks AVX512_BF16.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -306,8 +308,9 @@ TEST_F(Bf16Tile, TheFastTileIsWithinFloat32AccumulationOfTheExactProduct) {
   for (Op op_a : kOps)
     for (Op op_b : kOps)
       for (Accumulate mode : kModes)
+        // Depths leaving runs of 32, 8, 1, 24, 15 and 17; columns of every width 1-4 in the last block.
         for (const auto& [m, n, k] : {std::tuple<Index, Index, Index>{64, 64, 32}, {32, 64, 64}, {13, 13, 8}, {37, 29, 65},
-                                      {70, 5, 1}, {1, 7, 33}, {16, 4, 0}}) {
+                                      {70, 5, 1}, {1, 7, 33}, {16, 4, 0}, {20, 6, 24}, {17, 30, 47}, {33, 2, 17}}) {
           const Bf16Operands o = bf16_operands(m, n, k, op_a, op_b, 17);
           // Stored as op names them: op(a) (m, k) is a (m, k) or a (k, m) transposed.
           Embedded a = op_a == Op::kNone ? embedded(o.a, m, k, 1e30f) : embedded(o.a, k, m, 1e30f);
@@ -346,6 +349,32 @@ TEST_F(Bf16Tile, TheFastTileIsWithinFloat32AccumulationOfTheExactProduct) {
         }
   // The kernel ran, rather than the reference in its place: its own order shows somewhere.
   EXPECT_GT(differing, 0);
+}
+
+// The kernel's own rounding, by hand: 1 + 2^-8 lies halfway between 1 and 1 + 2^-7 and goes to the
+// even 1; 1 + 3 2^-8 lies halfway between 1 + 2^-7 and 1 + 2^-6 and goes to the even 1 + 2^-6. Their
+// sum with weights 1 is 2 + 2^-6 (truncation would give 2 + 2^-7, rounding halves up 2 + 3 2^-7),
+// through either operand, stored either way.
+TEST_F(Bf16Tile, TheFastTileRoundsTiesToEven) {
+  if (!cpu_runs(Isa::kAvx512Bf16)) GTEST_SKIP() << "the bf16 tile kernel is compiled, not run: this CPU lacks " << cpu_lacks(Isa::kAvx512Bf16);
+  use_precision(Precision::kBf16);
+  const std::vector<float> ties = {1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f}, ones = {1.0f, 1.0f};
+  for (Op op_a : kOps)
+    for (Op op_b : kOps)
+      for (const bool ties_in_a : {true, false}) {
+        // c (1, 1) = op(a) (1, 2) op(b) (2, 1); a (1, 2) or a (2, 1) transposed; b (2, 1) or (1, 2).
+        const std::vector<float>& a = ties_in_a ? ties : ones;
+        const std::vector<float>& b = ties_in_a ? ones : ties;
+        float c = 5.0f;
+        multiply_tile(StridedView<float>(&c, 1, 1, Eigen::OuterStride<>(1)),
+                      op_a == Op::kNone ? ConstStridedView<float>(a.data(), 1, 2, Eigen::OuterStride<>(1))
+                                        : ConstStridedView<float>(a.data(), 2, 1, Eigen::OuterStride<>(2)),
+                      op_a,
+                      op_b == Op::kNone ? ConstStridedView<float>(b.data(), 2, 1, Eigen::OuterStride<>(2))
+                                        : ConstStridedView<float>(b.data(), 1, 2, Eigen::OuterStride<>(1)),
+                      op_b, Accumulate::kOverwrite);
+        EXPECT_EQ(c, 2.0f + 0x1p-6f) << "ops " << int(op_a) << int(op_b) << (ties_in_a ? " ties in a" : " ties in b");
+      }
 }
 
 // bf16's rounding of special values in the tile kernel's own rounding: Inf stays Inf, a NaN

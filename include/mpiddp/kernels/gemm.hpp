@@ -58,8 +58,9 @@ void multiply_in_pieces(MatrixView<T> c, ConstMatrixView<T> a, Op op_a, ConstMat
 
 // The products inside a kernel that works in cache (attention's per-head tiles, kernels/
 // attention_*.hpp), on strided views: c = op(a) op(b), or c += op(a) op(b), computed by Eigen
-// under every compute.gemm. A library call per (64, 64) tile would cost more than the tile,
-// and Eigen's are the bits every release has computed there. multiply() and this are the only
+// under every compute.gemm (under compute.precision bf16, by our vdpbf16ps kernel: Note [bf16
+// tiles]). A library call per (64, 64) tile would cost more than the tile, and Eigen's are the
+// bits every release has computed there. multiply() and this are the only
 // places a product is computed, so that a precision or a library is chosen in kernels/.
 template <typename T>
 void multiply_tile(StridedView<T> c, ConstStridedView<T> a, Op op_a, ConstStridedView<T> b, Op op_b, Accumulate mode);

@@ -5,7 +5,8 @@
 //
 //   float32         the products as they always were
 //   bf16            operands rounded to bfloat16, products accumulated in float32 by a library's
-//                   bf16 kernel (oneDNN's matmul on vdpbf16ps): needs AVX512_BF16 and oneDNN
+//                   bf16 kernel (oneDNN's matmul on vdpbf16ps), attention's tiles by our own on
+//                   the same instruction: needs AVX512_BF16 and oneDNN
 //   bf16_reference  the same rounding of the operands, then the float32 product of compute.gemm:
 //                   any CPU. It reproduces a bf16 run's rounding on a machine without bf16, and
 //                   it is what the fast path is tested against (tests/kernels/precision_test.cpp).

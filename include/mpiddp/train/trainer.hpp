@@ -13,7 +13,8 @@
 //   trainer_step.cpp          one step: the strategy's parts in order, then the update
 //   step_guard.cpp            non-finite steps, replica divergence (StepGuard: its own part)
 //   trainer_start.cpp         start(): the collective start-up, the handshake, the run's facts
-//   run_record.cpp            the log and the run's own records (RunRecord: its own part)
+//                             for the run record (src/record/run_record.cpp: the log and the
+//                             run's own records, RunRecord: its own part)
 //   evaluator.cpp             evaluations (eval.every_steps', the epoch's), the best checkpoint,
 //                             early stopping (Evaluator: its own part)
 //   trainer_setup.cpp         the constructor (local setup, config checks), plan_reduction
@@ -45,7 +46,7 @@
 #include "mpiddp/train/step_strategy.hpp"
 #include "mpiddp/train/checkpointer.hpp"
 #include "mpiddp/train/evaluator.hpp"
-#include "mpiddp/train/run_record.hpp"
+#include "mpiddp/record/run_record.hpp"
 #include "mpiddp/record/step_observer.hpp"
 #include "mpiddp/record/step_trace.hpp"
 
@@ -183,7 +184,7 @@ class Trainer final : public TrainingRun {
   int threads_ = 1;                // compute threads of this rank (core/threads.hpp)
   GemmChoice gemm_;                // rank 0's reasons; every rank's backend
   std::unique_ptr<StepStrategy<T>> step_;      // what this run's mode does in a step
-  std::unique_ptr<RunRecord> record_;  // log.path, log.csv, log.tensorboard (rank 0) and the run's records
+  std::unique_ptr<record::RunRecord> record_;  // log.path, log.csv, log.tensorboard (rank 0) and the run's records
   checkpoint::TrainingPosition position_;      // where run() starts (set by start())
   bool stop_requested_ = false;  // the last reduction carried some rank's stop vote
   std::unique_ptr<Checkpointer<T>> checkpointer_;  // where the state comes from, what is written

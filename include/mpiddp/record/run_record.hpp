@@ -1,5 +1,5 @@
 #pragma once
-// The run's record (docs/log-format.md), as one part: rank 0's log files, and the records that
+// The run's record (docs/log-format.md), as one part of the trainer: rank 0's log files, and the records that
 // are the run's own rather than a part's: the `run` record that opens the log (or, for a
 // launcher's restart, the previous attempt's records up to its checkpoint and then a `restart`
 // record), the table's header on stdout, a `step` record every log.every_steps, the
@@ -20,7 +20,7 @@
 #include "mpiddp/io/json_reader.hpp"
 #include "mpiddp/record/run_log_writer.hpp"
 
-namespace mpiddp::train {
+namespace mpiddp::record {
 
 // What the `run` record says of this run, gathered by the trainer's start-up (some of it by
 // collectives, which is why the record does not gather it itself).
@@ -64,15 +64,15 @@ class RunRecord {
             std::optional<checkpoint::RestartInfo> restart);
 
   // Rank 0's log, for the parts that write records of their own; a disabled one elsewhere.
-  record::RunLogWriter& log() { return log_; }
+  RunLogWriter& log() { return log_; }
 
   // The log's first records, and the table's header. position: where the run starts.
   void open(const RunFacts& facts, const checkpoint::TrainingPosition& position);
   // The step's record, every log.every_steps. grad_norm is recorded when clipping is on.
   void step(int64_t epoch, int64_t step, double loss, double lr, double seconds, double grad_norm);
-  // checkpoint: the path written, or "" (no checkpoint.dir).
+  // written: the checkpoint's path, none without checkpoint.dir.
   void interrupted(int64_t epoch, int64_t step, const std::string& signal, const io::Json& ranks,
-                   const std::string& checkpoint);
+                   const std::optional<std::string>& written);
   void end(const RunEnd& end);
 
  private:
@@ -82,7 +82,7 @@ class RunRecord {
   const distributed::Communicator& comm_;
   bool quiet_;
   std::optional<checkpoint::RestartInfo> restart_;
-  record::RunLogWriter log_;
+  RunLogWriter log_;
 };
 
-}  // namespace mpiddp::train
+}  // namespace mpiddp::record

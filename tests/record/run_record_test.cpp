@@ -1,4 +1,4 @@
-// The run record as a part (train/run_record.hpp), on the one-process path: what it writes to a
+// The run record as a part (record/run_record.hpp), on the one-process path: what it writes to a
 // real log file, read back line by line. The records' keys and their order are the public log
 // format (docs/log-format.md); the whole trainer's records are checked by the CLI tests.
 #include <gtest/gtest.h>
@@ -9,9 +9,9 @@
 
 #include "../support/scratch_dir.hpp"
 #include "mpiddp/distributed/local_communicator.hpp"
-#include "mpiddp/train/run_record.hpp"
+#include "mpiddp/record/run_record.hpp"
 
-namespace mpiddp::train {
+namespace mpiddp::record {
 namespace {
 
 config::Config logging_config(const std::string& log_path, int every_steps, double clip) {
@@ -46,7 +46,7 @@ RunFacts facts_of_a_resumed_run() {
   facts.gemm = {{"backend", "eigen"}};
   facts.reduce_algorithm = "mpi";
   facts.reduce_compress = "none";
-  facts.step_description = {{"deterministic", true}, {"chunks", 4}};
+  facts.step_description = {{"deterministic", {{"chunks", 4}, {"pass", "chunked"}}}};
   facts.resumed_from = resume_point("ckpt/step-4.ckpt", {2, 0, 4});
   return facts;
 }
@@ -67,14 +67,14 @@ TEST(RunRecord, OpensTheLogWithTheRunRecordInItsDocumentedOrder) {
   const std::vector<std::string> expected = {
       "kind", "world_size", "launcher", "hosts", "config", "version", "mpi_library", "parameters", "threads", "gemm",
       "reduce_algorithm", "reduce_compress", "reduce_shard_optimizer", "reduction", "model", "reduce_shard_across",
-      "isa", "precision", "deterministic", "chunks", "resumed_from"};
+      "isa", "precision", "deterministic", "resumed_from"};
   EXPECT_EQ(keys, expected);
   EXPECT_EQ(records[0]["kind"], "run");
   EXPECT_EQ(records[0]["world_size"], 1);
   EXPECT_EQ(records[0]["parameters"], 67);
   EXPECT_EQ(records[0]["reduce_shard_optimizer"], false);
   EXPECT_EQ(records[0]["reduce_shard_across"], "none");
-  EXPECT_EQ(records[0]["chunks"], 4);
+  EXPECT_EQ(records[0]["deterministic"]["chunks"], 4);
   EXPECT_EQ(records[0]["resumed_from"], (io::Json{{"path", "ckpt/step-4.ckpt"}, {"epoch", 2}, {"batch", 0}, {"step", 4}}));
 }
 
@@ -142,4 +142,4 @@ TEST(RunRecord, ARestartCarriesThePreviousAttemptsRecordsUpToItsCheckpoint) {
 }
 
 }  // namespace
-}  // namespace mpiddp::train
+}  // namespace mpiddp::record

@@ -1,7 +1,7 @@
 // The run's record: rank 0's log and the records that are the run's own (run_record.hpp).
 // The records' keys and their order are the public log format (docs/log-format.md): keys added
 // later are appended, so that every record keeps its earlier prefix.
-#include "mpiddp/train/run_record.hpp"
+#include "mpiddp/record/run_record.hpp"
 
 #include <cstdio>
 #include <utility>
@@ -10,7 +10,7 @@
 #include "mpiddp/kernels/isa.hpp"
 #include "mpiddp/kernels/precision.hpp"
 
-namespace mpiddp::train {
+namespace mpiddp::record {
 
 io::Json resume_point(const std::string& path, const checkpoint::TrainingPosition& position) {
   return {{"path", path}, {"epoch", position.epoch}, {"batch", position.batch}, {"step", position.step}};
@@ -23,8 +23,8 @@ RunRecord::RunRecord(const config::Config& config, const distributed::Communicat
       quiet_(quiet),
       restart_(std::move(restart)),
       log_(comm.rank() == 0
-               ? record::RunLogWriter(record::RunLogPaths{config.log_path, config.log_csv, config.log_tensorboard})
-               : record::RunLogWriter()) {}
+               ? RunLogWriter(RunLogPaths{config.log_path, config.log_csv, config.log_tensorboard})
+               : RunLogWriter()) {}
 
 io::Json RunRecord::run_record(const RunFacts& facts) const {
   io::Json record = {{"kind", "run"},
@@ -108,10 +108,10 @@ void RunRecord::step(int64_t epoch, int64_t step, double loss, double lr, double
 }
 
 void RunRecord::interrupted(int64_t epoch, int64_t step, const std::string& signal, const io::Json& ranks,
-                            const std::string& checkpoint) {
+                            const std::optional<std::string>& written) {
   if (comm_.rank() != 0) return;
   log_.write({{"kind", "interrupted"}, {"epoch", epoch}, {"step", step}, {"signal", signal}, {"ranks", ranks},
-              {"checkpoint", checkpoint.empty() ? io::Json(nullptr) : io::Json(checkpoint)}});
+              {"checkpoint", written ? io::Json(*written) : io::Json(nullptr)}});
 }
 
 void RunRecord::end(const RunEnd& end) {
@@ -126,4 +126,4 @@ void RunRecord::end(const RunEnd& end) {
               {"time_s", end.time_s}});
 }
 
-}  // namespace mpiddp::train
+}  // namespace mpiddp::record
