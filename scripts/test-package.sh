@@ -206,7 +206,7 @@ step apt-run
 [ "$(mpiddp --version | head -n 1)" = "mpiddp $version" ] || fail "/usr/bin/mpiddp --version: $(mpiddp --version)"
 # The package is the portable build: its baseline, and our kernels at every level (docs/isa.md).
 mpiddp --version | grep -q '^built for: *x86-64-v3 ' || fail "/usr/bin/mpiddp is not the portable x86-64-v3 build: $(mpiddp --version)"
-mpiddp --version | grep -q '^kernels compiled: baseline avx2 avx512$' || fail "/usr/bin/mpiddp: kernels not compiled at every level"
+mpiddp --version | grep -q '^kernels compiled: baseline avx2 avx512 avx512_bf16$' || fail "/usr/bin/mpiddp: kernels not compiled at every level"
 mpiddp --help | grep -qxF "launch scripts: /usr/share/mpiddp/launch" || fail "/usr/bin/mpiddp --help does not name /usr/share/mpiddp/launch"
 mkdir -p "$tmp/run"
 cd "$tmp/run"
