@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "../support/isa_levels.hpp"
@@ -309,8 +310,10 @@ TEST_F(Bf16Tile, TheFastTileIsWithinFloat32AccumulationOfTheExactProduct) {
     for (Op op_b : kOps)
       for (Accumulate mode : kModes)
         // Depths leaving runs of 32, 8, 1, 24, 15 and 17; columns of every width 1-4 in the last block.
-        for (const auto& [m, n, k] : {std::tuple<Index, Index, Index>{64, 64, 32}, {32, 64, 64}, {13, 13, 8}, {37, 29, 65},
-                                      {70, 5, 1}, {1, 7, 33}, {16, 4, 0}, {20, 6, 24}, {17, 30, 47}, {33, 2, 17}}) {
+        for (const auto& shape : {std::tuple<Index, Index, Index>{64, 64, 32}, {32, 64, 64}, {13, 13, 8}, {37, 29, 65},
+                                  {70, 5, 1}, {1, 7, 33}, {16, 4, 0}, {20, 6, 24}, {17, 30, 47}, {33, 2, 17}}) {
+          // Plain variables, not a structured binding: clang 14's lambdas cannot capture those.
+          const Index m = std::get<0>(shape), n = std::get<1>(shape), k = std::get<2>(shape);
           const Bf16Operands o = bf16_operands(m, n, k, op_a, op_b, 17);
           // Stored as op names them: op(a) (m, k) is a (m, k) or a (k, m) transposed.
           Embedded a = op_a == Op::kNone ? embedded(o.a, m, k, 1e30f) : embedded(o.a, k, m, 1e30f);
