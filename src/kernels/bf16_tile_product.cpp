@@ -50,9 +50,16 @@ MPIDDP_TARGET_AVX512_BF16 MPIDDP_ALWAYS_INLINE __m512i round_lanes(__m512 values
   return _mm512_mask_mov_epi32(rounded, nan, _mm512_or_si512(bits, _mm512_set1_epi32(0x00400000)));
 }
 
-// Pairs of two vectors of rounded lanes: lane l = (even's bf16 in the low half, odd's in the high).
-MPIDDP_TARGET_AVX512_BF16 MPIDDP_ALWAYS_INLINE __m512i pair_lanes(__m512i even, __m512i odd) {
-  return _mm512_or_si512(_mm512_srli_epi32(even, 16), _mm512_and_si512(odd, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
+// The pairs of two depths' rows, 16 values side by side in each: lane l = (bf16 of even[l] in the
+// low half, bf16 of odd[l] in the high); the odd half zero without an odd depth (has_odd false),
+// lanes outside `live` zero.
+MPIDDP_TARGET_AVX512_BF16 MPIDDP_ALWAYS_INLINE __m512i pairs_across(const float* even, const float* odd, bool has_odd,
+                                                                   __mmask16 live) {
+  const __m512i e = round_lanes(_mm512_maskz_loadu_ps(live, even));
+  const __m512i o = round_lanes(_mm512_maskz_loadu_ps(has_odd ? live : 0, odd));
+  const __m512i paired =
+      _mm512_or_si512(_mm512_srli_epi32(e, 16), _mm512_and_si512(o, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
+  return _mm512_maskz_mov_epi32(live, paired);
 }
 
 // The pairs of `count` (at most 32) consecutive floats: pair p = (bf16 of x[2p], bf16 of x[2p+1]),
@@ -82,12 +89,9 @@ MPIDDP_TARGET_AVX512_BF16 void pack_rows_operand(ConstStridedView<float> a, Op o
       const float* even = a.data() + 2 * p * stride;
       const float* odd = even + stride;
       const bool has_odd = 2 * p + 1 < k;
-      for (Index i = 0; i < rows; i += kLanes) {
-        const __mmask16 live = first_lanes(std::max<Index>(m - i, 0));
-        const __m512i e = round_lanes(_mm512_maskz_loadu_ps(live, even + i));
-        const __m512i o = round_lanes(_mm512_maskz_loadu_ps(has_odd ? live : 0, odd + i));
-        _mm512_storeu_si512(packed + p * rows + i, _mm512_maskz_mov_epi32(live, pair_lanes(e, o)));
-      }
+      for (Index i = 0; i < rows; i += kLanes)
+        _mm512_storeu_si512(packed + p * rows + i,
+                            pairs_across(even + i, odd + i, has_odd, first_lanes(std::max<Index>(m - i, 0))));
     }
     return;
   }
@@ -126,9 +130,7 @@ MPIDDP_TARGET_AVX512_BF16 PackedColumns pack_columns_operand(ConstStridedView<fl
     const bool has_odd = 2 * p + 1 < k;
     for (Index j = 0; j < n; j += kLanes) {
       const __mmask16 live = first_lanes(n - j);
-      const __m512i e = round_lanes(_mm512_maskz_loadu_ps(live, even + j));
-      const __m512i o = round_lanes(_mm512_maskz_loadu_ps(has_odd ? live : 0, odd + j));
-      _mm512_mask_storeu_epi32(packed + p * n + j, live, pair_lanes(e, o));
+      _mm512_mask_storeu_epi32(packed + p * n + j, live, pairs_across(even + j, odd + j, has_odd, live));
     }
   }
   return {packed, 1, n};
