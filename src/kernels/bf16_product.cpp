@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <type_traits>
 #include <vector>
 
 #include "gemm_backends/gemm_kernels.hpp"
@@ -58,6 +59,13 @@ template <typename V>
 V* grown_to(std::vector<V>& buffer, Index count) {
   if (buffer.size() < static_cast<size_t>(count)) buffer.resize(static_cast<size_t>(count));
   return buffer.data();
+}
+
+// values' bf16 bits, in `buffer` (grown_to their count).
+const uint16_t* converted(const ConstMatrixView<float>& values, std::vector<uint16_t>& buffer) {
+  uint16_t* bits = grown_to(buffer, values.size());
+  convert_to_bf16(values.data(), bits, static_cast<size_t>(values.size()));
+  return bits;
 }
 
 }  // namespace
@@ -129,10 +137,13 @@ void convert_to_bf16(const float* in, uint16_t* out, size_t n) {
 // before the product, so they compute sums of the same exact products (a product of two bf16
 // is exact in float32: 8 + 8 significant bits) and differ only in the order and the rounding
 // of the float32 accumulation: |fast - reference| <= 2 gamma_k sum |a_i b_i|, gamma_k = k u / (1 - k u),
-// u = 2^-24, the bound tests/kernels/precision_test.cpp checks. Every operand is rounded at
-// every product, weights included, as autocast does: the master weights stay float32.
-void gemm_detail::multiply_in_precision(MatrixView<float> c, ConstMatrixView<float> a, Op op_a,
-                                        ConstMatrixView<float> b, Op op_b, Accumulate mode) {
+// u = 2^-24, the bound tests/kernels/precision_test.cpp checks. Every operand is rounded for
+// its product, weights included, as autocast does: the master weights stay float32. (An operand
+// that several products read may be rounded once for all: Note [operands converted once].)
+void gemm_detail::multiply_in_precision(MatrixView<float> c, const Operand<float>& a_operand, Op op_a,
+                                        const Operand<float>& b_operand, Op op_b, Accumulate mode) {
+  const ConstMatrixView<float>& a = a_operand.values;
+  const ConstMatrixView<float>& b = b_operand.values;
   const Index k = op_a == Op::kTranspose ? a.rows() : a.cols();
   // An empty product is a no-op or a zero fill, whatever the precision.
   if (c.size() == 0 || k == 0) return multiply_float32(c, a, op_a, b, op_b, mode);
@@ -142,14 +153,41 @@ void gemm_detail::multiply_in_precision(MatrixView<float> c, ConstMatrixView<flo
                             bf16_rounded_copy(b.data(), b.rows(), b.cols(), b.rows(), rounded_b), op_b, mode);
   }
   thread_local std::vector<uint16_t> bits_a, bits_b;
-  uint16_t* a16 = grown_to(bits_a, a.size());
-  uint16_t* b16 = grown_to(bits_b, b.size());
-  convert_to_bf16(a.data(), a16, static_cast<size_t>(a.size()));
-  convert_to_bf16(b.data(), b16, static_cast<size_t>(b.size()));
+  const uint16_t* a16 = a_operand.bf16 ? a_operand.bf16 : converted(a, bits_a);
+  const uint16_t* b16 = b_operand.bf16 ? b_operand.bf16 : converted(b, bits_b);
   const GemmKernels* library = bf16_kernels();
   use_product_threads(static_cast<double>(c.rows()) * static_cast<double>(c.cols()) * static_cast<double>(k), library);
   library->bf16gemm(op_a, op_b, c.rows(), c.cols(), k, a16, a.rows(), b16, b.rows(),
                     mode == Accumulate::kAdd ? 1.0f : 0.0f, c.data(), c.rows());
 }
+
+namespace {
+// What OperandCopy converts: float matrices under "bf16" (the only products that read bits).
+template <typename T>
+bool converts_operands() {
+  return std::is_same_v<T, float> && precision_in_use() == Precision::kBf16;
+}
+}  // namespace
+
+template <typename T>
+Operand<T> OperandCopy<T>::make(ConstMatrixView<T> values) {
+  made_from_ = values.data();
+  rows_ = values.rows();
+  cols_ = values.cols();
+  converted_ = converts_operands<T>();
+  if constexpr (std::is_same_v<T, float>)
+    if (converted_) converted(values, bits_);
+  return Operand<T>{values, converted_ ? bits_.data() : nullptr};
+}
+
+template <typename T>
+Operand<T> OperandCopy<T>::reuse(ConstMatrixView<T> values) {
+  const bool same_matrix = made_from_ == values.data() && rows_ == values.rows() && cols_ == values.cols();
+  if (!same_matrix || converted_ != converts_operands<T>()) return make(values);
+  return Operand<T>{values, converted_ ? bits_.data() : nullptr};
+}
+
+template class OperandCopy<float>;
+template class OperandCopy<double>;
 
 }  // namespace mpiddp::kernels

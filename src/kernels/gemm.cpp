@@ -192,22 +192,35 @@ const GemmKernels* gemm_detail::bf16_kernels() {
 // compute.precision applies to float products only: bf16 with a float64 model is refused at
 // the config (docs/precision.md), and the float64 checks stay float64.
 template <typename T>
-void multiply(MatrixView<T> c, ConstMatrixView<T> a, Op op_a, ConstMatrixView<T> b, Op op_b, Accumulate mode) {
+void multiply(MatrixView<T> c, const Operand<T>& a, Op op_a, const Operand<T>& b, Op op_b, Accumulate mode) {
   if constexpr (std::is_same_v<T, float>)
     if (precision_in_use() != Precision::kFloat32) return gemm_detail::multiply_in_precision(c, a, op_a, b, op_b, mode);
-  multiply_by_library(c, a, op_a, b, op_b, mode);
+  multiply_by_library(c, a.values, op_a, b.values, op_b, mode);
+}
+
+template <typename T>
+void multiply(MatrixView<T> c, ConstMatrixView<T> a, Op op_a, ConstMatrixView<T> b, Op op_b, Accumulate mode) {
+  multiply(c, Operand<T>{a}, op_a, Operand<T>{b}, op_b, mode);
+}
+
+template <typename T>
+void multiply_in_pieces(MatrixView<T> c, const Operand<T>& a, Op op_a, const Operand<T>& b, Accumulate mode,
+                        Index piece) {
+  const Index n = c.cols();
+  if (piece <= 0 || piece >= n) return multiply(c, a, op_a, b, Op::kNone, mode);
+  const Index rows = b.values.rows();
+  for (Index first = 0; first < n; first += piece) {
+    const Index width = std::min(piece, n - first);
+    const Operand<T> columns{ConstMatrixView<T>(b.values.data() + first * rows, rows, width),
+                             b.bf16 ? b.bf16 + first * rows : nullptr};
+    multiply(MatrixView<T>(c.data() + first * c.rows(), c.rows(), width), a, op_a, columns, Op::kNone, mode);
+  }
 }
 
 template <typename T>
 void multiply_in_pieces(MatrixView<T> c, ConstMatrixView<T> a, Op op_a, ConstMatrixView<T> b, Accumulate mode,
                         Index piece) {
-  const Index n = c.cols();
-  if (piece <= 0 || piece >= n) return multiply(c, a, op_a, b, Op::kNone, mode);
-  for (Index first = 0; first < n; first += piece) {
-    const Index width = std::min(piece, n - first);
-    multiply(MatrixView<T>(c.data() + first * c.rows(), c.rows(), width), a, op_a,
-             ConstMatrixView<T>(b.data() + first * b.rows(), b.rows(), width), Op::kNone, mode);
-  }
+  multiply_in_pieces(c, Operand<T>{a}, op_a, Operand<T>{b}, mode, piece);
 }
 
 std::string gemm_shape_text(const GemmShape& s) {
@@ -239,6 +252,13 @@ template void multiply_in_pieces<double>(MatrixView<double>, ConstMatrixView<dou
                                          Accumulate, Index);
 template void multiply<float>(MatrixView<float>, ConstMatrixView<float>, Op, ConstMatrixView<float>, Op, Accumulate);
 template void multiply<double>(MatrixView<double>, ConstMatrixView<double>, Op, ConstMatrixView<double>, Op,
+                               Accumulate);
+template void multiply_in_pieces<float>(MatrixView<float>, const Operand<float>&, Op, const Operand<float>&,
+                                        Accumulate, Index);
+template void multiply_in_pieces<double>(MatrixView<double>, const Operand<double>&, Op, const Operand<double>&,
+                                         Accumulate, Index);
+template void multiply<float>(MatrixView<float>, const Operand<float>&, Op, const Operand<float>&, Op, Accumulate);
+template void multiply<double>(MatrixView<double>, const Operand<double>&, Op, const Operand<double>&, Op,
                                Accumulate);
 
 }  // namespace mpiddp::kernels

@@ -195,8 +195,8 @@ void Attention<T>::forward(const PassContext& context, ConstMatrixView<T> x, Mat
   MatrixView<T> qkv(qkv_, 3 * c_, n);
   if (bias_) qkv.colwise() = VectorView<T>(attn_bias_, 3 * c_);
   else qkv.setZero();
-  kernels::multiply(qkv, ConstMatrixView<T>(attn_weight_, c_, 3 * c_), kernels::Op::kTranspose, xs,
-                    kernels::Op::kNone, kernels::Accumulate::kAdd);
+  kernels::multiply(qkv, attn_weight_copy_.make(ConstMatrixView<T>(attn_weight_, c_, 3 * c_)), kernels::Op::kTranspose,
+                    {xs}, kernels::Op::kNone, kernels::Accumulate::kAdd);
   const std::optional<DropoutStream> dropout = dropout_stream(context);
   for_each_head(x.cols(), [&](Index b, Index h, int worker) {
     const HeadDropout source = head_dropout(dropout, context, b, h);
@@ -207,8 +207,8 @@ void Attention<T>::forward(const PassContext& context, ConstMatrixView<T> x, Mat
   MatrixView<T> ys(y.data(), c_, n);
   if (bias_) ys.colwise() = VectorView<T>(proj_bias_, c_);
   else ys.setZero();
-  kernels::multiply(ys, ConstMatrixView<T>(proj_weight_, c_, c_), kernels::Op::kTranspose,
-                    ConstMatrixView<T>(heads_out_, c_, n), kernels::Op::kNone, kernels::Accumulate::kAdd);
+  kernels::multiply(ys, proj_weight_copy_.make(ConstMatrixView<T>(proj_weight_, c_, c_)), kernels::Op::kTranspose,
+                    {ConstMatrixView<T>(heads_out_, c_, n)}, kernels::Op::kNone, kernels::Accumulate::kAdd);
 }
 
 template <typename T>
@@ -218,12 +218,17 @@ void Attention<T>::backward(const PassContext& context, ConstMatrixView<T> x, Co
   const ConstMatrixView<T> xs(x.data(), c_, n), dys(dy.data(), c_, n);
   const ConstMatrixView<T> heads_out(heads_out_, c_, n);
   // c_proj, as Linear: dW^T += heads_out dy^T, db += row sums of dy, d heads_out = W^T dy.
+  // Each output gradient is converted once for its two products, the weights' copies are
+  // forward's (Note [operands converted once] in kernels/gemm.hpp).
+  thread_local kernels::OperandCopy<T> output_gradient_copy;
+  const kernels::Operand<T> dy_operand = output_gradient_copy.make(dys);
   MatrixView<T> d_proj(proj_weight_grad_, c_, c_);
-  kernels::multiply(d_proj, heads_out, kernels::Op::kNone, dys, kernels::Op::kTranspose, kernels::Accumulate::kAdd);
+  kernels::multiply(d_proj, {heads_out}, kernels::Op::kNone, dy_operand, kernels::Op::kTranspose,
+                    kernels::Accumulate::kAdd);
   if (bias_) kernels::add_row_sums(dys, 0, n, VectorView<T>(proj_bias_grad_, c_));
   MatrixView<T> d_heads_out(d_heads_out_, c_, n);
-  kernels::multiply(d_heads_out, ConstMatrixView<T>(proj_weight_, c_, c_), kernels::Op::kNone, dys,
-                    kernels::Op::kNone, kernels::Accumulate::kOverwrite);
+  kernels::multiply(d_heads_out, proj_weight_copy_.reuse(ConstMatrixView<T>(proj_weight_, c_, c_)), kernels::Op::kNone,
+                    dy_operand, kernels::Op::kNone, kernels::Accumulate::kOverwrite);
   const std::optional<DropoutStream> dropout = dropout_stream(context);
   for_each_head(x.cols(), [&](Index b, Index h, int worker) {
     const HeadDropout source = head_dropout(dropout, context, b, h);
@@ -235,13 +240,15 @@ void Attention<T>::backward(const PassContext& context, ConstMatrixView<T> x, Co
   });
   // c_attn, the same with the (3C) gradient of q, k and v.
   const ConstMatrixView<T> d_qkv(d_qkv_, 3 * c_, n);
+  const kernels::Operand<T> d_qkv_operand = output_gradient_copy.make(d_qkv);  // dy's copy is done with
   MatrixView<T> d_attn(attn_weight_grad_, c_, 3 * c_);
-  kernels::multiply(d_attn, xs, kernels::Op::kNone, d_qkv, kernels::Op::kTranspose, kernels::Accumulate::kAdd);
+  kernels::multiply(d_attn, {xs}, kernels::Op::kNone, d_qkv_operand, kernels::Op::kTranspose,
+                    kernels::Accumulate::kAdd);
   if (bias_) kernels::add_row_sums(d_qkv, 0, n, VectorView<T>(attn_bias_grad_, 3 * c_));
   if (dx) {
     MatrixView<T> dxs(dx->data(), c_, n);
-    kernels::multiply(dxs, ConstMatrixView<T>(attn_weight_, c_, 3 * c_), kernels::Op::kNone, d_qkv,
-                      kernels::Op::kNone, kernels::Accumulate::kOverwrite);
+    kernels::multiply(dxs, attn_weight_copy_.reuse(ConstMatrixView<T>(attn_weight_, c_, 3 * c_)), kernels::Op::kNone,
+                      d_qkv_operand, kernels::Op::kNone, kernels::Accumulate::kOverwrite);
   }
 }
 

@@ -108,8 +108,8 @@ void Linear<T>::forward(const PassContext& context, ConstMatrixView<T> x, Matrix
   MatrixView<T> ys = by_position(y);
   if (bias_) ys.colwise() = VectorView<T>(bias_, out_);
   else ys.setZero();
-  kernels::multiply_in_pieces(ys, wt, kernels::Op::kTranspose, by_position(x), kernels::Accumulate::kAdd,
-                              context.forward_columns());
+  kernels::multiply_in_pieces(ys, weight_copy_.make(wt), kernels::Op::kTranspose, {by_position(x)},
+                              kernels::Accumulate::kAdd, context.forward_columns());
 }
 
 template <typename T>
@@ -127,6 +127,9 @@ template <typename T>
 void Linear<T>::backward(const PassContext& context, ConstMatrixView<T> x_samples, ConstMatrixView<T>,
                          ConstMatrixView<T> dy_samples, MatrixView<T>* dx) {
   const ConstMatrixView<T> x = by_position(x_samples), dy = by_position(dy_samples);
+  // dy converted once for both products (Note [operands converted once] in kernels/gemm.hpp).
+  thread_local kernels::OperandCopy<T> output_gradient_copy;
+  const kernels::Operand<T> dy_operand = output_gradient_copy.make(dy);
   if (context.parameter_gradients) {
     context.parameter_gradients->add_linear(x, dy, weight_grad_, bias_grad_);
   } else {
@@ -134,8 +137,8 @@ void Linear<T>::backward(const PassContext& context, ConstMatrixView<T> x_sample
     // dW^T (+)= x dy^T: (F, B)(B, O), written on a step's first micro-batch (Note [gradients
     // written, not cleared] in sequential.cpp); a tied W's is added to its owner's, always.
     const bool overwrite_weight = context.overwrite_gradients && tied_to_.empty();
-    kernels::multiply(dwt, x, kernels::Op::kNone, dy, kernels::Op::kTranspose,
-             overwrite_weight ? kernels::Accumulate::kOverwrite : kernels::Accumulate::kAdd);
+    kernels::multiply(dwt, {x}, kernels::Op::kNone, dy_operand, kernels::Op::kTranspose,
+                      overwrite_weight ? kernels::Accumulate::kOverwrite : kernels::Accumulate::kAdd);
     if (bias_grad_) {
       VectorView<T> db(bias_grad_, out_);
       if (context.overwrite_gradients) db.setZero();  // O values: the row sums' order stays as it was
@@ -146,8 +149,9 @@ void Linear<T>::backward(const PassContext& context, ConstMatrixView<T> x_sample
     ConstMatrixView<T> wt(weight_, in_, out_);
     // dx = W^T dy: (F, O)(O, B)
     MatrixView<T> dxs = by_position(*dx);
-    kernels::multiply_in_pieces(dxs, wt, kernels::Op::kNone, dy, kernels::Accumulate::kOverwrite,
-                                context.input_gradient_columns());
+    // The weights' copy made in forward: they have not changed since.
+    kernels::multiply_in_pieces(dxs, weight_copy_.reuse(wt), kernels::Op::kNone, dy_operand,
+                                kernels::Accumulate::kOverwrite, context.input_gradient_columns());
   }
 }
 

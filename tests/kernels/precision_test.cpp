@@ -4,7 +4,8 @@
 // against the reference within the bound of Note [bf16 products] (src/kernels/bf16_product.cpp),
 // skipped where the CPU lacks AVX512_BF16; and attention's tile product: the reference's exactly
 // the float32 tile of rounded operands, the fast one (vdpbf16ps, Note [bf16 tiles]) within the
-// same bound, skipped where the CPU lacks AVX512_BF16.
+// same bound, skipped where the CPU lacks AVX512_BF16; and the operands converted once for
+// several products (OperandCopy): their bits, and the same products.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -250,6 +251,70 @@ TEST_F(Bf16Fast, EmptyDepthIsZeroOrUnchanged) {
   multiply(MatrixView<float>(c.data(), 2, 3), ConstMatrixView<float>(none.data(), 2, 0), Op::kNone,
            ConstMatrixView<float>(none.data(), 0, 3), Op::kNone, Accumulate::kOverwrite);
   EXPECT_EQ(c, std::vector<float>(6, 0.0f));
+}
+
+using OperandCopies = PrecisionScope;
+
+// Note [operands converted once]: under "bf16" an OperandCopy holds the bf16 bits of its matrix
+// (the conversion is portable code: any CPU), and reuse() gives them back for the same matrix
+// without converting again; in every other precision, and for double, it copies nothing.
+TEST_F(OperandCopies, HoldTheBitsOfTheirMatrixUnderBf16Only) {
+  std::vector<float> values = {1.0f, 1.00390625f, -3.0078125f, 1e-30f, 65504.0f, -0.0f};
+  const ConstMatrixView<float> matrix(values.data(), 2, 3);
+  OperandCopy<float> copy;
+  for (Precision other : {Precision::kFloat32, Precision::kBf16Reference}) {
+    use_precision(other);
+    const Operand<float> operand = copy.make(matrix);
+    EXPECT_EQ(operand.bf16, nullptr) << precision_name(other);
+    EXPECT_EQ(operand.values.data(), values.data());
+  }
+  use_precision(Precision::kBf16);
+  const Operand<float> operand = copy.make(matrix);
+  ASSERT_NE(operand.bf16, nullptr);
+  for (size_t i = 0; i < values.size(); ++i) EXPECT_EQ(operand.bf16[i], to_bf16(values[i])) << i;
+  // 1.00390625 = 1 + 2^-8 is a tie between bf16's 1 and 1 + 2^-7: to even, 1 (0x3f80).
+  EXPECT_EQ(operand.bf16[1], 0x3f80u);
+
+  // reuse() of the same matrix converts nothing: the caller vouches that it is unchanged, so a
+  // change it was not told of is not seen (the bits are still the first value's).
+  values[0] = 2.0f;
+  EXPECT_EQ(copy.reuse(matrix).bf16, operand.bf16);
+  EXPECT_EQ(copy.reuse(matrix).bf16[0], to_bf16(1.0f));
+  // Another matrix, or another shape of the same memory, is converted anew.
+  std::vector<float> other_values(values.size(), 0.5f);
+  EXPECT_EQ(copy.reuse(ConstMatrixView<float>(other_values.data(), 2, 3)).bf16[0], to_bf16(0.5f));
+  EXPECT_EQ(copy.reuse(ConstMatrixView<float>(values.data(), 3, 2)).bf16[0], to_bf16(2.0f));
+  // A precision changed since make(): float32 reads the matrix itself.
+  use_precision(Precision::kFloat32);
+  EXPECT_EQ(copy.reuse(ConstMatrixView<float>(values.data(), 3, 2)).bf16, nullptr);
+
+  use_precision(Precision::kBf16);
+  std::vector<double> doubles(6, 1.0);
+  OperandCopy<double> double_copy;
+  EXPECT_EQ(double_copy.make(ConstMatrixView<double>(doubles.data(), 2, 3)).bf16, nullptr);
+}
+
+// The products read a copy's bits as they would have converted the matrix: the same bits, for
+// every op and mode, and column by column in multiply_in_pieces (b's bits cut with its columns).
+TEST_F(Bf16Fast, ProductsOfCopiedOperandsAreTheProductsOfTheirMatrices) {
+  use_precision(Precision::kBf16);
+  for (Op op_a : kOps)
+    for (Op op_b : kOps)
+      for (Accumulate mode : kModes) {
+        const Bf16Operands o = bf16_operands(37, 29, 300, op_a, op_b, 13);
+        const std::vector<float> converted_at_the_product = product(o, mode);
+        const Index a_rows = op_a == Op::kNone ? o.m : o.k, b_rows = op_b == Op::kNone ? o.k : o.n;
+        const ConstMatrixView<float> a(o.a.data(), a_rows, o.m * o.k / a_rows), b(o.b.data(), b_rows, o.k * o.n / b_rows);
+        OperandCopy<float> a_copy, b_copy;
+        std::vector<float> c = o.c;
+        multiply(MatrixView<float>(c.data(), o.m, o.n), a_copy.make(a), op_a, b_copy.make(b), op_b, mode);
+        EXPECT_EQ(c, converted_at_the_product) << (op_a == Op::kNone ? "N" : "T") << (op_b == Op::kNone ? "N" : "T");
+        if (op_b != Op::kNone) continue;
+        std::vector<float> whole = o.c, pieces = o.c;
+        multiply_in_pieces(MatrixView<float>(whole.data(), o.m, o.n), a, op_a, b, mode, 7);
+        multiply_in_pieces(MatrixView<float>(pieces.data(), o.m, o.n), a_copy.reuse(a), op_a, b_copy.reuse(b), mode, 7);
+        EXPECT_EQ(pieces, whole);
+      }
 }
 
 using Bf16Tile = PrecisionScope;

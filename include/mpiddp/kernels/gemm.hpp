@@ -7,6 +7,7 @@
 //
 // Every rank must use the same library: two libraries round differently, and the replicas
 // must stay bit-identical. The trainer decides once, on rank 0, and tells the others.
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -49,11 +50,52 @@ template <typename T>
 void multiply(MatrixView<T> c, ConstMatrixView<T> a, Op op_a, ConstMatrixView<T> b, Op op_b,
               Accumulate mode);
 
+// A product's operand: a matrix, and perhaps its copy already in the form compute.precision's
+// products read (OperandCopy below), which they then read instead of converting the matrix.
+template <typename T>
+struct Operand {
+  ConstMatrixView<T> values;
+  const uint16_t* bf16 = nullptr;  // values' bf16 bits, column-major as values; null: converted at the product
+};
+
+// Note [operands converted once]
+// Under compute.precision "bf16" every product converts both operands to bf16 bits, a pass over
+// memory each: a layer's weights were converted in its forward and again in its backward, and
+// the output gradient once for each of backward's two products (about 8 % of a gpt2s step on a
+// Zen 5). A layer keeps an OperandCopy of its weights, made in forward and reused in backward,
+// and converts dy once for both products: the same bits reach the same products. PyTorch's
+// autocast keeps a cast copy of each weight for the same reason. Under float32, bf16_reference
+// and for double nothing is copied and the products do what they do without it.
+template <typename T>
+class OperandCopy {
+ public:
+  // values' operand: under "bf16", with its bits converted now into this copy's buffer (grown to
+  // the largest matrix it was made from, then reused); else the matrix alone.
+  Operand<T> make(ConstMatrixView<T> values);
+  // The last make()'s operand when it was made from this same matrix (address and shape) and in
+  // the precision in use, else make(values). The caller knows the values have not changed since
+  // (a layer's weights between its forward and its backward).
+  Operand<T> reuse(ConstMatrixView<T> values);
+
+ private:
+  std::vector<uint16_t> bits_;
+  const T* made_from_ = nullptr;  // the last make()'s matrix, and whether bits_ hold it
+  Index rows_ = 0, cols_ = 0;
+  bool converted_ = false;
+};
+
+// multiply() of operands (Note [operands converted once]): the same products, the same bits.
+template <typename T>
+void multiply(MatrixView<T> c, const Operand<T>& a, Op op_a, const Operand<T>& b, Op op_b, Accumulate mode);
+
 // multiply() with op_b kNone, cut into products of at most `piece` columns of c and b, left
 // to right (piece 0: one product). The deterministic chunked pass caps its products' width
 // this way, so that each product has a width its library was checked at (kernels/gemm_columns.hpp).
 template <typename T>
 void multiply_in_pieces(MatrixView<T> c, ConstMatrixView<T> a, Op op_a, ConstMatrixView<T> b, Accumulate mode,
+                        Index piece);
+template <typename T>
+void multiply_in_pieces(MatrixView<T> c, const Operand<T>& a, Op op_a, const Operand<T>& b, Accumulate mode,
                         Index piece);
 
 // The products inside a kernel that works in cache (attention's per-head tiles, kernels/

@@ -25,6 +25,7 @@
 
 #include "mpiddp/io/json_reader.hpp"
 #include "mpiddp/kernels/attention_head.hpp"
+#include "mpiddp/kernels/gemm.hpp"
 #include "mpiddp/nn/dropout_mask.hpp"
 #include "mpiddp/nn/initialization.hpp"
 #include "mpiddp/nn/layer.hpp"
@@ -116,6 +117,9 @@ class Attention final : public Layer<T> {
   T* proj_bias_ = nullptr;
   T* attn_weight_grad_ = nullptr, *attn_bias_grad_ = nullptr;
   T* proj_weight_grad_ = nullptr, *proj_bias_grad_ = nullptr;
+  // The weights in the products' precision, made by forward for backward (Note [operands
+  // converted once] in kernels/gemm.hpp).
+  kernels::OperandCopy<T> attn_weight_copy_, proj_weight_copy_;
   kernels::AttentionHead head_;
   kernels::AttentionKernel<T> kernel_;
   // Scratch: qkv_ (3C, B T), heads_out_ (C, B T), and for backward d_qkv_ (3C, B T),

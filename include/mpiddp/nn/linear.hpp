@@ -2,6 +2,7 @@
 #include <string>
 
 #include "mpiddp/io/json_reader.hpp"
+#include "mpiddp/kernels/gemm.hpp"
 #include "mpiddp/nn/initialization.hpp"
 #include "mpiddp/nn/layer.hpp"
 
@@ -68,6 +69,9 @@ class Linear final : public Layer<T> {
   T* bias_ = nullptr;         // (O), or null without bias
   T* weight_grad_ = nullptr;  // dW^T: (F, O)
   T* bias_grad_ = nullptr;    // db: (O)
+  // W^T in the products' precision, made by forward for backward (Note [operands converted
+  // once] in kernels/gemm.hpp).
+  kernels::OperandCopy<T> weight_copy_;
 };
 
 }  // namespace mpiddp::nn

@@ -54,7 +54,7 @@ ConstMatrixView<float> bf16_rounded_copy(const float* in, Index rows, Index cols
 bool bf16_tile_product(StridedView<float> c, ConstStridedView<float> a, Op op_a, ConstStridedView<float> b, Op op_b,
                        Accumulate mode);
 // kernels::multiply's float product when compute.precision is bf16 or bf16_reference.
-void multiply_in_precision(MatrixView<float> c, ConstMatrixView<float> a, Op op_a, ConstMatrixView<float> b, Op op_b,
+void multiply_in_precision(MatrixView<float> c, const Operand<float>& a, Op op_a, const Operand<float>& b, Op op_b,
                            Accumulate mode);
 
 }  // namespace mpiddp::kernels::gemm_detail
