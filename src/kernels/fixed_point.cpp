@@ -94,7 +94,54 @@ MPIDDP_TARGET_AVX512 void add_to_grid_avx512(const V* values, size_t count, int 
   add_to_grid_by_bits_body(values + i, count - i, shift, sums + i, how);
 }
 
+template <typename V>
+MPIDDP_ALWAYS_INLINE int64_t sum_of_squares_body(const V* values, size_t count, int shift) {
+  int64_t sum = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const double value = static_cast<double>(values[i]);
+    sum += to_fixed(value * value, shift);
+  }
+  return sum;
+}
+
+template <typename V>
+int64_t sum_of_squares_portable(const V* values, size_t count, int shift) {
+  return sum_of_squares_body(values, count, shift);
+}
+
+// Eight squares at a time, each scaled and converted as to_fixed does (add_to_grid_avx512),
+// into eight int64 partial sums: integer additions, exact in any order.
+template <typename V>
+MPIDDP_TARGET_AVX512 int64_t sum_of_squares_avx512(const V* values, size_t count, int shift) {
+  const __m512d scale = _mm512_set1_pd(power_of_two(shift));
+  __m512i sums = _mm512_setzero_si512();
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    __m512d v;
+    if constexpr (std::is_same_v<V, float>)
+      v = _mm512_cvtps_pd(_mm256_loadu_ps(values + i));
+    else
+      v = _mm512_loadu_pd(values + i);
+    sums = _mm512_add_epi64(sums, _mm512_cvtpd_epi64(_mm512_mul_pd(_mm512_mul_pd(v, v), scale)));
+  }
+  // Added lane by lane: GCC 12's _mm512_reduce_add_epi64 warns of an uninitialised operand.
+  alignas(64) int64_t lanes[8];
+  _mm512_store_si512(lanes, sums);
+  int64_t sum = sum_of_squares_body(values + i, count - i, shift);
+  for (const int64_t lane : lanes) sum += lane;
+  return sum;
+}
+
 }  // namespace
+
+template <typename V>
+int64_t sum_of_squares_on_grid(const V* values, size_t count, int shift) {
+  using Kernel = int64_t (*)(const V*, size_t, int);
+  // No vector conversion to int64 below AVX-512: the scalar loop at the lower levels.
+  static const Dispatched<Kernel> variants(
+      {sum_of_squares_portable<V>, sum_of_squares_portable<V>, sum_of_squares_avx512<V>, nullptr, nullptr});
+  return variants()(values, count, shift);
+}
 
 template <typename V>
 const Dispatched<AddToGridKernel<V>>& add_to_grid_variants() {
@@ -155,6 +202,8 @@ void fixed_point_to_values(const int64_t* sums, size_t first, size_t count, cons
 
 template void fixed_point_to_values(const int64_t*, size_t, size_t, const FixedPointGroups&, float*);
 template void fixed_point_to_values(const int64_t*, size_t, size_t, const FixedPointGroups&, double*);
+template int64_t sum_of_squares_on_grid(const float*, size_t, int);
+template int64_t sum_of_squares_on_grid(const double*, size_t, int);
 template void add_to_grid(const float*, size_t, int, int64_t*, OntoGrid);
 template void add_to_grid(const double*, size_t, int, int64_t*, OntoGrid);
 template void add_to_grid_by_bits(const float*, size_t, int, int64_t*, OntoGrid);

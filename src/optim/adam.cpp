@@ -12,7 +12,8 @@ Adam<T>::Adam(const OptimizerConfig& config, Index parameters, bool decoupled_we
 }
 
 template <typename T>
-void Adam<T>::update(T* params, const T* grads, Index begin, Index end, double weight_decay, double lr) {
+void Adam<T>::update(T* params, const T* grads, Index begin, Index end, double weight_decay, double lr,
+                     T gradient_scale) {
   const int64_t t = this->steps_;
   // The bias corrections are computed in double, as PyTorch computes them in Python floats.
   const double bias_correction1 = 1.0 - std::pow(config_.beta1, static_cast<double>(t));
@@ -25,7 +26,7 @@ void Adam<T>::update(T* params, const T* grads, Index begin, Index end, double w
   T* m = exp_avg_.data();
   T* v = exp_avg_sq_.data();
   for (Index i = begin; i < end; ++i) {
-    T g = grads[i];
+    T g = grads[i] * gradient_scale;
     if (decoupled_) {
       params[i] *= decoupled_scale;
     } else if (decay != T(0)) {

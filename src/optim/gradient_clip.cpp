@@ -25,26 +25,21 @@ double gradient_norm(const T* values, Index count, Index whole, distributed::Par
   // the norm is that infinity or NaN, as PyTorch's, and the coefficient 0 or NaN.
   if (!std::isfinite(largest * largest)) return largest * largest;
   const int shift = kernels::fixed_point_shift(largest * largest, whole);
-  int64_t sum = 0;
-  for (Index i = 0; i < count; ++i) {
-    const double value = static_cast<double>(values[i]);
-    sum += kernels::to_fixed(value * value, shift);
-  }
+  const int64_t sum = kernels::sum_of_squares_on_grid(values, static_cast<size_t>(count), shift);
   return std::sqrt(kernels::from_fixed(parts.sum_of_gradient_parts(sum), shift));
 }
 
 template <typename T>
-void clip_to_norm(T* values, Index count, double norm, double max_norm) {
+T clip_coefficient(double norm, double max_norm) {
   // PyTorch divides a Python number by the 0-d norm tensor: the tensor's reciprocal times
-  // the number, in the gradients' type; clamped to 1, which multiplies nothing.
+  // the number, in the gradients' type; clamped to 1, which multiplies nothing (g * 1 is g).
   const T coefficient = (T(1) / (static_cast<T>(norm) + static_cast<T>(1e-6))) * static_cast<T>(max_norm);
-  if (!(coefficient < T(1))) return;
-  for (Index i = 0; i < count; ++i) values[i] *= coefficient;
+  return coefficient < T(1) ? coefficient : T(1);
 }
 
 template double gradient_norm<float>(const float*, Index, Index, distributed::PartExchange&);
 template double gradient_norm<double>(const double*, Index, Index, distributed::PartExchange&);
-template void clip_to_norm<float>(float*, Index, double, double);
-template void clip_to_norm<double>(double*, Index, double, double);
+template float clip_coefficient<float>(double, double);
+template double clip_coefficient<double>(double, double);
 
 }  // namespace mpiddp::optim

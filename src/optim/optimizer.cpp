@@ -77,11 +77,12 @@ void Optimizer<T>::exempt_from_decay(const ParameterRanges& ranges) {
 template <typename T>
 double Optimizer<T>::step(T* params, T* grads, double lr) {
   double norm = std::numeric_limits<double>::quiet_NaN();
+  T gradient_scale = T(1);
   if (config_.clip_grad_norm > 0.0) {
     norm = gradient_norm(grads + held_begin_, held_end_ - held_begin_, parameters_, *exchange_);
-    clip_to_norm(grads + held_begin_, held_end_ - held_begin_, norm, config_.clip_grad_norm);
+    gradient_scale = optim::clip_coefficient<T>(norm, config_.clip_grad_norm);
   }
-  rule_->step(params + begin_, grads + begin_, lr);
+  rule_->step(params + begin_, grads + begin_, lr, gradient_scale);
   exchange_->allgather(params, part_bytes_);  // sharded: every rank again holds all P
   return norm;
 }

@@ -9,7 +9,8 @@ Sgd<T>::Sgd(const OptimizerConfig& config, Index parameters) : UpdateRule<T>(par
 }
 
 template <typename T>
-void Sgd<T>::update(T* params, const T* grads, Index begin, Index end, double weight_decay, double lr) {
+void Sgd<T>::update(T* params, const T* grads, Index begin, Index end, double weight_decay, double lr,
+                    T gradient_scale) {
   const T rate = static_cast<T>(lr), decay = static_cast<T>(weight_decay);
   const T momentum = static_cast<T>(config_.momentum);
   const T keep = static_cast<T>(1.0 - config_.dampening);
@@ -22,17 +23,17 @@ void Sgd<T>::update(T* params, const T* grads, Index begin, Index end, double we
     const T* __restrict g = grads;
     T* __restrict v = buf;
     for (Index i = begin; i < end; ++i) {
-      v[i] = momentum * v[i] + keep * g[i];
+      v[i] = momentum * v[i] + keep * (g[i] * gradient_scale);
       p[i] -= rate * v[i];
     }
     return;
   }
   if (momentum == T(0) && decay == T(0)) {
-    for (Index i = begin; i < end; ++i) params[i] -= rate * grads[i];
+    for (Index i = begin; i < end; ++i) params[i] -= rate * (grads[i] * gradient_scale);
     return;
   }
   for (Index i = begin; i < end; ++i) {
-    T g = grads[i];
+    T g = grads[i] * gradient_scale;
     if (decay != T(0)) g += decay * params[i];
     if (momentum != T(0)) {
       buf[i] = first ? g : momentum * buf[i] + keep * g;

@@ -9,14 +9,14 @@
 namespace mpiddp::optim {
 
 template <typename T>
-void UpdateRule<T>::step(T* params, const T* grads, double lr) {
+void UpdateRule<T>::step(T* params, const T* grads, double lr, T gradient_scale) {
   const Index parameters = runs_.back().end;
   // The average starts from the parameters the first step starts from (a resumed run's
   // comes from its checkpoint).
   if (!average_.empty() && steps_ == 0) std::copy_n(params, parameters, average_.data());
   ++steps_;
   for (const Run& run : runs_)
-    if (run.begin < run.end) update(params, grads, run.begin, run.end, run.decayed ? weight_decay_ : 0.0, lr);
+    if (run.begin < run.end) update(params, grads, run.begin, run.end, run.decayed ? weight_decay_ : 0.0, lr, gradient_scale);
   if (average_.empty() || steps_ % average_every_ != 0) return;
   const double decay = average_decay_, rest = 1.0 - average_decay_;
   for (Index i = 0; i < parameters; ++i)

@@ -1,6 +1,7 @@
 // Every dispatched kernel besides the grid product (tests/kernels/grid_product_test.cpp), at
 // every instruction-set level the CPU has, against a scalar reference written out here: the
-// grid's conversion, the conversion back to values, and the reduction's sums. Sizes give the
+// grid's conversion, the conversion back to values, clipping's sum of squares on the grid, and
+// the reduction's sums. Sizes give the
 // vector loops and their tails, and starts one element past an aligned address.
 #include <gtest/gtest.h>
 
@@ -62,6 +63,33 @@ void expect_add_to_grid_as_to_fixed() {
 TEST_P(KernelLevels, AddToGridRoundsEveryValueAsToFixed) {
   expect_add_to_grid_as_to_fixed<float>();
   expect_add_to_grid_as_to_fixed<double>();
+}
+
+// Gradient clipping's sum of squares (optim/gradient_clip.cpp): the scalar loop's integers at
+// every level, on the grid clipping picks for the values' largest square.
+template <typename V>
+void expect_sum_of_squares_as_the_loop() {
+  for (size_t count : {size_t{1}, size_t{7}, size_t{8}, size_t{9}, size_t{31}, size_t{1003}}) {
+    for (double largest : {1.0, 3e-4, 70.0}) {
+      std::vector<V> values = grid_values<V>(count, 33);
+      for (V& v : values) v = static_cast<V>(static_cast<double>(v) * largest);
+      double top = 0.0;
+      for (V v : values) top = std::max(top, std::fabs(static_cast<double>(v)));
+      const int shift = fixed_point_shift(top * top, static_cast<int64_t>(count));
+      int64_t expected = 0;
+      for (V v : values) expected += to_fixed(static_cast<double>(v) * static_cast<double>(v), shift);
+      ASSERT_EQ(sum_of_squares_on_grid(values.data(), count, shift), expected) << count << " values up to " << top;
+    }
+  }
+  // By hand: (1.5 2^-3)^2 2^7 = 2.25 2^1 = 4.5, a tie, to even: 4; (2.5 2^-3)^2 2^7 = 12.5: 12;
+  // 0.75^2 2^7 = 72 exactly. Nine values, so that the AVX-512 loop meets all three.
+  const V by_hand[] = {V(1.5 / 8), V(2.5 / 8), V(0.75), V(0), V(0), V(0), V(0), V(0), V(-1.5 / 8)};
+  EXPECT_EQ(sum_of_squares_on_grid(by_hand, 9, 7), 4 + 12 + 72 + 4);
+}
+
+TEST_P(KernelLevels, SumOfSquaresOnTheGridIsTheScalarLoops) {
+  expect_sum_of_squares_as_the_loop<float>();
+  expect_sum_of_squares_as_the_loop<double>();
 }
 
 template <typename T>

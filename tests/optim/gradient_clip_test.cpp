@@ -100,29 +100,50 @@ TYPED_TEST(NormAndClip, ClipsByPyTorchsCoefficientOnlyBelowOne) {
   using T = TypeParam;
   // norm 5, max_norm 1: coefficient (1 / (5 + 1e-6)) * 1 in T, 0.2 (1 - 2e-7) to 7 digits:
   // 3 -> 0.59999988, 4 -> 0.79999984.
-  std::vector<T> g = {3, 4, -1};
-  const T coefficient = (T(1) / (T(5) + T(1e-6))) * T(1);
-  clip_to_norm(g.data(), 3, 5.0, 1.0);
-  EXPECT_EQ(g[0], T(3) * coefficient);
-  EXPECT_EQ(g[1], T(4) * coefficient);
-  EXPECT_EQ(g[2], T(-1) * coefficient);
-  EXPECT_NEAR(g[0], 0.6 * (1 - 2e-7), 1e-7);
-  EXPECT_NEAR(g[1], 0.8 * (1 - 2e-7), 1e-7);
+  const T coefficient = clip_coefficient<T>(5.0, 1.0);
+  EXPECT_EQ(coefficient, (T(1) / (T(5) + T(1e-6))) * T(1));
+  EXPECT_NEAR(T(3) * coefficient, 0.6 * (1 - 2e-7), 1e-7);
+  EXPECT_NEAR(T(4) * coefficient, 0.8 * (1 - 2e-7), 1e-7);
   // max_norm 2.5: coefficient (1 / (5 + 1e-6)) * 2.5, about 0.5.
-  std::vector<T> h = {3, 4};
-  clip_to_norm(h.data(), 2, 5.0, 2.5);
-  EXPECT_EQ(h[0], T(3) * ((T(1) / (T(5) + T(1e-6))) * T(2.5)));
-  EXPECT_NEAR(h[1], 2.0, 1e-6);
+  EXPECT_EQ(clip_coefficient<T>(5.0, 2.5), (T(1) / (T(5) + T(1e-6))) * T(2.5));
+  EXPECT_NEAR(T(4) * clip_coefficient<T>(5.0, 2.5), 2.0, 1e-6);
   // At the norm itself the coefficient 5 / (5 + 1e-6) is still below 1: PyTorch multiplies too.
-  std::vector<T> at = {3, 4};
-  clip_to_norm(at.data(), 2, 5.0, 5.0);
-  EXPECT_EQ(at[1], T(4) * ((T(1) / (T(5) + T(1e-6))) * T(5)));
-  EXPECT_LT(at[1], T(4));
-  // Below max_norm (coefficient about 2), and a norm of 0 (coefficient 1e6): unchanged.
-  for (const double norm : {5.0, 0.0}) {
-    std::vector<T> kept = {3, 4, T(0.1)};
-    clip_to_norm(kept.data(), 3, norm, 10.0);
-    EXPECT_EQ(kept, (std::vector<T>{3, 4, T(0.1)})) << "norm " << norm;
+  EXPECT_EQ(clip_coefficient<T>(5.0, 5.0), (T(1) / (T(5) + T(1e-6))) * T(5));
+  EXPECT_LT(clip_coefficient<T>(5.0, 5.0), T(1));
+  // Below max_norm (coefficient about 2), and a norm of 0 (coefficient 1e6): 1, nothing clipped.
+  EXPECT_EQ(clip_coefficient<T>(5.0, 10.0), T(1));
+  EXPECT_EQ(clip_coefficient<T>(0.0, 10.0), T(1));
+}
+
+// The update applies the coefficient as it reads each gradient: the bits of clip_grad_norm_'s
+// multiplication in place followed by the update, for Adam and for SGD's three loops (plain,
+// momentum, with decay), and the gradient buffer left as it was.
+TYPED_TEST(NormAndClip, TheUpdateScalesAsClippingInPlaceWould) {
+  using T = TypeParam;
+  OptimizerConfig adam;
+  adam.type = "adamw";
+  adam.weight_decay = 0.1;
+  OptimizerConfig plain;
+  plain.type = "sgd";
+  OptimizerConfig momentum = plain;
+  momentum.momentum = 0.9;
+  OptimizerConfig decayed = momentum;
+  decayed.weight_decay = 0.01;
+  const T coefficient = clip_coefficient<T>(7.25, 1.0);
+  ASSERT_LT(coefficient, T(1));
+  for (const OptimizerConfig& config : {adam, plain, momentum, decayed}) {
+    auto fused = make_update_rule<T>(config, 5);
+    auto in_place = make_update_rule<T>(config, 5);
+    std::vector<T> p_fused = {1, -2, 3, T(0.5), T(-0.25)}, p_in_place = p_fused;
+    for (int step = 0; step < 3; ++step) {  // momentum's first step and the ones after
+      std::vector<T> g = {T(0.3), T(-1.7), T(2.9), T(-0.01), T(4.4) + T(step)};
+      std::vector<T> clipped = g;
+      for (T& v : clipped) v *= coefficient;
+      fused->step(p_fused.data(), g.data(), 0.01, coefficient);
+      in_place->step(p_in_place.data(), clipped.data(), 0.01);
+      EXPECT_EQ(p_fused, p_in_place) << config.type << " momentum " << config.momentum << " step " << step;
+      EXPECT_EQ(g[1], T(-1.7));  // read, not written
+    }
   }
 }
 
@@ -272,19 +293,19 @@ OptimizerConfig clipped_sgd(double clip) {
 }
 
 TEST(OptimizerClipping, ReturnsTheNormAndStepsWithTheClippedGradients) {
-  // g = (3, 4): norm 5 > 1, so g becomes (3, 4) c with c = (1 / (5 + 1e-6)) * 1, and sgd with
-  // lr 1 moves p = 0 to -g c.
+  // g = (3, 4): norm 5 > 1, so the update reads g as (3, 4) c with c = (1 / (5 + 1e-6)) * 1, and
+  // sgd with lr 1 moves p = 0 to -g c. The gradient buffer is read, not scaled in place.
   Optimizer<double> shard(clipped_sgd(1.0), 2, whole_on_every_rank());
   std::vector<double> p = {0, 0}, g = {3, 4};
   EXPECT_EQ(shard.step(p.data(), g.data(), 1.0), 5.0);
   const double c = (1.0 / (5.0 + 1e-6)) * 1.0;
-  EXPECT_EQ(g, (std::vector<double>{3 * c, 4 * c}));
-  EXPECT_EQ(p, (std::vector<double>{-3 * c, -4 * c}));
-  // Off: NaN, and the gradients as they were.
-  Optimizer<double> plain(clipped_sgd(0.0), 2, whole_on_every_rank());
-  g = {3, 4};
-  EXPECT_TRUE(std::isnan(plain.step(p.data(), g.data(), 1.0)));
   EXPECT_EQ(g, (std::vector<double>{3, 4}));
+  EXPECT_EQ(p, (std::vector<double>{-3 * c, -4 * c}));
+  // Off: NaN, and the whole gradient applied.
+  Optimizer<double> plain(clipped_sgd(0.0), 2, whole_on_every_rank());
+  p = {0, 0};
+  EXPECT_TRUE(std::isnan(plain.step(p.data(), g.data(), 1.0)));
+  EXPECT_EQ(p, (std::vector<double>{-3, -4}));
 }
 
 template <typename T>
@@ -299,7 +320,6 @@ void expect_world_parts_step_as_the_whole(int parts) {
   Optimizer<T> whole(config, count, whole_on_every_rank());
   const double whole_norm = whole.step(whole_p.data(), whole_g.data(), config.lr);
   ASSERT_GT(whole_norm, 1.0);  // clipped
-  ASSERT_NE(whole_g[0], gradient[0]);
 
   std::vector<T> p = start, g = gradient;
   std::vector<double> norms(parts);
@@ -309,7 +329,7 @@ void expect_world_parts_step_as_the_whole(int parts) {
     norms[part] = shard.step(p.data(), g.data(), config.lr);
   });
   for (int part = 0; part < parts; ++part) EXPECT_EQ(bits(norms[part]), bits(whole_norm)) << "part " << part;
-  EXPECT_EQ(g, whole_g) << parts << " parts: the clipped gradients";
+  EXPECT_EQ(g, gradient) << parts << " parts: the gradients, read only";
   EXPECT_EQ(p, whole_p) << parts << " parts: the parameters";
 }
 

@@ -72,6 +72,13 @@ void add_to_grid(const V* values, size_t count, int shift, int64_t* sums, OntoGr
 template <typename V>
 void add_to_grid_by_bits(const V* values, size_t count, int shift, int64_t* sums, OntoGrid how = OntoGrid::kAdd);
 
+// sum over i of to_fixed(values[i] * values[i], shift), the squares in double (exact for float
+// values), for finite values whose squares times 2^shift stay below 2^62 / count (gradient
+// clipping's norm, Note [the norm on a grid] in optim/gradient_clip.cpp). The integers add
+// exactly in any order, so every level gives the same sum: AVX-512DQ converts eight at once.
+template <typename V>
+int64_t sum_of_squares_on_grid(const V* values, size_t count, int shift);
+
 // The variants add_to_grid chooses from (portable, AVX2, AVX-512), for tests that run each level.
 template <typename V>
 using AddToGridKernel = void (*)(const V*, size_t, int, int64_t*, OntoGrid);

@@ -14,7 +14,8 @@ class Adam final : public UpdateRule<T> {
 
  private:
   std::vector<typename UpdateRule<T>::StateBuffer> own_state_buffers() override;
-  void update(T* params, const T* grads, Index begin, Index end, double weight_decay, double lr) override;
+  void update(T* params, const T* grads, Index begin, Index end, double weight_decay, double lr,
+              T gradient_scale) override;
   OptimizerConfig config_;
   bool decoupled_;
   std::vector<T> exp_avg_, exp_avg_sq_;  // (P) each

@@ -16,9 +16,11 @@ namespace mpiddp::optim {
 template <typename T>
 double gradient_norm(const T* values, Index count, Index whole, distributed::PartExchange& parts);
 
-// Multiplies values (count) by PyTorch's coefficient for `norm` when it is below 1, as
-// clip_grad_norm_ computes it in the gradients' type: (1 / (norm + 1e-6)) * max_norm.
+// PyTorch's coefficient for `norm`, as clip_grad_norm_ computes it in the gradients' type:
+// (1 / (norm + 1e-6)) * max_norm when that is below 1, else 1 (nothing is clipped). The update
+// multiplies each gradient by it as it reads it (UpdateRule::step): the bits of clip_grad_norm_'s
+// multiplication in place, without its pass over the gradient.
 template <typename T>
-void clip_to_norm(T* values, Index count, double norm, double max_norm);
+T clip_coefficient(double norm, double max_norm);
 
 }  // namespace mpiddp::optim

@@ -15,7 +15,8 @@ class Sgd final : public UpdateRule<T> {
 
  private:
   std::vector<typename UpdateRule<T>::StateBuffer> own_state_buffers() override;
-  void update(T* params, const T* grads, Index begin, Index end, double weight_decay, double lr) override;
+  void update(T* params, const T* grads, Index begin, Index end, double weight_decay, double lr,
+              T gradient_scale) override;
   OptimizerConfig config_;
   std::vector<T> momentum_buffer_;  // (P), empty without momentum
 };

@@ -42,8 +42,10 @@ class UpdateRule {
  public:
   virtual ~UpdateRule() = default;
   // params, grads: (P). lr is the scheduled learning rate of this step. The runs of
-  // parameters with and without weight decay are updated in order, each elementwise.
-  void step(T* params, const T* grads, double lr);
+  // parameters with and without weight decay are updated in order, each elementwise, every
+  // gradient read as grads[i] * gradient_scale: clipping's coefficient (optim/gradient_clip.hpp),
+  // applied in the update's own pass over the gradient rather than in a pass of its own.
+  void step(T* params, const T* grads, double lr, T gradient_scale = T(1));
   // These parameters take no weight decay (optimizer.decay "matrices"); every one does
   // until this is called.
   void exempt_from_decay(const ParameterRanges& ranges);
@@ -74,7 +76,9 @@ class UpdateRule {
   virtual std::vector<StateBuffer> own_state_buffers() = 0;
   // One run's update, parameters [begin, end), after the step count has grown to this
   // step's; weight_decay is the config's, or 0 in a run exempt from it.
-  virtual void update(T* params, const T* grads, Index begin, Index end, double weight_decay, double lr) = 0;
+  // Each gradient read as grads[i] * gradient_scale.
+  virtual void update(T* params, const T* grads, Index begin, Index end, double weight_decay, double lr,
+                      T gradient_scale) = 0;
 
   int64_t steps_ = 0;
 
