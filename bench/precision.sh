@@ -41,7 +41,8 @@ print("| workload | " + " | ".join(labels) + " |")
 print("|---" * (len(labels) + 1) + "|")
 for w, by in runs.items():
     m = {l: statistics.median(by[l]) for l in labels}
-    print(f"| {w} | " + " | ".join(f"{m[l]:,.0f}" for l in labels) + " |")
+    # gpt2s runs at a few samples per second: its medians keep two decimals.
+    print(f"| {w} | " + " | ".join(f"{m[l]:,.0f}" if m[l] >= 100 else f"{m[l]:.2f}" for l in labels) + " |")
 print("\n| workload | bf16 / best autocast (>= 1.3) | float32 / best torch float32 | bf16 / float32 |")
 print("|---|---|---|---|")
 for w, by in runs.items():
