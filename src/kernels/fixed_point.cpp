@@ -75,6 +75,15 @@ MPIDDP_TARGET_AVX2 void add_to_grid_avx2(const V* values, size_t count, int shif
   add_to_grid_by_bits_body(values, count, shift, sums, how);
 }
 
+// Eight values as doubles (floats widen exactly).
+template <typename V>
+MPIDDP_TARGET_AVX512 MPIDDP_ALWAYS_INLINE __m512d eight_as_doubles(const V* values) {
+  if constexpr (std::is_same_v<V, float>)
+    return _mm512_cvtps_pd(_mm256_loadu_ps(values));
+  else
+    return _mm512_loadu_pd(values);
+}
+
 // AVX-512DQ converts eight doubles to int64 in one instruction (vcvtpd2qq), rounding as
 // to_fixed's cvtsd2si does (to nearest, ties to even: the MXCSR mode), and v 2^shift is
 // exact in double: the same integers as the loop of bits, in a fraction of its instructions.
@@ -83,12 +92,7 @@ MPIDDP_TARGET_AVX512 void add_to_grid_avx512(const V* values, size_t count, int 
   const __m512d scale = _mm512_set1_pd(power_of_two(shift));
   size_t i = 0;
   for (; i + 8 <= count; i += 8) {
-    __m512d v;
-    if constexpr (std::is_same_v<V, float>)
-      v = _mm512_cvtps_pd(_mm256_loadu_ps(values + i));
-    else
-      v = _mm512_loadu_pd(values + i);
-    const __m512i fixed = _mm512_cvtpd_epi64(_mm512_mul_pd(v, scale));
+    const __m512i fixed = _mm512_cvtpd_epi64(_mm512_mul_pd(eight_as_doubles(values + i), scale));
     _mm512_storeu_si512(sums + i, how == OntoGrid::kSet ? fixed : _mm512_add_epi64(_mm512_loadu_si512(sums + i), fixed));
   }
   add_to_grid_by_bits_body(values + i, count - i, shift, sums + i, how);
@@ -117,11 +121,7 @@ MPIDDP_TARGET_AVX512 int64_t sum_of_squares_avx512(const V* values, size_t count
   __m512i sums = _mm512_setzero_si512();
   size_t i = 0;
   for (; i + 8 <= count; i += 8) {
-    __m512d v;
-    if constexpr (std::is_same_v<V, float>)
-      v = _mm512_cvtps_pd(_mm256_loadu_ps(values + i));
-    else
-      v = _mm512_loadu_pd(values + i);
+    const __m512d v = eight_as_doubles(values + i);
     sums = _mm512_add_epi64(sums, _mm512_cvtpd_epi64(_mm512_mul_pd(_mm512_mul_pd(v, v), scale)));
   }
   // Added lane by lane: GCC 12's _mm512_reduce_add_epi64 warns of an uninitialised operand.
