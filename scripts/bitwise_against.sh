@@ -18,7 +18,8 @@
 # scripts/install-deps.sh --with-data) and bench/gpt.json's GPT on the King James Bible
 # (scripts/get-kjv.sh), with attention's dropout in deterministic mode, its tiled kernel at
 # T = 100 (two tiles, the second partial) with dropout, and its optimizer sharded with the
-# gradients clipped; and compute.precision's bf16 products: the reference on any CPU, the fast
+# gradients clipped; clipping with SGD's and Adam's L2 decay (the decay added to the scaled
+# gradient); and compute.precision's bf16 products: the reference on any CPU, the fast
 # path (GPT and MLP) where the CPU has avx512_bf16.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -53,6 +54,8 @@ gpt_np2            | 2 | - | bench/gpt.json --set compute.gemm=eigen --set epoch
 gpt_dropout_det    | 2 | - | bench/gpt.json --set compute.gemm=eigen --set deterministic.chunks=2 --set epochs=1 --set data.train.range=[0,0.004] --set model.layers.2.layers.1.dropout=0.1
 gpt_tiled_t100     | 2 | - | bench/gpt.json --set compute.gemm=eigen --set epochs=1 --set data.train.range=[0,0.004] --set data.train.block=100 --set model.layers.1.positions=100 --set model.layers.2.layers.1.algorithm=tiled --set model.layers.4.layers.1.algorithm=tiled --set model.layers.6.layers.1.algorithm=tiled --set model.layers.8.layers.1.algorithm=tiled --set model.layers.2.layers.1.dropout=0.1
 gpt_sharded_clip   | 2 | - | bench/gpt.json --set compute.gemm=eigen --set epochs=1 --set data.train.range=[0,0.004] --set reduce.shard_optimizer=true
+default_sgd_decay_clip | 2 | - | --set compute.gemm=eigen --set optimizer={"type":"sgd","lr":0.05,"momentum":0.9,"weight_decay":0.01,"clip_grad_norm":0.5}
+mlp_adam_l2_clip   | 2 | - | bench/mlp.json --set compute.gemm=eigen --set epochs=1 --set optimizer={"type":"adam","lr":0.001,"weight_decay":0.01,"clip_grad_norm":0.5}
 gpt_bf16           | 2 | - | bench/gpt.json --set compute.gemm=onednn --set compute.precision="bf16" --set epochs=1 --set data.train.range=[0,0.008]
 gpt_bf16_reference | 2 | - | bench/gpt.json --set compute.gemm=eigen --set compute.precision="bf16_reference" --set epochs=1 --set data.train.range=[0,0.004]
 mlp_bf16_accum     | 2 | - | bench/mlp.json --set compute.gemm=onednn --set compute.precision="bf16" --set epochs=1 --set accumulate_steps=2

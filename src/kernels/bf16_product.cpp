@@ -62,7 +62,7 @@ V* grown_to(std::vector<V>& buffer, Index count) {
 }
 
 // values' bf16 bits, in `buffer` (grown_to their count).
-const uint16_t* converted(const ConstMatrixView<float>& values, std::vector<uint16_t>& buffer) {
+const uint16_t* convert_into(std::vector<uint16_t>& buffer, const ConstMatrixView<float>& values) {
   uint16_t* bits = grown_to(buffer, values.size());
   convert_to_bf16(values.data(), bits, static_cast<size_t>(values.size()));
   return bits;
@@ -153,8 +153,8 @@ void gemm_detail::multiply_in_precision(MatrixView<float> c, const Operand<float
                             bf16_rounded_copy(b.data(), b.rows(), b.cols(), b.rows(), rounded_b), op_b, mode);
   }
   thread_local std::vector<uint16_t> bits_a, bits_b;
-  const uint16_t* a16 = a_operand.bf16 ? a_operand.bf16 : converted(a, bits_a);
-  const uint16_t* b16 = b_operand.bf16 ? b_operand.bf16 : converted(b, bits_b);
+  const uint16_t* a16 = a_operand.bf16 ? a_operand.bf16 : convert_into(bits_a, a);
+  const uint16_t* b16 = b_operand.bf16 ? b_operand.bf16 : convert_into(bits_b, b);
   const GemmKernels* library = bf16_kernels();
   use_product_threads(static_cast<double>(c.rows()) * static_cast<double>(c.cols()) * static_cast<double>(k), library);
   library->bf16gemm(op_a, op_b, c.rows(), c.cols(), k, a16, a.rows(), b16, b.rows(),
@@ -174,17 +174,17 @@ Operand<T> OperandCopy<T>::make(ConstMatrixView<T> values) {
   made_from_ = values.data();
   rows_ = values.rows();
   cols_ = values.cols();
-  converted_ = converts_operands<T>();
+  holds_bits_ = converts_operands<T>();
   if constexpr (std::is_same_v<T, float>)
-    if (converted_) converted(values, bits_);
-  return Operand<T>{values, converted_ ? bits_.data() : nullptr};
+    if (holds_bits_) convert_into(bits_, values);
+  return Operand<T>{values, holds_bits_ ? bits_.data() : nullptr};
 }
 
 template <typename T>
 Operand<T> OperandCopy<T>::reuse(ConstMatrixView<T> values) {
   const bool same_matrix = made_from_ == values.data() && rows_ == values.rows() && cols_ == values.cols();
-  if (!same_matrix || converted_ != converts_operands<T>()) return make(values);
-  return Operand<T>{values, converted_ ? bits_.data() : nullptr};
+  if (!same_matrix || holds_bits_ != converts_operands<T>()) return make(values);
+  return Operand<T>{values, holds_bits_ ? bits_.data() : nullptr};
 }
 
 template class OperandCopy<float>;

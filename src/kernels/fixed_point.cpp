@@ -139,7 +139,7 @@ int64_t sum_of_squares_on_grid(const V* values, size_t count, int shift) {
   using Kernel = int64_t (*)(const V*, size_t, int);
   // No vector conversion to int64 below AVX-512: the scalar loop at the lower levels.
   static const Dispatched<Kernel> variants(
-      {sum_of_squares_portable<V>, sum_of_squares_portable<V>, sum_of_squares_avx512<V>, nullptr, nullptr});
+      {sum_of_squares_portable<V>, nullptr, sum_of_squares_avx512<V>, nullptr, nullptr});
   return variants()(values, count, shift);
 }
 

@@ -11,6 +11,13 @@ Adam<T>::Adam(const OptimizerConfig& config, Index parameters, bool decoupled_we
   this->set_weight_decay(config.weight_decay);
 }
 
+// Note [the decay's one rounding]
+// L2 decay adds decay * p to the gradient, and the compiler contracts that into one fused
+// multiply-add, p's product unrounded: every release computed g + decay p so. Since the
+// gradient is read scaled (clipping's coefficient, UpdateRule::step), the sum holds two
+// products, and GCC fused the other one (g * scale, rounded once with the sum), which changed
+// the bits even at scale 1. Written as the fma it always was, the scaled gradient is rounded
+// on its own, as the buffer clip_grad_norm_ scaled in place was. SGD's decay is the same sum.
 template <typename T>
 void Adam<T>::update(T* params, const T* grads, Index begin, Index end, double weight_decay, double lr,
                      T gradient_scale) {
@@ -30,7 +37,7 @@ void Adam<T>::update(T* params, const T* grads, Index begin, Index end, double w
     if (decoupled_) {
       params[i] *= decoupled_scale;
     } else if (decay != T(0)) {
-      g += decay * params[i];
+      g = std::fma(decay, params[i], g);  // Note [the decay's one rounding]
     }
     m[i] = beta1 * m[i] + (T(1) - beta1) * g;
     v[i] = beta2 * v[i] + (T(1) - beta2) * g * g;

@@ -22,7 +22,8 @@ double gradient_norm(const T* values, Index count, Index whole, distributed::Par
   const double largest = parts.largest_of_gradient_parts(largest_magnitude(values, static_cast<size_t>(count)));
   if (largest == 0.0) return 0.0;
   // A square past the double range (a float64 gradient above 1.3e154), or a non-finite value:
-  // the norm is that infinity or NaN, as PyTorch's, and the coefficient 0 or NaN.
+  // the norm is that infinity or NaN, as PyTorch's. Its coefficient is 0 (infinity) or 1 (NaN:
+  // not below 1), but such a step never applies: the step guard skips a non-finite step first.
   if (!std::isfinite(largest * largest)) return largest * largest;
   const int shift = kernels::fixed_point_shift(largest * largest, whole);
   const int64_t sum = kernels::sum_of_squares_on_grid(values, static_cast<size_t>(count), shift);

@@ -75,7 +75,7 @@ void Optimizer<T>::exempt_from_decay(const ParameterRanges& ranges) {
 }
 
 template <typename T>
-double Optimizer<T>::step(T* params, T* grads, double lr) {
+double Optimizer<T>::step(T* params, const T* grads, double lr) {
   double norm = std::numeric_limits<double>::quiet_NaN();
   T gradient_scale = T(1);
   if (config_.clip_grad_norm > 0.0) {

@@ -1,3 +1,5 @@
+#include <cmath>
+
 #include "mpiddp/optim/sgd.hpp"
 
 namespace mpiddp::optim {
@@ -34,7 +36,7 @@ void Sgd<T>::update(T* params, const T* grads, Index begin, Index end, double we
   }
   for (Index i = begin; i < end; ++i) {
     T g = grads[i] * gradient_scale;
-    if (decay != T(0)) g += decay * params[i];
+    if (decay != T(0)) g = std::fma(decay, params[i], g);  // Note [the decay's one rounding] in adam.cpp
     if (momentum != T(0)) {
       buf[i] = first ? g : momentum * buf[i] + keep * g;
       g = config_.nesterov ? g + momentum * buf[i] : buf[i];

@@ -70,15 +70,19 @@ TEST_P(KernelLevels, AddToGridRoundsEveryValueAsToFixed) {
 template <typename V>
 void expect_sum_of_squares_as_the_loop() {
   for (size_t count : {size_t{1}, size_t{7}, size_t{8}, size_t{9}, size_t{31}, size_t{1003}}) {
-    for (double largest : {1.0, 3e-4, 70.0}) {
-      std::vector<V> values = grid_values<V>(count, 33);
-      for (V& v : values) v = static_cast<V>(static_cast<double>(v) * largest);
-      double top = 0.0;
-      for (V v : values) top = std::max(top, std::fabs(static_cast<double>(v)));
-      const int shift = fixed_point_shift(top * top, static_cast<int64_t>(count));
-      int64_t expected = 0;
-      for (V v : values) expected += to_fixed(static_cast<double>(v) * static_cast<double>(v), shift);
-      ASSERT_EQ(sum_of_squares_on_grid(values.data(), count, shift), expected) << count << " values up to " << top;
+    for (size_t start : {size_t{0}, size_t{1}}) {
+      for (double largest : {1.0, 3e-4, 70.0}) {
+        std::vector<V> all = grid_values<V>(count + start, 33);
+        for (V& v : all) v = static_cast<V>(static_cast<double>(v) * largest);
+        const V* values = all.data() + start;
+        double top = 0.0;
+        for (size_t i = 0; i < count; ++i) top = std::max(top, std::fabs(static_cast<double>(values[i])));
+        const int shift = fixed_point_shift(top * top, static_cast<int64_t>(count));
+        int64_t expected = 0;
+        for (size_t i = 0; i < count; ++i)
+          expected += to_fixed(static_cast<double>(values[i]) * static_cast<double>(values[i]), shift);
+        ASSERT_EQ(sum_of_squares_on_grid(values, count, shift), expected) << count << " values up to " << top;
+      }
     }
   }
   // By hand: (1.5 2^-3)^2 2^7 = 2.25 2^1 = 4.5, a tie, to even: 4; (2.5 2^-3)^2 2^7 = 12.5: 12;

@@ -70,7 +70,8 @@ template <typename T>
 class OperandCopy {
  public:
   // values' operand: under "bf16", with its bits converted now into this copy's buffer (grown to
-  // the largest matrix it was made from, then reused); else the matrix alone.
+  // the largest matrix it was made from, then reused); else the matrix alone. The operand's bits
+  // are valid until this copy's next make(), which may move the buffer.
   Operand<T> make(ConstMatrixView<T> values);
   // The last make()'s operand when it was made from this same matrix (address and shape) and in
   // the precision in use, else make(values). The caller knows the values have not changed since
@@ -81,7 +82,7 @@ class OperandCopy {
   std::vector<uint16_t> bits_;
   const T* made_from_ = nullptr;  // the last make()'s matrix, and whether bits_ hold it
   Index rows_ = 0, cols_ = 0;
-  bool converted_ = false;
+  bool holds_bits_ = false;
 };
 
 // multiply() of operands (Note [operands converted once]): the same products, the same bits.

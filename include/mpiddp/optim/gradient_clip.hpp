@@ -19,7 +19,8 @@ double gradient_norm(const T* values, Index count, Index whole, distributed::Par
 // PyTorch's coefficient for `norm`, as clip_grad_norm_ computes it in the gradients' type:
 // (1 / (norm + 1e-6)) * max_norm when that is below 1, else 1 (nothing is clipped). The update
 // multiplies each gradient by it as it reads it (UpdateRule::step): the bits of clip_grad_norm_'s
-// multiplication in place, without its pass over the gradient.
+// multiplication in place (Note [the decay's one rounding] in optim/adam.cpp), without its pass
+// over the gradient.
 template <typename T>
 T clip_coefficient(double norm, double max_norm);
 

@@ -47,12 +47,13 @@ class Optimizer {
   void exempt_from_decay(const ParameterRanges& ranges);
 
   // params, grads: (P), grads already averaged over ranks and equal on every rank (across
-  // the world: this rank's part of them). With optimizer.clip_grad_norm, first clips the
-  // gradients this rank holds (optim/gradient_clip.hpp). Updates this rank's part; sharded,
+  // the world: this rank's part of them), read only. With optimizer.clip_grad_norm, the norm
+  // of the gradients this rank holds sets clipping's coefficient, which the update applies as
+  // it reads them (optim/gradient_clip.hpp). Updates this rank's part; sharded,
   // every rank of the node (across the world: of the world) then receives the others' parts.
   // Collective when sharded. Allocates nothing. Returns the gradient's norm before clipping,
   // or NaN when clipping is off.
-  double step(T* params, T* grads, double lr);
+  double step(T* params, const T* grads, double lr);
 
   // For a checkpoint: on rank 0, the state of all P parameters (the optimizer itself, or,
   // sharded, a temporary one that the parts of rank 0's node are gathered into); null on
