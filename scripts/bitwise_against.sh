@@ -20,7 +20,7 @@
 # T = 100 (two tiles, the second partial) with dropout, and its optimizer sharded with the
 # gradients clipped; clipping with SGD's and Adam's L2 decay (the decay added to the scaled
 # gradient); and compute.precision's bf16 products: the reference on any CPU, the fast
-# path (GPT and MLP) where the CPU has avx512_bf16.
+# path (GPT and MLP, and the GPT with two blocks recomputed) where the CPU has avx512_bf16.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -57,6 +57,7 @@ gpt_sharded_clip   | 2 | - | bench/gpt.json --set compute.gemm=eigen --set epoch
 default_sgd_decay_clip | 2 | - | --set compute.gemm=eigen --set optimizer={"type":"sgd","lr":0.05,"momentum":0.9,"weight_decay":0.01,"clip_grad_norm":0.5}
 mlp_adam_l2_clip   | 2 | - | bench/mlp.json --set compute.gemm=eigen --set epochs=1 --set optimizer={"type":"adam","lr":0.001,"weight_decay":0.01,"clip_grad_norm":0.5}
 gpt_bf16           | 2 | - | bench/gpt.json --set compute.gemm=onednn --set compute.precision="bf16" --set epochs=1 --set data.train.range=[0,0.008]
+gpt_bf16_recompute | 2 | - | bench/gpt.json --set compute.gemm=onednn --set compute.precision="bf16" --set epochs=1 --set data.train.range=[0,0.004] --set model.layers.2.recompute=true --set model.layers.3.recompute=true
 gpt_bf16_reference | 2 | - | bench/gpt.json --set compute.gemm=eigen --set compute.precision="bf16_reference" --set epochs=1 --set data.train.range=[0,0.004]
 mlp_bf16_accum     | 2 | - | bench/mlp.json --set compute.gemm=onednn --set compute.precision="bf16" --set epochs=1 --set accumulate_steps=2
 EOF
