@@ -50,6 +50,11 @@ MPIDDP_TARGET_AVX512_BF16 MPIDDP_ALWAYS_INLINE __m512i round_lanes(__m512 values
   return _mm512_mask_mov_epi32(rounded, nan, _mm512_or_si512(bits, _mm512_set1_epi32(0x00400000)));
 }
 
+// The first `count` of a vector's 16 lanes (count >= 0).
+MPIDDP_TARGET_AVX512_BF16 MPIDDP_ALWAYS_INLINE __mmask16 first_lanes(Index count) {
+  return static_cast<__mmask16>(count >= kLanes ? 0xffff : (1u << count) - 1);
+}
+
 // The 16 floats at x, those of lanes outside `live` zero and not read. A whole vector loads
 // unmasked: a masked load costs more than a plain one on some CPUs (Zen 5), and these loads were
 // the packing's hottest instructions.
@@ -72,17 +77,11 @@ MPIDDP_TARGET_AVX512_BF16 MPIDDP_ALWAYS_INLINE __m512i pairs_across(const float*
 // The pairs of `count` (at most 32) consecutive floats: pair p = (bf16 of x[2p], bf16 of x[2p+1]),
 // missing values zero. vpermt2w takes every element's upper half, in order, from the two vectors.
 MPIDDP_TARGET_AVX512_BF16 MPIDDP_ALWAYS_INLINE __m512i pairs_of_run(const float* x, Index count) {
-  const auto first = static_cast<__mmask16>(count >= 16 ? 0xffff : (1u << count) - 1);
-  const auto second = static_cast<__mmask16>(count >= 32 ? 0xffff : count <= 16 ? 0 : (1u << (count - 16)) - 1);
-  const __m512i low = round_lanes(load_lanes(x, first));
-  const __m512i high = round_lanes(load_lanes(x + 16, second));
+  const __m512i low = round_lanes(load_lanes(x, first_lanes(count)));
+  const __m512i high = round_lanes(load_lanes(x + kLanes, first_lanes(std::max<Index>(count - kLanes, 0))));
   const __m512i upper_halves = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27,
                                                 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
   return _mm512_permutex2var_epi16(low, upper_halves, high);
-}
-
-MPIDDP_TARGET_AVX512_BF16 MPIDDP_ALWAYS_INLINE __mmask16 first_lanes(Index count) {
-  return static_cast<__mmask16>(count >= kLanes ? 0xffff : (1u << count) - 1);
 }
 
 // op(a) (m, k) packed as [pair p][row i], rows padded to `rows` (a multiple of 16) with zeros.
