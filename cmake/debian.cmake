@@ -49,7 +49,7 @@ foreach(_lib IN ITEMS openblas blis dnnl)
   endif()
 endforeach()
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
-    "libeigen3-dev, nlohmann-json3-dev, zlib1g-dev, ${_mpiddp_deb_mpi_dev}${_mpiddp_deb_gemm_dev}")
+    "libeigen3-dev, nlohmann-json3-dev, zlib1g-dev, libsentencepiece-dev, ${_mpiddp_deb_mpi_dev}${_mpiddp_deb_gemm_dev}")
 
 include(CPack)
 cpack_add_component(runtime DISPLAY_NAME "mpiddp program, launch scripts and configs")

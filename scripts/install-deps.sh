@@ -10,6 +10,7 @@ set -euo pipefail
 packages=(build-essential cmake pkg-config libopenmpi-dev openmpi-bin
           libopenblas-dev libblis-dev libdnnl-dev  # compute.gemm: measured against Eigen
           libeigen3-dev nlohmann-json3-dev libgtest-dev zlib1g-dev
+          libsentencepiece-dev  # mpiddp tokenize, the text source's "sentencepiece" encoding
           libxml2-utils   # xmllint: the plot test parses the SVG
           ccache)         # CI builds five configurations; shared objects compile once
 for arg in "$@"; do
@@ -18,7 +19,7 @@ for arg in "$@"; do
     --with-data)  packages+=(dataset-fashion-mnist bible-kjv) ;;  # bible-kjv: scripts/get-kjv.sh
     --with-slurm) packages+=(slurm-wlm munge libpmix-dev iproute2 util-linux) ;;  # iproute2, util-linux: launch/local-cluster
     --with-chromium) packages+=(chromium) ;;  # the optional plot render test
-    --with-torch) packages+=(python3-torch python3-numpy python3-protobuf) ;;
+    --with-torch) packages+=(python3-torch python3-numpy python3-protobuf python3-sentencepiece) ;;
     --with-fuzz) packages+=(clang-14 libclang-rt-14-dev) ;;  # libFuzzer (scripts/fuzz.sh)
     --with-valgrind) packages+=(valgrind) ;;  # memcheck (scripts/test-valgrind.sh)
     --with-qemu) packages+=(qemu-user) ;;  # other CPUs emulated (tests/cli/isa_qemu.sh)

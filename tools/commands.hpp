@@ -28,4 +28,9 @@ int export_command(int argc, char** argv);
 //                 [--temperature F] [--top-k K] [--seed S]: a language model's text
 int generate_command(int argc, char** argv);
 
+// mpiddp tokenize TEXT... -o PREFIX [--vocab N] [--model-type bpe|unigram] [--model M]
+//                 [--eval-fraction F] [--format nanogpt|llmc] [--threads N]: a SentencePiece
+// tokenizer (PREFIX.model) and the texts as token files (PREFIX.train.bin, PREFIX.eval.bin)
+int tokenize_command(int argc, char** argv);
+
 }  // namespace mpiddp::tools

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "command_args.hpp"
 #include "commands.hpp"
 #include "mpiddp/checkpoint/checkpoint.hpp"
 #include "mpiddp/config/config.hpp"
@@ -29,16 +30,6 @@ struct GenerateArgs {
   inference::SamplingOptions sampling;
 };
 
-// A whole number in [least, most], or a ConfigError naming the flag.
-int64_t parse_whole(const std::string& flag, const std::string& text, int64_t least, int64_t most) {
-  char* end = nullptr;
-  const long long value = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || value < least || value > most)
-    throw ConfigError(flag, "expected a whole number in [" + std::to_string(least) + ", " + std::to_string(most) +
-                                "], got '" + text + "'");
-  return value;
-}
-
 GenerateArgs parse_generate_args(int argc, char** argv) {
   GenerateArgs args;
   for (int i = 1; i < argc; ++i) {
@@ -53,12 +44,7 @@ GenerateArgs parse_generate_args(int argc, char** argv) {
     else if (arg == "--top-k") args.sampling.top_k = parse_whole(arg, next(), 0, int64_t{1} << 30);
     else if (arg == "--seed") args.sampling.seed = static_cast<uint64_t>(parse_whole(arg, next(), 0, INT64_MAX));
     else if (arg == "--temperature") {
-      const std::string text = next();
-      char* end = nullptr;
-      const double value = std::strtod(text.c_str(), &end);
-      if (text.empty() || *end != '\0' || !(value > 0.0) || !std::isfinite(value))
-        throw ConfigError(arg, "expected a number > 0, got '" + text + "'");
-      args.sampling.temperature = value;
+      args.sampling.temperature = parse_number_below(arg, next(), std::nextafter(0.0, 1.0), HUGE_VAL, "a number > 0");
     } else if (arg.size() > 1 && arg[0] == '-') {
       throw ConfigError(arg, "unknown option");
     } else if (args.weights.empty()) {

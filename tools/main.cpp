@@ -47,9 +47,16 @@ const char* kUsage =
     "        plain weights file for init.weights or PyTorch's load_state_dict.\n"
     "  generate WEIGHTS_OR_CHECKPOINT [--config C] [--prompt TEXT] [--tokens N]\n"
     "           [--temperature F] [--top-k K] [--seed S]\n"
-    "        continue a text with a language model trained on a text source: prints the\n"
-    "        prompt and N generated tokens (default 200; temperature 1, every token a\n"
-    "        candidate unless --top-k), the same text for the same seed (default 1337).\n"
+    "        continue a text with a language model (trained on text, or on tokens with a\n"
+    "        tokenizer): prints the prompt and N generated tokens (default 200;\n"
+    "        temperature 1, every token a candidate unless --top-k), the same text for\n"
+    "        the same seed (default 1337).\n"
+    "  tokenize TEXT... -o PREFIX [--vocab N] [--model-type bpe|unigram] [--model M]\n"
+    "           [--eval-fraction F] [--format nanogpt|llmc] [--threads N]\n"
+    "        train a SentencePiece tokenizer on the texts (BPE of 4096 tokens unless\n"
+    "        told), or take model M; write PREFIX.model and the texts' ids as uint16\n"
+    "        files for the tokens source: PREFIX.train.bin, and PREFIX.eval.bin with the\n"
+    "        last F of them (default 0.1). See docs/language_models.md.\n"
     "  bench CONFIG [--set KEY=VALUE]... [--reduce-repeats N] [--reduce-only]\n"
     "        train CONFIG's epochs (the last one timed) and print one JSON line of\n"
     "        figures: samples/s, per-phase step times, gradient reduction time, GFLOP/s,\n"
@@ -99,6 +106,7 @@ int main(int argc, char** argv) {
   if (command == "timeline") return mpiddp::tools::timeline_command(argc - 1, argv + 1);
   if (command == "export") return mpiddp::tools::export_command(argc - 1, argv + 1);
   if (command == "generate") return mpiddp::tools::generate_command(argc - 1, argv + 1);
+  if (command == "tokenize") return mpiddp::tools::tokenize_command(argc - 1, argv + 1);
   if (command == "bench") return mpiddp::tools::bench_command(argc - 1, argv + 1);
   std::fprintf(stderr, "mpiddp: unknown command '%s'\n\n%s", command.c_str(), kUsage);
   return mpiddp::kExitConfig;

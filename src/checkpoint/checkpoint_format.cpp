@@ -125,6 +125,14 @@ TrainingPosition restore_checkpoint(const io::SafetensorsFile& file, const RunId
       refuse(path, "corrupt: the data checksum does not match (the file was damaged after it "
                    "was written)");
     const TrainingPosition position = detail::resume_position(state, identity, path);
+    // The config's data may name another tokenizer file under the same name: the ids would
+    // mean other text, so the model would go on learning another language. A checkpoint
+    // written before checkpoints carried the vocabulary (0.1) has none, and resumes as before.
+    const auto carried = file.metadata().find(kVocabularyKey);
+    const std::string carried_vocabulary = carried == file.metadata().end() ? "" : carried->second;
+    if (!carried_vocabulary.empty() && carried_vocabulary != identity.vocabulary)
+      refuse(path, "another tokenizer: the checkpoint's ids are those of " + tokenizer_summary(carried_vocabulary) +
+                       ", the config's data are encoded by " + tokenizer_summary(identity.vocabulary));
 
     std::set<std::string> expected = state_tensor_names(model);
     load_named_tensors(file, model.tensors(), model.parameters(), kExitCheckpoint);

@@ -5,33 +5,27 @@
 
 namespace mpiddp::checkpoint {
 
-std::string vocabulary_metadata(const std::vector<unsigned char>& bytes, const std::string& encoding) {
-  if (bytes.empty()) return "";
-  io::Json values = io::Json::array();
-  for (const unsigned char b : bytes) values.push_back(static_cast<int>(b));
-  return io::Json{{"encoding", encoding}, {"bytes", values}}.dump();
+std::string vocabulary_metadata(const tokenizer::Tokenizer* tokenizer) {
+  return tokenizer ? tokenizer->description() : "";
 }
 
-std::vector<unsigned char> read_vocabulary(const io::SafetensorsFile& file, int error_code) {
+std::shared_ptr<const tokenizer::Tokenizer> read_tokenizer(const io::SafetensorsFile& file, int error_code) {
   const auto found = file.metadata().find(kVocabularyKey);
-  if (found == file.metadata().end()) return {};
-  const io::Json value = io::Json::parse(found->second, nullptr, /*allow_exceptions=*/false);
-  const auto refuse = [&](const std::string& why) -> std::vector<unsigned char> {
-    throw Error(static_cast<ExitCode>(error_code), "'" + file.name() + "': its " + kVocabularyKey + " metadata " + why);
-  };
-  if (!value.is_object() || !value.contains("bytes") || !value["bytes"].is_array())
-    return refuse("is not {\"encoding\": ..., \"bytes\": [...]}");
-  std::vector<unsigned char> bytes;
-  std::vector<bool> seen(256, false);
-  for (const io::Json& b : value["bytes"]) {
-    if (!b.is_number_integer() || b.get<int64_t>() < 0 || b.get<int64_t>() > 255)
-      return refuse("holds " + b.dump() + ", not a byte");
-    if (seen[b.get<size_t>()]) return refuse("holds byte " + b.dump() + " twice");
-    seen[b.get<size_t>()] = true;
-    bytes.push_back(static_cast<unsigned char>(b.get<int>()));
-  }
-  if (bytes.empty()) return refuse("is empty");
-  return bytes;
+  if (found == file.metadata().end()) return nullptr;
+  return tokenizer::tokenizer_from_description(found->second, "'" + file.name() + "': its " + kVocabularyKey + " metadata ",
+                                               error_code);
+}
+
+std::string tokenizer_summary(const std::string& description) {
+  if (description.empty()) return "no tokenizer";
+  const io::Json value = io::Json::parse(description, nullptr, /*allow_exceptions=*/false);
+  if (!value.is_object()) return "an unreadable tokenizer";
+  const auto given = value.find("encoding");
+  const std::string encoding = given != value.end() && given->is_string() ? given->get<std::string>() : "chars";
+  if (encoding == "sentencepiece")
+    return "sentencepiece of " + value.value("vocabulary", io::Json()).dump() + " tokens (crc32c " +
+           value.value("crc32c", io::Json()).dump() + ")";
+  return encoding + " of " + std::to_string(value.contains("bytes") ? value["bytes"].size() : 0) + " tokens";
 }
 
 io::Json carried_config(const io::SafetensorsFile& file, int error_code) {

@@ -1,6 +1,7 @@
 #include "mpiddp/config/config.hpp"
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -15,6 +16,21 @@ namespace mpiddp::config {
 namespace {
 
 constexpr double kHuge = std::numeric_limits<double>::max();
+
+// Whether two data sources name the same SentencePiece model file (or both none): "kjv.model"
+// and "./kjv.model" are one file.
+bool same_tokenizer(const data::SourceConfig& a, const data::SourceConfig& b) {
+  const std::string &first = data::named_tokenizer(a), &second = data::named_tokenizer(b);
+  if (first.empty() || second.empty()) return first == second;
+  std::error_code ignored;
+  return std::filesystem::weakly_canonical(first, ignored) == std::filesystem::weakly_canonical(second, ignored);
+}
+
+// A tokenizer's path for a message.
+std::string shown_tokenizer(const data::SourceConfig& source) {
+  const std::string& path = data::named_tokenizer(source);
+  return path.empty() ? "none" : "\"" + path + "\"";
+}
 
 nn::Shape parse_input_shape(io::JsonSection& model) {
   const io::Json* shape = model.raw("input_shape");
@@ -179,6 +195,11 @@ Config parse_config(const io::Json& user) {
         throw ConfigError("data.eval.path", "with encoding \"chars\" the ids are the file's own sorted characters; "
                                             "evaluate on another range of " + train_text.path +
                                             " with the same encoding, or use \"bytes\" for both");
+      // A SentencePiece model numbers its own pieces: both sets must be encoded by the one model.
+      if (!same_tokenizer(c.train_data, *c.eval_data))
+        throw ConfigError("data.eval.tokenizer", "the evaluation's ids must come from data.train's tokenizer (" +
+                                                     shown_tokenizer(c.train_data) + "), not from " +
+                                                     shown_tokenizer(*c.eval_data));
       eval.finish();
     } else {
       data.accept("eval");

@@ -72,14 +72,23 @@ void parse_windows(JsonSection& s, data::WindowConfig& windows) {
 
 void parse_text(JsonSection& s, data::TextConfig& text) {
   text.path = required_text(s, "path", "\"input.txt\"");
-  text.encoding = s.choice("encoding", "chars", {"chars", "bytes"});
+  text.encoding = s.choice("encoding", "chars", {"chars", "bytes", "sentencepiece"});
+  if (text.encoding == "sentencepiece") {
+    text.tokenizer = required_text(s, "tokenizer", "\"kjv_bpe.model\", the SentencePiece model `mpiddp tokenize` writes");
+  } else if (s.has("tokenizer")) {
+    throw ConfigError(s.key_path("tokenizer"), "a tokenizer model is for \"encoding\": \"sentencepiece\"; with \"" +
+                                                   text.encoding + "\" the bytes are the tokens");
+  }
   parse_windows(s, text.windows);
 }
 
 void parse_tokens(JsonSection& s, data::TokensConfig& tokens) {
   tokens.path = required_text(s, "path", "\"train.bin\"");
-  if (!s.has("vocab")) throw ConfigError(s.key_path("vocab"), "required key is missing: the vocabulary, which bounds the ids");
-  tokens.vocab = s.integer("vocab", 0, 1, 1 << 24);
+  if (s.has("tokenizer")) tokens.tokenizer = required_text(s, "tokenizer", "\"kjv_bpe.model\"");
+  if (!s.has("vocab") && tokens.tokenizer.empty())
+    throw ConfigError(s.key_path("vocab"), "required key is missing: the vocabulary, which bounds the ids (or a "
+                                           "\"tokenizer\", whose vocabulary it then is)");
+  if (s.has("vocab")) tokens.vocab = s.integer("vocab", 0, 1, 1 << 24);
   tokens.header_bytes = s.integer("header_bytes", 0, 0, 1 << 30);
   parse_windows(s, tokens.windows);
 }

@@ -18,6 +18,13 @@ Dataset<T> load_source(const SourceConfig& config, uint64_t run_seed, const std:
   return make_synthetic<T>(config.synthetic, task_seed, mix_seed(task_seed, fnv1a(split)));
 }
 
+const std::string& named_tokenizer(const SourceConfig& config) {
+  static const std::string none;
+  if (config.source == "tokens") return config.tokens.tokenizer;
+  if (config.source == "text" && config.text.encoding == "sentencepiece") return config.text.tokenizer;
+  return none;
+}
+
 template Dataset<float> load_source<float>(const SourceConfig&, uint64_t, const std::string&);
 template Dataset<double> load_source<double>(const SourceConfig&, uint64_t, const std::string&);
 

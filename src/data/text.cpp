@@ -1,26 +1,22 @@
 #include "mpiddp/data/text.hpp"
 
 #include <algorithm>
-#include <array>
-#include <memory>
 
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/data/input_file.hpp"
+#include "mpiddp/tokenizer/byte_tokenizer.hpp"
+#include "mpiddp/tokenizer/sentencepiece_tokenizer.hpp"
 
 namespace mpiddp::data {
 
-std::vector<unsigned char> text_vocabulary(const std::string& bytes, const std::string& encoding) {
-  std::vector<unsigned char> vocabulary;
-  if (encoding == "bytes") {
-    for (int b = 0; b < 256; ++b) vocabulary.push_back(static_cast<unsigned char>(b));
-    return vocabulary;
-  }
-  std::array<bool, 256> seen{};
-  for (const char c : bytes) seen[static_cast<unsigned char>(c)] = true;
-  for (int b = 0; b < 256; ++b)
-    if (seen[static_cast<size_t>(b)]) vocabulary.push_back(static_cast<unsigned char>(b));
-  return vocabulary;
+namespace {
+
+std::shared_ptr<const tokenizer::Tokenizer> tokenizer_of(const TextConfig& config, const std::string& bytes) {
+  if (config.encoding == "sentencepiece") return tokenizer::SentencePieceTokenizer::load(config.tokenizer);
+  return std::make_shared<const tokenizer::ByteTokenizer>(tokenizer::ByteTokenizer::of_text(bytes, config.encoding));
 }
+
+}  // namespace
 
 std::string read_text_file(const std::string& path) {
   InputFile file(path);
@@ -29,17 +25,25 @@ std::string read_text_file(const std::string& path) {
   return bytes;
 }
 
+std::string position_in_text(const std::string& path, std::string_view text, size_t offset) {
+  const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(offset), '\n');
+  return path + ": line " + std::to_string(line) + ", byte " + std::to_string(offset) + " (0-based, in the file)";
+}
+
+std::shared_ptr<const tokenizer::Tokenizer> load_text_tokenizer(const TextConfig& config) {
+  return tokenizer_of(config, config.encoding == "chars" ? read_text_file(config.path) : std::string());
+}
+
 template <typename T>
 Dataset<T> load_text(const TextConfig& config) {
   const std::string bytes = read_text_file(config.path);
   if (bytes.empty()) throw DataError(config.path + ": the text is empty");
-  const std::vector<unsigned char> vocabulary = text_vocabulary(bytes, config.encoding);
-  std::array<int32_t, 256> id_of{};
-  for (size_t i = 0; i < vocabulary.size(); ++i) id_of[vocabulary[i]] = static_cast<int32_t>(i);
-  auto tokens = std::make_shared<std::vector<int32_t>>(bytes.size());
-  std::transform(bytes.begin(), bytes.end(), tokens->begin(), [&](char c) { return id_of[static_cast<unsigned char>(c)]; });
-  Dataset<T> windows = token_windows<T>(std::move(tokens), static_cast<Index>(vocabulary.size()), config.windows, config.path);
-  windows.token_bytes = vocabulary;
+  std::shared_ptr<const tokenizer::Tokenizer> tokenizer = tokenizer_of(config, bytes);
+  if (const std::optional<tokenizer::Unencodable> fault = tokenizer->first_unencodable(bytes))
+    throw DataError(position_in_text(config.path, bytes, fault->offset) + " " + fault->why);
+  auto tokens = std::make_shared<std::vector<int32_t>>(tokenizer->encode(bytes));
+  Dataset<T> windows = token_windows<T>(std::move(tokens), tokenizer->vocabulary(), config.windows, config.path);
+  windows.tokenizer = std::move(tokenizer);
   return windows;
 }
 

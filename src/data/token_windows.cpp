@@ -1,6 +1,7 @@
 #include "mpiddp/data/token_windows.hpp"
 
 #include <cmath>
+#include <vector>
 
 #include "mpiddp/core/error.hpp"
 
@@ -31,6 +32,42 @@ Dataset<T> token_windows(std::shared_ptr<const std::vector<int32_t>> tokens, Ind
   d.storage = std::move(tokens);
   return d;
 }
+
+// Note [bits per byte]
+// A loss per token cannot be compared across tokenizers: a subword carries more text than a
+// character. Bits per byte can: the evaluation's cross-entropy, in bits, over the bytes of text
+// its targets stand for. eval_loss is the mean over every position of every evaluated sample,
+// so with B the mean bytes behind those same targets, bpb = eval_loss / (ln 2 x B). Windows
+// that overlap (stride < block) count a shared target twice, in the loss and in B alike.
+template <typename T>
+double mean_target_text_bytes(const Dataset<T>& set) {
+  const double targets = static_cast<double>(set.samples) * static_cast<double>(set.label_positions);
+  if (targets == 0.0) return 0.0;
+  // Windows over one array (the text and tokens sources): each target's bytes once, in a
+  // prefix sum, so that a training set of stride 1 costs its tokens, not samples x block.
+  if (set.sample_stride > 0) {
+    const Index span = set.label_offset(set.samples - 1) + set.label_positions;
+    std::vector<Index> before(static_cast<size_t>(span) + 1, 0);  // before[k]: the bytes of labels [0, k)
+    for (Index k = 0; k < span; ++k)
+      before[static_cast<size_t>(k) + 1] = before[static_cast<size_t>(k)] + set.tokenizer->text_bytes(set.labels[k]);
+    double bytes = 0.0;
+    for (Index i = 0; i < set.samples; ++i)
+      bytes += static_cast<double>(before[static_cast<size_t>(set.label_offset(i) + set.label_positions)] -
+                                   before[static_cast<size_t>(set.label_offset(i))]);
+    return bytes / targets;
+  }
+  double bytes = 0.0;
+  for (Index i = 0; i < set.samples; ++i) {
+    const int32_t* sample = set.labels + set.label_offset(i);
+    Index sample_bytes = 0;
+    for (Index p = 0; p < set.label_positions; ++p) sample_bytes += set.tokenizer->text_bytes(sample[p]);
+    bytes += static_cast<double>(sample_bytes);
+  }
+  return bytes / targets;
+}
+
+template double mean_target_text_bytes<float>(const Dataset<float>&);
+template double mean_target_text_bytes<double>(const Dataset<double>&);
 
 template Dataset<float> token_windows<float>(std::shared_ptr<const std::vector<int32_t>>, Index,
                                              const WindowConfig&, const std::string&);

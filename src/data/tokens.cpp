@@ -7,6 +7,7 @@
 #include "mpiddp/data/input_file.hpp"
 #include "mpiddp/data/loaded_array.hpp"
 #include "mpiddp/data/npy.hpp"
+#include "mpiddp/tokenizer/sentencepiece_tokenizer.hpp"
 
 namespace mpiddp::data {
 
@@ -54,10 +55,22 @@ std::vector<int32_t> bin_tokens(const TokensConfig& config) {
 }  // namespace
 
 template <typename T>
-Dataset<T> load_tokens(const TokensConfig& config) {
+Dataset<T> load_tokens(const TokensConfig& given) {
+  TokensConfig config = given;
+  std::shared_ptr<const tokenizer::Tokenizer> tokenizer;
+  if (!config.tokenizer.empty()) {
+    tokenizer = tokenizer::SentencePieceTokenizer::load(config.tokenizer);
+    if (config.vocab == 0) config.vocab = tokenizer->vocabulary();
+    if (config.vocab != tokenizer->vocabulary())
+      throw DataError(config.tokenizer + ": the tokenizer has " + std::to_string(tokenizer->vocabulary()) +
+                      " tokens, but the tokens source of '" + config.path + "' says \"vocab\": " +
+                      std::to_string(config.vocab) + " (leave \"vocab\" out to take the tokenizer's)");
+  }
   auto ids = std::make_shared<std::vector<int32_t>>(ends_with(config.path, ".npy") ? npy_tokens(config)
                                                                                     : bin_tokens(config));
-  return token_windows<T>(std::move(ids), config.vocab, config.windows, config.path);
+  Dataset<T> windows = token_windows<T>(std::move(ids), config.vocab, config.windows, config.path);
+  windows.tokenizer = std::move(tokenizer);
+  return windows;
 }
 
 template Dataset<float> load_tokens<float>(const TokensConfig&);

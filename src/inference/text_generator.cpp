@@ -1,10 +1,11 @@
 #include "mpiddp/inference/text_generator.hpp"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <optional>
+#include <span>
 #include <vector>
 
 #include "mpiddp/checkpoint/vocabulary.hpp"
@@ -12,9 +13,11 @@
 #include "mpiddp/config/data_source.hpp"
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/core/rng.hpp"
+#include "mpiddp/data/source.hpp"
 #include "mpiddp/data/text.hpp"
 #include "mpiddp/io/safetensors.hpp"
 #include "mpiddp/nn/model.hpp"
+#include "mpiddp/tokenizer/sentencepiece_tokenizer.hpp"
 
 namespace mpiddp::inference {
 
@@ -66,20 +69,47 @@ Index context_length(const Recipe& recipe) {
                                              source.source + "\"");
 }
 
-// The vocabulary the file carries, else that of the config's text file.
-std::vector<unsigned char> text_vocabulary_of(const io::SafetensorsFile& file, const Recipe& recipe) {
-  std::vector<unsigned char> bytes = checkpoint::read_vocabulary(file, kExitData);
-  if (!bytes.empty() || recipe.train_data.source != "text") return bytes;
-  return data::text_vocabulary(data::read_text_file(recipe.train_data.text.path), recipe.train_data.text.encoding);
+// The tokenizer the config's training data name: the text source's, or the tokens source's
+// "tokenizer" (null when a tokens source names none).
+std::shared_ptr<const tokenizer::Tokenizer> config_tokenizer(const Recipe& recipe) {
+  const data::SourceConfig& source = recipe.train_data;
+  if (source.source == "text") return data::load_text_tokenizer(source.text);
+  if (const std::string& model = data::named_tokenizer(source); !model.empty())
+    return tokenizer::SentencePieceTokenizer::load(model);
+  return nullptr;
+}
+
+// The tokenizer the file carries; without one, the config's. With a config of the user's
+// whose tokenizer is not the one the weights were trained with, the ids would mean other text.
+std::shared_ptr<const tokenizer::Tokenizer> tokenizer_of(const io::SafetensorsFile& file, const Recipe& recipe,
+                                                         bool users_config) {
+  std::shared_ptr<const tokenizer::Tokenizer> carried = checkpoint::read_tokenizer(file, kExitData);
+  if (carried && !users_config) return carried;
+  const data::SourceConfig& source = recipe.train_data;
+  const auto disagree = [&](const std::string& key, const std::string& configured) {
+    throw ConfigError(key, "'" + file.name() + "' was trained with " + checkpoint::tokenizer_summary(carried->description()) +
+                               ", but --config's data are encoded by " + configured);
+  };
+  // "chars" needs the text file, which may be elsewhere now: the carried bytes serve, as long
+  // as the config encodes characters or bytes too.
+  if (carried && data::named_tokenizer(source).empty()) {
+    if (source.source == "text" && carried->encoding() != source.text.encoding)
+      disagree("data.train.encoding", "\"" + source.text.encoding + "\"");
+    return carried;
+  }
+  std::shared_ptr<const tokenizer::Tokenizer> configured = config_tokenizer(recipe);
+  if (carried && configured && carried->description() != configured->description())
+    disagree("data.train.tokenizer", checkpoint::tokenizer_summary(configured->description()));
+  return carried ? carried : configured;
 }
 
 template <typename T>
 class ModelGenerator final : public TextGenerator {
  public:
-  ModelGenerator(const Recipe& config, const io::SafetensorsFile& file, std::vector<unsigned char> bytes,
-                 Index block)
-      : model_({block}, config.layers, 1), bytes_(std::move(bytes)), block_(block), context_ids_(block, 0) {
-    const Index vocabulary = static_cast<Index>(bytes_.size());
+  ModelGenerator(const Recipe& config, const io::SafetensorsFile& file,
+                 std::shared_ptr<const tokenizer::Tokenizer> tokenizer, Index block)
+      : model_({block}, config.layers, 1), tokenizer_(std::move(tokenizer)), block_(block), context_ids_(block, 0) {
+    const Index vocabulary = tokenizer_->vocabulary();
     if (model_.outputs() != block * vocabulary)
       throw ConfigError("model.layers", "the model gives " + std::to_string(model_.outputs() / block) +
                                             " logits per position but the vocabulary has " +
@@ -89,7 +119,6 @@ class ModelGenerator final : public TextGenerator {
                                                                   std::to_string(model_.token_vocabulary()) +
                                                                   " tokens but the vocabulary has " +
                                                                   std::to_string(vocabulary));
-    for (size_t i = 0; i < bytes_.size(); ++i) id_of_[bytes_[i]] = static_cast<int32_t>(i);
     const int code = file.metadata().count(checkpoint::kCheckpointMetadataKey) ? kExitCheckpoint : kExitData;
     checkpoint::load_named_tensors(file, model_.tensors(), model_.parameters(), code);
     checkpoint::load_buffer_tensors(file, model_, code);
@@ -99,9 +128,9 @@ class ModelGenerator final : public TextGenerator {
 
   std::string continue_text(const std::string& prompt, const SamplingOptions& options) override {
     std::vector<int32_t> tokens = encode(prompt);
+    const size_t prompt_tokens = tokens.size();
     Rng rng(options.seed);
-    std::string text;
-    const Index vocabulary = static_cast<Index>(bytes_.size());
+    const Index vocabulary = tokenizer_->vocabulary();
     std::vector<double> weights(static_cast<size_t>(vocabulary));
     for (int64_t n = 0; n < options.tokens; ++n) {
       // The last block tokens, from position 0; the positions after them hold token 0 and,
@@ -114,30 +143,34 @@ class ModelGenerator final : public TextGenerator {
       const T* last = logits.data() + (used - 1) * vocabulary;
       const int32_t next = sample(last, weights, options, rng);
       tokens.push_back(next);
-      text.push_back(static_cast<char>(bytes_[static_cast<size_t>(next)]));
     }
-    return text;
+    return continuation(tokens, prompt_tokens);
   }
 
  private:
   std::vector<int32_t> encode(const std::string& prompt) const {
-    if (prompt.empty()) return {0};
-    if (static_cast<Index>(prompt.size()) > block_)
-      throw ConfigError("--prompt", "the prompt has " + std::to_string(prompt.size()) +
+    if (prompt.empty()) return tokenizer_->start_of_text();
+    if (const std::optional<tokenizer::Unencodable> fault = tokenizer_->first_unencodable(prompt))
+      throw ConfigError("--prompt", "byte " + std::to_string(fault->offset) + " of the prompt " + fault->why);
+    std::vector<int32_t> ids = tokenizer_->encode(prompt);
+    // A model may encode some text to nothing (a foreign one may normalise spaces away): the
+    // model needs at least one position to continue from.
+    if (ids.empty()) return tokenizer_->start_of_text();
+    if (static_cast<Index>(ids.size()) > block_)
+      throw ConfigError("--prompt", "the prompt has " + std::to_string(ids.size()) +
                                         " tokens but the model reads at most " + std::to_string(block_) +
                                         " (its positions)");
-    std::vector<int32_t> ids;
-    for (size_t i = 0; i < prompt.size(); ++i) {
-      const auto byte = static_cast<unsigned char>(prompt[i]);
-      if (id_of_[byte] < 0) {
-        const std::string shown = byte >= 32 && byte < 127 ? "'" + std::string(1, prompt[i]) + "' " : "";
-        throw ConfigError("--prompt", "character " + shown + "(byte " + std::to_string(byte) + ") at position " +
-                                          std::to_string(i) + " is not in the model's vocabulary of " +
-                                          std::to_string(bytes_.size()) + " tokens");
-      }
-      ids.push_back(id_of_[byte]);
-    }
     return ids;
+  }
+
+  // The text of the tokens after the prompt's. With a model trained elsewhere a subword's text
+  // may depend on what precedes it (with a dummy prefix, SentencePiece drops the space of the
+  // text's first piece), so the whole is decoded and the prompt's own text cut off.
+  std::string continuation(const std::vector<int32_t>& tokens, size_t prompt_tokens) const {
+    const std::string whole = tokenizer_->decode(tokens);
+    const std::string before = tokenizer_->decode(std::span<const int32_t>(tokens.data(), prompt_tokens));
+    if (whole.compare(0, before.size(), before) == 0) return whole.substr(before.size());
+    return tokenizer_->decode(std::span<const int32_t>(tokens.data() + prompt_tokens, tokens.size() - prompt_tokens));
   }
 
   // softmax(logits / temperature) over the top_k largest logits (ties at the k-th kept, as
@@ -167,16 +200,9 @@ class ModelGenerator final : public TextGenerator {
   }
 
   nn::Model<T> model_;
-  std::vector<unsigned char> bytes_;  // token id -> byte
-  std::array<int32_t, 256> id_of_ = filled_minus_one();
+  std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
   Index block_;
   std::vector<int32_t> context_ids_;  // (block): the model's one sample
-
-  static std::array<int32_t, 256> filled_minus_one() {
-    std::array<int32_t, 256> ids;
-    ids.fill(-1);
-    return ids;
-  }
 };
 
 }  // namespace
@@ -199,12 +225,13 @@ std::unique_ptr<TextGenerator> load_text_generator(const std::string& path, cons
     throw ConfigError("model.layers", "not a language model: an attention layer has \"causal\": false, so its "
                                       "outputs read later tokens, which generation does not have yet");
   const Index block = context_length(config);
-  std::vector<unsigned char> bytes = text_vocabulary_of(file, config);
-  if (bytes.empty())
-    throw ConfigError("data.train.source", "'" + path + "' carries no text vocabulary and data.train is not a "
-                                           "\"text\" source: there is no way to turn tokens into text");
-  if (config.dtype == "float64") return std::make_unique<ModelGenerator<double>>(config, file, std::move(bytes), block);
-  return std::make_unique<ModelGenerator<float>>(config, file, std::move(bytes), block);
+  std::shared_ptr<const tokenizer::Tokenizer> tokenizer = tokenizer_of(file, config, user_config != nullptr);
+  if (!tokenizer)
+    throw ConfigError("data.train.source", "'" + path + "' carries no tokenizer and data.train names none (a \"text\" "
+                                           "source, or a \"tokens\" source with a \"tokenizer\"): there is no way "
+                                           "to turn tokens into text");
+  if (config.dtype == "float64") return std::make_unique<ModelGenerator<double>>(config, file, std::move(tokenizer), block);
+  return std::make_unique<ModelGenerator<float>>(config, file, std::move(tokenizer), block);
 }
 
 }  // namespace mpiddp::inference

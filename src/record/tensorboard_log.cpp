@@ -119,7 +119,7 @@ constexpr TbScalar tb_scalars[] = {
     {"loss", "train/loss"},          {"lr", "train/lr"},
     {"grad_norm", "train/grad_norm"}, {"train_loss", "train/epoch_loss"},
     {"samples_per_s", "train/samples_per_s"}, {"eval_loss", "eval/loss"},
-    {"eval_accuracy", "eval/accuracy"}, {"eval_loss_ema", "eval/loss_ema"}};
+    {"eval_accuracy", "eval/accuracy"}, {"eval_loss_ema", "eval/loss_ema"}, {"eval_bpb", "eval/bpb"}};
 
 bool tb_logged_kind(const io::Json& record) {
   const auto kind = record.find("kind");

@@ -12,6 +12,7 @@
 #include "mpiddp/train/evaluator.hpp"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <utility>
 
@@ -44,6 +45,17 @@ Evaluator<T>::Evaluator(Parts parts, std::optional<data::Dataset<T>> eval)
   // ema.decay: this rank's part of the parameters while the average is evaluated in their place.
   if (config.optimizer.ema_decay > 0.0)
     live_parameters_.assign(parts_.optimizer.end() - parts_.optimizer.begin(), T(0));
+  // Bits per byte need the bytes of text behind the targets, and a loss in nats per token.
+  if (evaluation_set_.tokenizer && config.loss.type == "cross_entropy") {
+    const double bytes = data::mean_target_text_bytes(evaluation_set_);
+    if (bytes > 0.0) nats_to_bits_per_byte_ = 1.0 / (std::log(2.0) * bytes);
+  }
+}
+
+template <typename T>
+std::optional<double> Evaluator<T>::bits_per_byte(double eval_loss) const {
+  if (!nats_to_bits_per_byte_) return std::nullopt;
+  return eval_loss * *nats_to_bits_per_byte_;
 }
 
 template <typename T>
@@ -69,6 +81,7 @@ EpochResult Evaluator<T>::finish_epoch(int64_t epoch, int64_t step, double train
   e.eval_loss = on_eval.loss_sum;
   if (parts_.loss.is_classification()) e.eval_accuracy = on_eval.correct;
   if (evaluation.average) e.eval_loss_ema = evaluation.average->loss_sum;
+  e.eval_bpb = bits_per_byte(e.eval_loss);
   if (record::StepTrace* traced = parts_.observer.traced()) traced->add(record::SpanKind::kEvaluation, start, std::chrono::steady_clock::now());
   e.time_s = train_seconds + record::seconds_since(start);
   e.samples_per_s = static_cast<double>(samples_seen) / train_seconds;
@@ -81,6 +94,7 @@ EpochResult Evaluator<T>::finish_epoch(int64_t epoch, int64_t step, double train
     record["time_s"] = e.time_s;
     record["samples_per_s"] = e.samples_per_s;
     record["step"] = step;  // appended: the record keeps its earlier prefix
+    if (e.eval_bpb) record["eval_bpb"] = *e.eval_bpb;
     parts_.log.write(record);
     if (!parts_.quiet) {
       char accuracy[32] = "-";
@@ -127,13 +141,15 @@ void Evaluator<T>::evaluate_during_epoch(int64_t epoch, int64_t step,
   if (parts_.keep_history)
     history_.push_back({epoch, step, sums.loss_sum,
                             parts_.loss.is_classification() ? std::optional<double>(sums.correct) : std::nullopt,
-                            evaluation.average ? std::optional<double>(evaluation.average->loss_sum) : std::nullopt});
+                            evaluation.average ? std::optional<double>(evaluation.average->loss_sum) : std::nullopt,
+                            bits_per_byte(sums.loss_sum)});
   if (parts_.comm.rank() == 0) {
     io::Json record = {{"kind", "eval"}, {"epoch", epoch}, {"step", step}, {"eval_loss", sums.loss_sum}};
     if (parts_.loss.is_classification()) record["eval_accuracy"] = sums.correct;
     if (evaluation.average) record["eval_loss_ema"] = evaluation.average->loss_sum;
     record["samples"] = evaluation_set_.samples;
     record["time_s"] = seconds;
+    if (const std::optional<double> bpb = bits_per_byte(sums.loss_sum)) record["eval_bpb"] = *bpb;
     parts_.log.write(record);
     if (!parts_.quiet) {
       char accuracy[32] = "-", at[32];

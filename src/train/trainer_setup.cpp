@@ -169,7 +169,7 @@ Trainer<T>::Trainer(const config::Config& config, distributed::Communicator& com
   identity.train_samples = data_.set.samples;
   identity.steps_per_epoch = data_.sampler.steps_per_epoch(data_.batch_per_rank);
   identity.world_size = comm.size();
-  identity.vocabulary = checkpoint::vocabulary_metadata(data_.set.token_bytes, config.train_data.text.encoding);
+  identity.vocabulary = checkpoint::vocabulary_metadata(data_.set.tokenizer.get());
   checkpointer_ = std::make_unique<Checkpointer<T>>(config, comm, *replica_.model, *replica_.optimizer, observer_, record_->log(),
                                                     std::move(identity));
   evaluator_ = std::make_unique<Evaluator<T>>(

@@ -45,6 +45,10 @@ loss=$(epoch_field eval_loss "$WORK/chars1.jsonl")
 # character alone reaches about 2.5.
 awk -v l="$loss" -v v="$vocab" 'BEGIN { exit !(l < log(v) - 1.0) }' ||
   fail "eval_loss $loss after one epoch: not below ln($vocab) - 1"
+# Bits per byte: a character is a byte, so eval_bpb is eval_loss in bits, eval_loss / ln 2.
+bpb=$(epoch_field eval_bpb "$WORK/chars1.jsonl")
+awk -v l="$loss" -v b="$bpb" 'BEGIN { d = b - l / log(2); exit !(d < 1e-12 * b && -d < 1e-12 * b) }' ||
+  fail "eval_bpb $bpb is not eval_loss $loss / ln 2"
 
 # Generation: the same text for the same seed, from the weights file, the checkpoint directory
 # and its export (which carry the config and the vocabulary), and from the weights with the
@@ -68,7 +72,7 @@ expect_generate() {
   [ "$rc" -eq "$code" ] || { cat "$WORK/err"; fail "generate $*: exit code $rc, expected $code"; }
   grep -qF -- "$text" "$WORK/err" || { cat "$WORK/err"; fail "generate $*: message lacks '$text'"; }
 }
-expect_generate 2 "(byte 126) at position 3 is not in the model's vocabulary" "$WORK/chars.safetensors" --prompt 'And~'
+expect_generate 2 "byte 3 of the prompt is character '~' (byte 126), which is not in the vocabulary of $vocab tokens" "$WORK/chars.safetensors" --prompt 'And~'
 expect_generate 2 "the prompt has 33 tokens but the model reads at most 32" "$WORK/chars.safetensors" \
   --prompt "$(printf 'a%.0s' $(seq 33))"
 run_np 1 train --quiet --save-weights "$WORK/mlp.safetensors" --set epochs=1

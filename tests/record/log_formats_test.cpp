@@ -443,15 +443,15 @@ TEST(CsvLog, WritesFixedColumnsForStepEvalAndEpochRecords) {
   // Empty where a record lacks the field; numbers as the JSON log writes them (1.0 stays a
   // double, 2 and 5000 are integers in the record); NaN (a double, or null) and inf by name.
   EXPECT_EQ(lf_read_file(path),
-            "kind,epoch,step,loss,lr,grad_norm,eval_loss,eval_accuracy,eval_loss_ema,train_loss,time_s,samples_per_s\n"
-            "step,1,1,0.5,0.03,1.25,,,,,0.002,\n"
-            "step,1,2,nan,0.03,,,,,,0.0025,\n"
-            "eval,1,2,,,,0.3333333333333333,,,,,\n"
-            "epoch,1,,,,,0.4,0.8,,0.39,1.0,5000\n"
-            "eval,2,300,,,,1e-07,0.875,nan,,,\n"
-            "epoch,2,300,,,,1e+300,,,-0.0,2,4999.5\n"
-            "step,3,301,0.1,1,inf,4.0,0.5,4.5,0.2,0.001,3\n"
-            "eval,3,302,,,,,,,,,\n");
+            "kind,epoch,step,loss,lr,grad_norm,eval_loss,eval_accuracy,eval_loss_ema,train_loss,time_s,samples_per_s,eval_bpb\n"
+            "step,1,1,0.5,0.03,1.25,,,,,0.002,,\n"
+            "step,1,2,nan,0.03,,,,,,0.0025,,\n"
+            "eval,1,2,,,,0.3333333333333333,,,,,,\n"
+            "epoch,1,,,,,0.4,0.8,,0.39,1.0,5000,\n"
+            "eval,2,300,,,,1e-07,0.875,nan,,,,\n"
+            "epoch,2,300,,,,1e+300,,,-0.0,2,4999.5,\n"
+            "step,3,301,0.1,1,inf,4.0,0.5,4.5,0.2,0.001,3,\n"
+            "eval,3,302,,,,,,,,,,\n");
 }
 
 TEST(CsvLog, NumbersReadBackToTheSameDouble) {
@@ -475,10 +475,10 @@ TEST(CsvLog, EachRowIsOnDiskWhenWritten) {
   const std::string path = test::scratch_dir("csv_flush") + "/log.csv";
   CsvLog log(path);
   const std::string header =
-      "kind,epoch,step,loss,lr,grad_norm,eval_loss,eval_accuracy,eval_loss_ema,train_loss,time_s,samples_per_s\n";
+      "kind,epoch,step,loss,lr,grad_norm,eval_loss,eval_accuracy,eval_loss_ema,train_loss,time_s,samples_per_s,eval_bpb\n";
   EXPECT_EQ(lf_read_file(path), header);  // the constructor writes the header at once
   log.write(io::Json::parse(R"({"kind":"step","epoch":1,"step":7,"loss":0.25,"lr":0.5,"time_s":0.1})"));
-  EXPECT_EQ(lf_read_file(path), header + "step,1,7,0.25,0.5,,,,,,0.1,\n");  // the log is still open
+  EXPECT_EQ(lf_read_file(path), header + "step,1,7,0.25,0.5,,,,,,0.1,,\n");  // the log is still open
 }
 
 TEST(CsvLog, AnUnwritablePathIsAnOutputError) {

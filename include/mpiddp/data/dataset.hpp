@@ -9,6 +9,7 @@
 #include "mpiddp/core/input_kind.hpp"
 #include "mpiddp/core/target_kind.hpp"
 #include "mpiddp/core/types.hpp"
+#include "mpiddp/tokenizer/tokenizer.hpp"
 
 namespace mpiddp::data {
 
@@ -35,9 +36,9 @@ struct Dataset {
   // start at token_ids + i * sample_stride, its labels at labels + i * sample_stride. 0: each
   // sample's values follow the last's (features ids, label_positions labels).
   Index sample_stride = 0;
-  // The text source's vocabulary: token id i is byte token_bytes[i] (empty for other
-  // sources). It travels with the weights (checkpoint/vocabulary.hpp).
-  std::vector<unsigned char> token_bytes;
+  // What turns the ids into text and back: the text source's, or a tokens source's
+  // "tokenizer" (null for other sources). It travels with the weights (checkpoint/vocabulary.hpp).
+  std::shared_ptr<const tokenizer::Tokenizer> tokenizer;
   std::shared_ptr<const void> storage;  // keeps x, y and labels alive (vectors or a mapping)
 
   bool is_classification() const { return classes > 0; }

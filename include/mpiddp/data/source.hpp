@@ -40,4 +40,8 @@ struct SourceConfig {
 template <typename T>
 Dataset<T> load_source(const SourceConfig& config, uint64_t run_seed, const std::string& split);
 
+// The SentencePiece model a source names: the text source's with "sentencepiece", the tokens
+// source's "tokenizer"; "" for none.
+const std::string& named_tokenizer(const SourceConfig& config);
+
 }  // namespace mpiddp::data

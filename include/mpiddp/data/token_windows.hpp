@@ -26,4 +26,9 @@ template <typename T>
 Dataset<T> token_windows(std::shared_ptr<const std::vector<int32_t>> tokens, Index vocabulary,
                          const WindowConfig& windows, const std::string& path);
 
+// The mean bytes of text behind the targets of the dataset's samples, every position of every
+// sample counted (Tokenizer::text_bytes): the divisor of bits per byte. The dataset has a tokenizer.
+template <typename T>
+double mean_target_text_bytes(const Dataset<T>& set);
+
 }  // namespace mpiddp::data

@@ -23,9 +23,10 @@
 namespace mpiddp::record {
 
 // The header row, and the record field each column holds.
-inline constexpr std::array<const char*, 12> kCsvColumns = {
+// eval_bpb, appended (the earlier columns keep their places): text models' bits per byte.
+inline constexpr std::array<const char*, 13> kCsvColumns = {
     "kind",          "epoch",         "step",       "loss",   "lr",           "grad_norm", "eval_loss",
-    "eval_accuracy", "eval_loss_ema", "train_loss", "time_s", "samples_per_s"};
+    "eval_accuracy", "eval_loss_ema", "train_loss", "time_s", "samples_per_s", "eval_bpb"};
 
 class CsvLog {
  public:

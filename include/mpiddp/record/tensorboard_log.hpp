@@ -9,6 +9,7 @@
 //   loss -> train/loss          lr -> train/lr              grad_norm -> train/grad_norm
 //   train_loss -> train/epoch_loss                          samples_per_s -> train/samples_per_s
 //   eval_loss -> eval/loss      eval_accuracy -> eval/accuracy  eval_loss_ema -> eval/loss_ema
+//   eval_bpb -> eval/bpb (text models)
 // Records of other kinds, and other fields, are left out.
 //
 // The file is events.out.tfevents.<unix seconds, 10 digits>.<host>.<pid>.mpiddp in the

@@ -28,6 +28,7 @@ struct EpochResult {
   double eval_loss = 0.0;     // over data.eval when configured, else over the training set
   std::optional<double> eval_accuracy;  // classification only
   std::optional<double> eval_loss_ema;  // the average of the weights' (ema.decay)
+  std::optional<double> eval_bpb;       // text models: eval_loss in bits per byte of text
   double train_loss = 0.0;    // over the whole training set, after the epoch's updates
   double time_s = 0.0;
   double samples_per_s = 0.0;
@@ -39,6 +40,7 @@ struct EvaluationResult {
   double eval_loss = 0.0;
   std::optional<double> eval_accuracy;  // classification only
   std::optional<double> eval_loss_ema;  // ema.decay only
+  std::optional<double> eval_bpb;       // text models only
 };
 
 // Checks the metrics that checkpoint.keep_best and early_stopping name against what a run
@@ -109,11 +111,16 @@ class Evaluator {
   // a run resumed at the step where it had stopped.
   void report_early_stop(int64_t epoch, int64_t step, std::optional<double> value);
 
+  // eval_loss (nats per token) in bits per byte of the text the targets cover, for data with
+  // a tokenizer and the cross-entropy loss (Note [bits per byte] in src/data/token_windows.cpp).
+  std::optional<double> bits_per_byte(double eval_loss) const;
+
   Parts parts_;
   std::optional<data::Dataset<T>> eval_;
   // What "eval_loss" is measured on: data.eval, else the training set, cut to its first
   // eval.max_samples samples when that is set.
   data::Dataset<T> evaluation_set_;
+  std::optional<double> nats_to_bits_per_byte_;  // 1 / (ln 2 x the mean bytes per target), text data only
   int64_t evaluated_step_ = -1;  // the step of evaluated_, -1: none yet
   Evaluation evaluated_;         // the evaluation set's sums at evaluated_step_
   nn::AlignedVector<T> live_parameters_;  // ema.decay: this rank's part of the parameters while the average is evaluated
