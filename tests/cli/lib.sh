@@ -91,3 +91,18 @@ kjv_text() {
   }
   "$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/scripts/get-kjv.sh" "$1" > /dev/null
 }
+
+# expect_same_bits_np1_np2 CONFIG TOKENS: deterministic mode at np 1 and 2 on the first 2,560
+# windows of block 32 (81,921 tokens) of CONFIG's training source of TOKENS tokens, in 16 chunks
+# of 4 (the chunks must divide the samples): 40 steps of 64 windows, and the same param_checksum.
+expect_same_bits_np1_np2() {
+  local end np
+  end=$(awk -v n="$2" 'BEGIN { printf "%.12f", (2559 * 32 + 33 + 0.5) / n }')
+  for np in 1 2; do
+    run_np "$np" train "$1" --deterministic --set deterministic.chunks=16 \
+      --set "data.train.range=[0, $end]" --quiet --log "$WORK/det$np.jsonl"
+  done
+  [ "$(grep -c '"kind":"step"' "$WORK/det1.jsonl")" -eq 40 ] || fail "deterministic: expected 40 steps of 64 windows"
+  [ "$(checksum_of "$WORK/det1.jsonl")" = "$(checksum_of "$WORK/det2.jsonl")" ] ||
+    fail "deterministic: np=2's parameters differ from np=1's"
+}

@@ -79,17 +79,8 @@ run_np 1 train --quiet --save-weights "$WORK/mlp.safetensors" --set epochs=1
 expect_generate 2 "not a language model" "$WORK/mlp.safetensors"
 expect_generate 3 "cannot" "$WORK/missing.safetensors"
 
-# Deterministic mode: the same bits at np 1 and 2. Its chunks must divide the training
-# samples: a range of exactly 2,560 windows of 33 tokens (81,921 tokens) and 16 chunks of 4.
-size=$(wc -c < "$WORK/kjv.txt")
-end=$(awk -v n="$size" 'BEGIN { printf "%.12f", (2559 * 32 + 33 + 0.5) / n }')
-for np in 1 2; do
-  run_np "$np" train "$WORK/chars.json" --deterministic --set deterministic.chunks=16 \
-    --set "data.train.range=[0, $end]" --quiet --log "$WORK/det$np.jsonl"
-done
-[ "$(grep -c '"kind":"step"' "$WORK/det1.jsonl")" -eq 40 ] || fail "deterministic: expected 40 steps of 64 windows"
-[ "$(checksum_of "$WORK/det1.jsonl")" = "$(checksum_of "$WORK/det2.jsonl")" ] ||
-  fail "deterministic: np=2's parameters differ from np=1's"
+# Deterministic mode: the same bits at np 1 and 2.
+expect_same_bits_np1_np2 "$WORK/chars.json" "$(wc -c < "$WORK/kjv.txt")"
 
 # expect_exit CODE TEXT ARGS...: `mpiddp train` with ARGS exits CODE, and stderr holds TEXT.
 expect_exit() {

@@ -37,6 +37,12 @@ awk -v s="$size" -v t="$total" 'BEGIN { exit !(s / t > 2.7 && s / t < 3.5) }' ||
 # The same model again: SentencePiece's training is deterministic on one thread.
 "$MPIDDP" tokenize "$WORK/kjv.txt" -o "$WORK/again" --vocab 1024 > /dev/null 2>&1
 cmp -s "$WORK/bpe.model" "$WORK/again.model" || fail "tokenize: two trainings gave two models"
+# Three copies, 12 MB: a progress line per 4 MB, the ids three times over.
+"$MPIDDP" tokenize "$WORK/kjv.txt" "$WORK/kjv.txt" "$WORK/kjv.txt" -o "$WORK/three" --model "$WORK/bpe.model" \
+  --eval-fraction 0 > "$WORK/three.out" 2> "$WORK/three.err" || { cat "$WORK/three.err"; fail "tokenize of three texts"; }
+[ "$(grep -c '^tokenize: encoded .* of 12.4 MB' "$WORK/three.err")" -ge 3 ] || { cat "$WORK/three.err"; fail "no progress lines"; }
+cmp -s "$WORK/three.train.bin" <(cat "$WORK/bpe.train.bin" "$WORK/bpe.eval.bin" "$WORK/bpe.train.bin" "$WORK/bpe.eval.bin" \
+  "$WORK/bpe.train.bin" "$WORK/bpe.eval.bin") || fail "three texts: not the ids of one, three times"
 # An existing model, and llm.c's header: the same ids after 1,024 bytes.
 "$MPIDDP" tokenize "$WORK/kjv.txt" -o "$WORK/llmc" --model "$WORK/bpe.model" --format llmc > /dev/null 2>&1
 cmp -s "$WORK/bpe.model" "$WORK/llmc.model" || fail "tokenize --model: another model written"
@@ -82,15 +88,8 @@ awk -v l="$loss" 'BEGIN { exit !(l < 6.2) }' || fail "eval_loss $loss: not below
 awk -v l="$loss" -v b="$bpb" 'BEGIN { r = l / log(2) / b; exit !(r > 2.5 && r < 4) }' ||
   fail "eval_bpb $bpb: eval_loss $loss / ln 2 / eval_bpb is not the bytes per token"
 
-# Deterministic mode: the same bits at np 1 and 2, 2,560 windows of 33 tokens in 16 chunks.
-end=$(awk -v n="$train_tokens" 'BEGIN { printf "%.12f", (2559 * 32 + 33 + 0.5) / n }')
-for np in 1 2; do
-  run_np "$np" train "$WORK/bpe.json" --deterministic --set deterministic.chunks=16 \
-    --set "data.train.range=[0, $end]" --quiet --log "$WORK/det$np.jsonl"
-done
-[ "$(grep -c '"kind":"step"' "$WORK/det1.jsonl")" -eq 40 ] || fail "deterministic: expected 40 steps of 64 windows"
-[ "$(checksum_of "$WORK/det1.jsonl")" = "$(checksum_of "$WORK/det2.jsonl")" ] ||
-  fail "deterministic: np=2's parameters differ from np=1's"
+# Deterministic mode: the same bits at np 1 and 2.
+expect_same_bits_np1_np2 "$WORK/bpe.json" "$train_tokens"
 
 # The tokenizer in the files: generation writes text, the same for the same seed from the
 # weights, the checkpoint directory, its export, and the weights with the config given.
