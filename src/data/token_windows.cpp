@@ -43,26 +43,17 @@ template <typename T>
 double mean_target_text_bytes(const Dataset<T>& set) {
   const double targets = static_cast<double>(set.samples) * static_cast<double>(set.label_positions);
   if (targets == 0.0) return 0.0;
-  // Windows over one array (the text and tokens sources): each target's bytes once, in a
-  // prefix sum, so that a training set of stride 1 costs its tokens, not samples x block.
-  if (set.sample_stride > 0) {
-    const Index span = set.label_offset(set.samples - 1) + set.label_positions;
-    std::vector<Index> before(static_cast<size_t>(span) + 1, 0);  // before[k]: the bytes of labels [0, k)
-    for (Index k = 0; k < span; ++k)
-      before[static_cast<size_t>(k) + 1] = before[static_cast<size_t>(k)] + set.tokenizer->text_bytes(set.labels[k]);
-    double bytes = 0.0;
-    for (Index i = 0; i < set.samples; ++i)
-      bytes += static_cast<double>(before[static_cast<size_t>(set.label_offset(i) + set.label_positions)] -
-                                   before[static_cast<size_t>(set.label_offset(i))]);
-    return bytes / targets;
-  }
+  // Each label's bytes once, in a prefix sum over the labels the samples span: windows over one
+  // array (stride < block) share labels, and a training set of stride 1 then costs its tokens,
+  // not samples x block. Samples laid one after another are the same sum with no sharing.
+  const Index span = set.label_offset(set.samples - 1) + set.label_positions;
+  std::vector<Index> before(static_cast<size_t>(span) + 1, 0);  // before[k]: the bytes of labels [0, k)
+  for (Index k = 0; k < span; ++k)
+    before[static_cast<size_t>(k) + 1] = before[static_cast<size_t>(k)] + set.tokenizer->text_bytes(set.labels[k]);
   double bytes = 0.0;
-  for (Index i = 0; i < set.samples; ++i) {
-    const int32_t* sample = set.labels + set.label_offset(i);
-    Index sample_bytes = 0;
-    for (Index p = 0; p < set.label_positions; ++p) sample_bytes += set.tokenizer->text_bytes(sample[p]);
-    bytes += static_cast<double>(sample_bytes);
-  }
+  for (Index i = 0; i < set.samples; ++i)
+    bytes += static_cast<double>(before[static_cast<size_t>(set.label_offset(i) + set.label_positions)] -
+                                 before[static_cast<size_t>(set.label_offset(i))]);
   return bytes / targets;
 }
 
