@@ -95,35 +95,21 @@ void run_reduce_only(const config::Config& config, const BenchArgs& args, distri
   std::fflush(stdout);
 }
 
-// What a rank must hold, in MB: parameters (its share of the node's one copy, node_copy),
-// gradients (+ the loss slot), optimizer state, activations (every layer's declared scratch,
-// the model's output and the batch) and the training set, which every rank holds whole. The
-// memory targets (peak RSS, and the PSS, which shares the node copy out) are stated against
-// this.
+// What a rank would hold in each reduce.shard mode this build has, in MiB (train/memory_plan.hpp):
+// the figures a user compares before choosing one.
 template <typename T>
-double needed_memory_mb(const config::Config& config, const nn::Model<T>& model,
-                        const data::Dataset<T>& train_set, Index batch_per_rank,
-                        int ranks_on_node, int optimizer_parts, bool node_copy) {
-  const double p = static_cast<double>(model.parameter_count());
-  const auto& o = config.optimizer;
-  // reduce.shard_optimizer: a rank holds the state of its part only (one of the node's or
-  // of the world's parts), and on the shm path its share of the node's one copy of the
-  // parameters.
-  const double shards = optimizer_parts;
-  const double state = (o.type == "sgd" ? (o.momentum != 0.0 ? p : 0.0) : 2.0 * p) / shards;
-  const double parameters = node_copy ? p / ranks_on_node : p;
-  // The layers' declared scratch (activations, ping-pong buffers, their own working memory),
-  // the model's output and its gradient, and the gathered batch (twice with prefetch: the
-  // worker's set beside the replica's).
-  const double batches = config.prefetch ? 2.0 : 1.0;
-  const double activations =
-      static_cast<double>(model.activation_bytes()) / sizeof(T) +
-      batches * static_cast<double>(model.inputs()) * static_cast<double>(batch_per_rank);
-  const double samples = static_cast<double>(train_set.samples);
-  const double data_bytes =
-      samples * static_cast<double>(train_set.features + train_set.outputs) * sizeof(T) +
-      (train_set.is_classification() ? samples * sizeof(int32_t) : 0.0);
-  return ((parameters + p + 1.0 + state + activations) * sizeof(T) + data_bytes) / (1024.0 * 1024.0);
+io::Json needed_mb_by_shard(const train::Trainer<T>& trainer, const config::Config& config,
+                            distributed::Communicator& comm, const distributed::GradientReducer<T>& reducer) {
+  const bool compressed = reducer.compression() != distributed::Compression::kNone;
+  io::Json by_shard = io::Json::object();
+  for (const bool shard : {false, true}) {
+    const distributed::ShardScope scope = distributed::shard_scope(comm, shard, reducer.shares_node_memory(), compressed);
+    const train::MemoryNeed need =
+        train::memory_need(config.optimizer, config.prefetch, trainer.memory_facts(),
+                           train::memory_layout(comm, scope, reducer.shares_node_memory()));
+    by_shard[shard ? "optimizer" : "none"] = train::mebibytes(need.total());
+  }
+  return by_shard;
 }
 
 template <typename T>
@@ -166,10 +152,10 @@ void run_bench(const config::Config& config, const BenchArgs& args, distributed:
   const auto& model = trainer.model();
   const double flops_per_sample = 6.0 * model.multiply_adds_per_sample();
   const distributed::GradientReducer<T> reducer(comm, config.reduce);
-  const bool node_copy = config.reduce.shard_optimizer && reducer.shares_node_memory();
-  const double needed = needed_memory_mb(config, model, trainer.train_set(),
-                                         config.per_rank_batch(comm.size()), comm.ranks_on_node(),
-                                         trainer.optimizer().parts(), node_copy);
+  // What the trainer checked against memory.limit_mb: the memory targets (peak RSS, and the
+  // PSS, which shares the node's one copy of the parameters out) are stated against it.
+  const io::Json need_record = train::memory_record(trainer.memory_need(), 0.0);
+  const double needed = need_record["needed_mb"].get<double>();
   io::Json line = {
       {"workload", std::filesystem::path(args.config.config_path).stem().string()},
       {"np", comm.size()},
@@ -191,6 +177,8 @@ void run_bench(const config::Config& config, const BenchArgs& args, distributed:
       {"samples_per_cpu_s", static_cast<double>(config.global_batch(comm.size())) / cpu_per_step},
       {"peak_rss_mb", rss},
       {"needed_mb", needed},
+      {"needed_mb_by_kind", need_record["by_kind"]},
+      {"needed_mb_by_shard", needed_mb_by_shard(trainer, config, comm, reducer)},
       {"rss_ratio", rss / needed},
       {"pss_mb", pss},
       {"pss_ratio", pss / needed},

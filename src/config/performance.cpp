@@ -10,6 +10,37 @@
 
 namespace mpiddp::config {
 
+namespace {
+
+// reduce.shard names what the ranks cut among themselves; reduce.shard_optimizer true is the
+// older spelling of "optimizer" and stays. Issue 47's "gradients" (ZeRO-2) and "parameters"
+// (ZeRO-3) are named, and refused until they exist, rather than run as something else.
+// reduce.shard is read only when given, so the resolved config (and its hash) of a config
+// without it stays what it was.
+void parse_shard(io::JsonSection& reduce, Config& c) {
+  if (!reduce.has("shard")) {
+    c.reduce.shard_optimizer = reduce.boolean("shard_optimizer", false);
+    return;
+  }
+  if (reduce.has("shard_optimizer"))
+    throw ConfigError(reduce.key_path("shard_optimizer"),
+                      "is the older spelling of reduce.shard \"optimizer\"; give reduce.shard alone");
+  const std::string shard = reduce.choice("shard", "none", {"none", "optimizer", "gradients", "parameters"});
+  if (shard == "gradients" || shard == "parameters")
+    throw ConfigError(reduce.key_path("shard"),
+                      "\"" + shard + "\" (" + (shard == "gradients" ? "ZeRO-2" : "ZeRO-3") +
+                          ") is not in this version of mpiddp; \"optimizer\" (ZeRO-1) shards the optimizer's "
+                          "state, or \"none\"");
+  c.reduce.shard_optimizer = shard == "optimizer";
+}
+
+}  // namespace
+
+std::string shard_key_path(const Config& config) {
+  const bool spelled_new = config.resolved.contains("reduce") && config.resolved["reduce"].contains("shard");
+  return spelled_new ? "reduce.shard" : "reduce.shard_optimizer";
+}
+
 void parse_performance(io::JsonSection& root, Config& c) {
   c.threads = root.integer("threads", 0, 0, 1024);
   // Read only when given, so that the resolved config (and so the hash) of a config without
@@ -22,8 +53,15 @@ void parse_performance(io::JsonSection& root, Config& c) {
   c.reduce.first_bucket_mb = reduce.number("first_bucket_mb", 1.0, 0.001, 1024.0);
   c.reduce.overlap = reduce.boolean("overlap", true);
   c.reduce.compress = reduce.choice("compress", "none", {"none", "bf16"});
-  c.reduce.shard_optimizer = reduce.boolean("shard_optimizer", false);
+  parse_shard(reduce, c);
   reduce.finish();
+  // memory.limit_mb: the section is read only when given, as compute.isa below, so that the
+  // resolved config of a config without it stays what it was.
+  if (root.has("memory")) {
+    auto memory = root.section("memory");
+    if (memory.has("limit_mb")) c.memory_limit_mb = memory.number("limit_mb", 0.0, 1.0, 1e12);
+    memory.finish();
+  }
   auto compute = root.section("compute");
   std::vector<std::string> choices = kernels::gemm_backend_names();
   choices.insert(choices.begin(), "auto");

@@ -77,6 +77,11 @@ std::unique_ptr<UpdateRule<T>> make_update_rule(const OptimizerConfig& config, I
   return rule;
 }
 
+int state_values_per_parameter(const OptimizerConfig& config) {
+  const int rule = config.type == "sgd" ? (config.momentum != 0.0 ? 1 : 0) : 2;  // Sgd's, Adam's buffers
+  return rule + (config.ema_decay > 0.0 ? 1 : 0);
+}
+
 template class UpdateRule<float>;
 template class UpdateRule<double>;
 template std::unique_ptr<UpdateRule<float>> make_update_rule<float>(const OptimizerConfig&, Index);

@@ -50,6 +50,10 @@ io::Json RunRecord::run_record(const RunFacts& facts) const {
   if (facts.threads > 1 && kernels::one_thread_limit() > 0) record["threads_one_below"] = kernels::one_thread_limit();
   // Among whom the optimizer's parts are cut.
   record["reduce_shard_across"] = distributed::shard_scope_name(facts.shard_scope);
+  // What the ranks cut among themselves (reduce.shard).
+  record["reduce_shard"] = facts.shard_scope != distributed::ShardScope::kNone ? "optimizer" : "none";
+  // What a rank holds, by kind, as checked against memory.limit_mb before the model was built.
+  if (!facts.memory.is_null()) record["memory"] = facts.memory;
   // The instruction-set levels: what this CPU runs and the level our kernels run at
   // (compute.isa; kernels/isa.hpp).
   io::Json cpu_levels = io::Json::array();

@@ -74,8 +74,7 @@ DeterministicStep<T>::DeterministicStep(const StepParts<T>& parts)
   // pad it to whole cache lines, so that every term's gradients lie as the model's own
   // buffer does: backward writes them in place (compute_gradients). A zero changes
   // neither its group's largest magnitude nor its sum.
-  const Index used = parameters_ + 1 + buffer_values_ + 1;
-  width_ = scratch_values_bytes<T>(used) / sizeof(T);  // rounded up to 64 bytes
+  width_ = deterministic_term_width<T>(parameters_, buffer_values_);  // rounded up to 64 bytes
   saved_buffers_.assign(static_cast<size_t>(buffer_values_), 0.0);
   saved_counters_.assign(static_cast<size_t>(model_.buffer_counter_count()), 0);
   const Index chunk = config.batch_global / chunks_;

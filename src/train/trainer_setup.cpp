@@ -60,6 +60,23 @@ optim::ParameterRanges vectors_and_scalars(const nn::Model<T>& model) {
   return ranges;
 }
 
+// What this rank's memory need follows from (memory_plan.hpp), before the model exists: the
+// layers' sizes for the per-rank batch, one gathered batch, the sets, and the step's own.
+template <typename T>
+MemoryFacts rank_memory_facts(const config::Config& config, const nn::Shape& input_shape,
+                              const TrainingData<T>& data, const data::Dataset<T>* eval, int world) {
+  const nn::ModelSize size = nn::model_size<T>(input_shape, config.layers, data.batch_per_rank);
+  MemoryFacts facts;
+  facts.parameters = size.parameters;
+  facts.gradient_values = size.parameters + kReservedSlots;
+  facts.activation_bytes = size.activation_bytes;
+  facts.batch_bytes = static_cast<size_t>(data.set.features * data.batch_per_rank) * sizeof(T);
+  facts.data_bytes = data.set.bytes() + (eval ? eval->bytes() : 0);
+  facts.value_bytes = sizeof(T);
+  facts.step_bytes = step_working_bytes<T>(config, world, size.parameters, size.buffer_values);
+  return facts;
+}
+
 }  // namespace
 
 void apply_compute_isa(const std::string& configured) {
@@ -119,6 +136,17 @@ Trainer<T>::Trainer(const config::Config& config, distributed::Communicator& com
   std::optional<data::Dataset<T>> eval;  // data.eval, the evaluator's once the step exists
   if (config.eval_data) eval = data::load_source<T>(*config.eval_data, config.seed, "eval");
   const nn::Shape input_shape = config::model_input_shape(config, data_.set.shape, data_.set.features, "data.train");
+  check_modes_combine(config, comm, replica_.reducer.shares_node_memory());
+  const distributed::ShardScope scope =
+      distributed::shard_scope(comm, config.reduce.shard_optimizer, replica_.reducer.shares_node_memory(),
+                  replica_.reducer.compression() != distributed::Compression::kNone);
+  // What this rank will hold, against memory.limit_mb before any of it is allocated.
+  memory_facts_ = rank_memory_facts<T>(config, input_shape, data_, eval ? &*eval : nullptr, comm.size());
+  memory_need_ = train::memory_need(config.optimizer, config.prefetch, memory_facts_,
+                             memory_layout(comm, scope, replica_.reducer.shares_node_memory()));
+  check_memory_limit(config.memory_limit_mb, memory_need_,
+                     comm.size() > 1 && scope == distributed::ShardScope::kNone && config.sync &&
+                         !config.deterministic.enabled);
   // Extra gradient slots carry the loss and the stop vote (kReservedSlots, step_strategy.hpp).
   replica_.model = std::make_unique<nn::Model<T>>(input_shape, config.layers, data_.batch_per_rank,
                                                kReservedSlots);
@@ -137,10 +165,6 @@ Trainer<T>::Trainer(const config::Config& config, distributed::Communicator& com
   if (data_.sampler.per_rank() == 0)
     throw ConfigError("data.train.samples", "fewer samples than ranks with drop_last: every "
                                             "rank would get an empty epoch");
-  check_modes_combine(config, comm, replica_.reducer.shares_node_memory());
-  const distributed::ShardScope scope =
-      distributed::shard_scope(comm, config.reduce.shard_optimizer, replica_.reducer.shares_node_memory(),
-                  replica_.reducer.compression() != distributed::Compression::kNone);
   replica_.optimizer = std::make_unique<optim::Optimizer<T>>(config.optimizer, replica_.model->parameter_count(),
                                                           distributed::part_exchange(comm, scope));
   if (config.optimizer.decay == optim::DecayRule::kMatrices) replica_.optimizer->exempt_from_decay(vectors_and_scalars(*replica_.model));

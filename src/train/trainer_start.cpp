@@ -60,6 +60,7 @@ void Trainer<T>::start() {
   // What the reduction does inside a node and between nodes (distributed/reduction_levels.hpp).
   facts.levels = distributed::reduction_levels(replica_.reducer.algorithm(), facts.hosts, comm_.ranks_on_node());
   step_->describe(facts.step_description);
+  facts.memory = memory_record(memory_need_, config_.memory_limit_mb);
   if (!checkpointer_->resumed_from().empty()) facts.resumed_from = record::resume_point(checkpointer_->resumed_from(), position_);
   record_->open(facts, position_);
 }

@@ -119,6 +119,18 @@ expect_config_error "reduce.shard_optimizer" "${SHARD[@]}" --set sync=false
 expect_config_error "reduce.shard_optimizer" "${SHARD[@]}" --deterministic --set batch.global=48 \
   --set data.train.samples=192
 expect_config_error "reduce.shard_optimizer" --set reduce.shard_optimizer=2
+# reduce.shard names the mode: "optimizer" is ZeRO-1 as above, and the messages name the key
+# as written; both spellings at once, and the modes this version has not built, are refused.
+d="$WORK/np2"
+run_np 2 train "${BASE[@]}" --set reduce.shard='"optimizer"' --log "$d.shard_key.jsonl" \
+  --set checkpoint.dir="$d/shard_key"
+grep -q '"reduce_shard":"optimizer"' "$d.shard_key.jsonl" || fail "reduce.shard: run record lacks reduce_shard"
+grep -q '"reduce_shard":"none"' "$d.whole.jsonl" || fail "unsharded run record lacks reduce_shard none"
+same_run "$d.whole" "$d.shard_key" "reduce.shard \"optimizer\" at np=2"
+expect_config_error "config: reduce.shard: needs sync true" --set reduce.shard='"optimizer"' --set sync=false
+expect_config_error "config: reduce.shard_optimizer: is the older spelling" --set reduce.shard='"optimizer"' "${SHARD[@]}"
+expect_config_error "config: reduce.shard: \"gradients\" (ZeRO-2) is not in this version" --set reduce.shard='"gradients"'
+expect_config_error "config: reduce.shard: \"parameters\" (ZeRO-3)" --set reduce.shard='"parameters"'
 # The float32 reduce-scatter has no bf16 form.
 MPIDDP_TEST_RANKS_PER_NODE=1 expect_config_error "reduce.compress" "${SHARD[@]}" --set reduce.compress=bf16
 # The node's ranks share one copy of the parameters: one replica cannot be perturbed alone.

@@ -211,6 +211,36 @@ TEST(Config, HashIgnoresTheLogPathOnly) {
   EXPECT_NE(config_hash(parse_config(a)), config_hash(parse_config(c)));
 }
 
+// reduce.shard names the mode; reduce.shard_optimizer stays the older spelling of "optimizer";
+// both at once, and the modes not built yet, are exit 2 naming the key. Neither key, nor
+// memory.limit_mb, enters the resolved config unless given (old configs keep their hash).
+TEST(Config, ReduceShardAndItsOlderSpelling) {
+  const auto with_override = [](const std::string& assignment) {
+    io::Json user = default_experiment();
+    apply_override(user, assignment);
+    return user;
+  };
+  EXPECT_FALSE(parse_config(default_experiment()).reduce.shard_optimizer);
+  EXPECT_TRUE(parse_config(with_override("reduce.shard=\"optimizer\"")).reduce.shard_optimizer);
+  EXPECT_TRUE(parse_config(with_override("reduce.shard_optimizer=true")).reduce.shard_optimizer);
+  EXPECT_FALSE(parse_config(with_override("reduce.shard=\"none\"")).reduce.shard_optimizer);
+  EXPECT_EQ(override_error_key("reduce.shard=\"zero1\""), "reduce.shard");
+  EXPECT_EQ(override_error_key("reduce.shard=\"gradients\""), "reduce.shard");
+  EXPECT_EQ(override_error_key("reduce.shard=\"parameters\""), "reduce.shard");
+  EXPECT_EQ(test::overrides_error_key({"reduce.shard=\"optimizer\"", "reduce.shard_optimizer=true"}),
+            "reduce.shard_optimizer");
+  const Config plain = parse_config(default_experiment());
+  EXPECT_FALSE(plain.resolved["reduce"].contains("shard"));
+  EXPECT_FALSE(plain.resolved.contains("memory"));
+  EXPECT_EQ(plain.memory_limit_mb, 0.0);
+  const Config limited = parse_config(with_override("memory.limit_mb=512"));
+  EXPECT_EQ(limited.memory_limit_mb, 512.0);
+  EXPECT_EQ(limited.resolved["memory"]["limit_mb"], 512.0);
+  EXPECT_EQ(override_error_key("memory.limit_mb=0"), "memory.limit_mb");
+  EXPECT_EQ(override_error_key("memory.limit_mb=\"8G\""), "memory.limit_mb");
+  EXPECT_EQ(override_error_key("memory.limit=100"), "memory.limit");
+}
+
 TEST(Config, InputShapeComesFromTheKeyTheInputsOrTheData) {
   io::Json user = default_experiment();
   Config c = parse_config(user);

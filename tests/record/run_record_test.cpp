@@ -48,6 +48,7 @@ RunFacts facts_of_a_resumed_run() {
   facts.reduce_compress = "none";
   facts.step_description = {{"deterministic", {{"chunks", 4}, {"pass", "chunked"}}}};
   facts.resumed_from = resume_point("ckpt/step-4.ckpt", {2, 0, 4});
+  facts.memory = {{"needed_mb", 1.5}, {"by_kind", {{"parameters", 1.5}}}};
   return facts;
 }
 
@@ -67,13 +68,15 @@ TEST(RunRecord, OpensTheLogWithTheRunRecordInItsDocumentedOrder) {
   const std::vector<std::string> expected = {
       "kind", "world_size", "launcher", "hosts", "config", "version", "mpi_library", "parameters", "threads", "gemm",
       "reduce_algorithm", "reduce_compress", "reduce_shard_optimizer", "reduction", "model", "reduce_shard_across",
-      "isa", "precision", "deterministic", "resumed_from"};
+      "reduce_shard", "memory", "isa", "precision", "deterministic", "resumed_from"};
   EXPECT_EQ(keys, expected);
   EXPECT_EQ(records[0]["kind"], "run");
   EXPECT_EQ(records[0]["world_size"], 1);
   EXPECT_EQ(records[0]["parameters"], 67);
   EXPECT_EQ(records[0]["reduce_shard_optimizer"], false);
   EXPECT_EQ(records[0]["reduce_shard_across"], "none");
+  EXPECT_EQ(records[0]["reduce_shard"], "none");
+  EXPECT_EQ(records[0]["memory"]["needed_mb"], 1.5);
   EXPECT_EQ(records[0]["deterministic"]["chunks"], 4);
   EXPECT_EQ(records[0]["resumed_from"], (io::Json{{"path", "ckpt/step-4.ckpt"}, {"epoch", 2}, {"batch", 0}, {"step", 4}}));
 }

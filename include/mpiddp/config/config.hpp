@@ -71,6 +71,8 @@ struct Config {
   bool prefetch = true;          // gather the next step's batch on a worker thread during this one
   int64_t accumulate_steps = 1;  // micro-batches per optimizer step (gradient accumulation)
   distributed::ReduceConfig reduce;
+  // memory.limit_mb: what one rank may hold, in MiB (train/memory_plan.hpp); 0: no limit.
+  double memory_limit_mb = 0.0;
   std::string gemm = "auto";     // compute.gemm: auto, or a library of kernels/gemm.hpp
   std::string isa = "auto";      // compute.isa: auto, or the highest kernel level (kernels/isa.hpp)
   std::string precision = "float32";  // compute.precision: float32, bf16, bf16_reference (kernels/precision.hpp)
@@ -98,7 +100,8 @@ io::Json default_experiment();
 // Validates a user config and fills in the defaults. Throws ConfigError naming the key.
 Config parse_config(const io::Json& user);
 
-// The performance keys of the root section: threads, prefetch, accumulate_steps and "reduce".
+// The performance keys of the root section: threads, prefetch, accumulate_steps, "reduce",
+// "memory" and "compute".
 void parse_performance(io::JsonSection& root, Config& config);
 
 // Applies "--set a.b.c=VALUE": VALUE is parsed as JSON when it is valid JSON, otherwise
@@ -111,6 +114,10 @@ void apply_override(io::Json& user, const std::string& assignment);
 io::Json read_config_file(const std::string& path);
 // The same for text already in memory; origin names it in errors (the fuzz target's entry).
 io::Json parse_config_text(const std::string& text, const std::string& origin);
+
+// The key that turned the optimizer's sharding on, as the user wrote it, for messages:
+// "reduce.shard", or its older spelling "reduce.shard_optimizer".
+std::string shard_key_path(const Config& config);
 
 // The hash every rank compares with rank 0's: the resolved config less the keys that
 // may legitimately differ between ranks or runs (log.path).

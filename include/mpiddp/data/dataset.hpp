@@ -52,6 +52,20 @@ struct Dataset {
   // The model output width these targets need: the classes (at every position), or the
   // regression outputs.
   Index target_width() const { return classes > 0 ? classes * label_positions : outputs; }
+  // The bytes of its values, ids and targets (a memory-mapped file's counted whole): what a
+  // rank holds of it (train/memory_plan.hpp). Windows over one array hold its ids once, their
+  // labels being the same ids one position on.
+  size_t bytes() const {
+    const size_t n = static_cast<size_t>(samples);
+    if (sample_stride > 0 && samples > 0)
+      return static_cast<size_t>((samples - 1) * sample_stride + features + 1) * sizeof(int32_t);
+    size_t total = 0;
+    if (x) total += n * static_cast<size_t>(features) * sizeof(T);
+    if (token_ids) total += n * static_cast<size_t>(features) * sizeof(int32_t);
+    if (y) total += n * static_cast<size_t>(outputs) * sizeof(T);
+    if (labels) total += n * static_cast<size_t>(label_positions) * sizeof(int32_t);
+    return total;
+  }
 };
 
 }  // namespace mpiddp::data

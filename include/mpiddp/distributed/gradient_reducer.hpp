@@ -27,7 +27,8 @@ struct ReduceConfig {
   bool overlap = true;             // start buckets during backward
   std::string compress = "none";   // none | bf16: the sum between nodes (compression.hpp)
   // ZeRO-1: each rank of a node (with one rank per node: of the world) keeps and applies the
-  // optimizer to its part of the parameters only (optim/optimizer.hpp).
+  // optimizer to its part of the parameters only (optim/optimizer.hpp). reduce.shard
+  // "optimizer", or its older spelling reduce.shard_optimizer true.
   bool shard_optimizer = false;
 };
 

@@ -25,6 +25,38 @@ struct BufferTensor : ParameterTensor {
 template <typename T>
 using AlignedVector = std::vector<T, HugePageAllocator<T>>;
 
+// Bytes of activation memory a Model of `stack` holds for max_batch samples: the layers'
+// scratch and transient memory, the output and its gradient.
+template <typename T>
+size_t activation_bytes(const Sequential<T>& stack, Index max_batch) {
+  return stack.scratch_bytes(max_batch) + stack.transient_bytes(max_batch) +
+         2 * static_cast<size_t>(stack.outputs() * max_batch) * sizeof(T);
+}
+
+// The parameters of `stack`'s trained tensors, each once: P.
+template <typename T>
+Index parameter_count(const Sequential<T>& stack) {
+  Index count = 0;
+  for (const TensorSpec& t : stack.parameters()) count += shape_size(t.shape);
+  return count;
+}
+
+// What a Model of these layers will hold, known without allocating it: memory.limit_mb's
+// check (train/memory_plan.hpp) comes before the model is built.
+struct ModelSize {
+  Index parameters = 0;         // P
+  Index buffer_values = 0;      // buffer_value_count(): the real buffers (running statistics)
+  size_t activation_bytes = 0;  // activation_bytes() for max_batch
+};
+template <typename T>
+ModelSize model_size(const Shape& input, const std::vector<LayerSpec>& specs, Index max_batch) {
+  const Sequential<T> stack(specs, input);
+  Index buffer_values = 0;
+  for (const BufferSpec& b : stack.buffers())
+    if (b.type == BufferType::kReal) buffer_values += shape_size(b.shape);
+  return {parameter_count(stack), buffer_values, activation_bytes(stack, max_batch)};
+}
+
 template <typename T>
 class Model {
  public:
@@ -65,9 +97,7 @@ class Model {
   void install_hooks(LayerHooks* hooks) { stack_.install_hooks(hooks, "", 0, 0); }
   // Bytes of activation memory for max_batch: the layers' scratch and transient memory, the
   // output and its gradient.
-  size_t activation_bytes() const {
-    return scratch_.size() + transient_.size() + (output_.size() + output_gradient_.size()) * sizeof(T);
-  }
+  size_t activation_bytes() const { return nn::activation_bytes(stack_, max_batch_); }
 
   T* parameters() { return parameters_; }
   const T* parameters() const { return parameters_; }

@@ -38,6 +38,7 @@ struct RunFacts {
   distributed::ShardScope shard_scope = distributed::ShardScope::kNone;
   distributed::ReductionLevels levels;
   io::Json step_description = io::Json::object();  // the step strategy's keys (its describe())
+  io::Json memory;  // train::memory_record(): what a rank holds by kind, and memory.limit_mb
   std::optional<io::Json> resumed_from;            // resume_point(), when resumed
 };
 

@@ -16,6 +16,25 @@
 
 namespace mpiddp::train {
 
+// The values of one chunk's term: the P gradients, the loss, the buffer values and the stop
+// vote, padded to whole cache lines (Note [deterministic mode]).
+template <typename T>
+size_t deterministic_term_width(Index parameters, Index buffer_values) {
+  return scratch_values_bytes<T>(parameters + 1 + buffer_values + 1) / sizeof(T);
+}
+
+// The most the step holds beyond the model and the optimizer, in bytes, for memory.limit_mb
+// (train/memory_plan.hpp), before it is built: which pass runs is decided at start, so both
+// are counted. Steps that go chunk by chunk: this rank's chunks' terms (chunks / world of
+// them), their mean and their exact sum (doubles and int64, a term's width each); the
+// chunked pass: the gradients' grid (P int64).
+template <typename T>
+double deterministic_step_bytes(int64_t chunks, int world, Index parameters, Index buffer_values) {
+  const double width = static_cast<double>(deterministic_term_width<T>(parameters, buffer_values));
+  const double local_chunks = static_cast<double>(chunks / world);
+  return local_chunks * width * sizeof(T) + 2.0 * width * 8.0 + static_cast<double>(parameters) * 8.0;
+}
+
 template <typename T>
 class DeterministicStep final : public StepStrategy<T> {
  public:

@@ -100,6 +100,12 @@ void check_modes_combine(const config::Config& config, const distributed::Commun
 template <typename T>
 std::unique_ptr<StepStrategy<T>> make_step_strategy(const StepParts<T>& parts);
 
+// What the config's step holds beyond the model, the optimizer and the batches, in bytes, known
+// before it is built (memory.limit_mb, train/memory_plan.hpp): deterministic mode's terms and
+// exact sums; 0 for the others, which work in the gradient buffer.
+template <typename T>
+double step_working_bytes(const config::Config& config, int world, Index parameters, Index buffer_values);
+
 // A rank's stop vote: 1 when it has received a terminating signal, else 0, for the step's
 // reduction to carry (Note [stopping on a signal]).
 double stop_vote();

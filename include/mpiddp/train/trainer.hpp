@@ -35,6 +35,7 @@
 #include "mpiddp/nn/loss.hpp"
 #include "mpiddp/nn/model.hpp"
 #include "mpiddp/train/gemm_choice.hpp"
+#include "mpiddp/train/memory_plan.hpp"
 #include "mpiddp/optim/optimizer.hpp"
 #include "mpiddp/config/config.hpp"
 #include "mpiddp/checkpoint/checkpoint.hpp"
@@ -139,6 +140,10 @@ class Trainer final : public TrainingRun {
   const data::Dataset<T>& train_set() const { return data_.set; }
   // The optimizer, whole or this rank's part of it (reduce.shard_optimizer).
   const optim::Optimizer<T>& optimizer() const { return *replica_.optimizer; }
+  // What this rank holds by kind (memory_plan.hpp), checked against memory.limit_mb before
+  // the model was built, and what that followed from.
+  const MemoryFacts& memory_facts() const { return memory_facts_; }
+  const MemoryNeed& memory_need() const { return memory_need_; }
   // The epoch (0-based) and step that compute_gradients' training pass belongs to: dropout's
   // masks depend on them. run() sets them before each step.
   void set_pass(int64_t epoch, int64_t step) {
@@ -182,6 +187,8 @@ class Trainer final : public TrainingRun {
   Replica<T> replica_;
   record::StepObserver observer_;  // the profile and the trace: the steps' laps and spans
   int threads_ = 1;                // compute threads of this rank (core/threads.hpp)
+  MemoryFacts memory_facts_;       // what this rank's memory need follows from
+  MemoryNeed memory_need_;         // what this rank holds, by kind
   GemmChoice gemm_;                // rank 0's reasons; every rank's backend
   std::unique_ptr<StepStrategy<T>> step_;      // what this run's mode does in a step
   std::unique_ptr<record::RunRecord> record_;  // log.path, log.csv, log.tensorboard (rank 0) and the run's records

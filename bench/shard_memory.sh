@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# What each rank holds in each reduce.shard mode of this version, against what the trainer
+# worked out before the model was built: `mpiddp bench` of a workload at each NP, unsharded
+# and with the optimizer sharded, on the shm path (where the node's ranks share one copy of
+# the parameters) and on the mpi path. Prints one line per run: what ran, peak_rss_mb, pss_mb,
+# needed_mb and needed_mb_by_kind. A memory table, not a speed one: NP may exceed the cores.
+# Usage: bench/shard_memory.sh [WORKLOAD] [NP...]   (default: gpt2s 2 4)
+# Environment: MPIDDP (the binary; default build/mpiddp).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+workload=${1:-gpt2s}
+[ $# -gt 0 ] && shift
+nps=("$@")
+[ ${#nps[@]} -gt 0 ] || nps=(2 4)
+echo "# $(grep -m 1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(getconf _NPROCESSORS_ONLN) cores;" \
+     "workload $workload"
+for np in "${nps[@]}"; do
+  for algorithm in shm mpi; do
+    for shard in none optimizer; do
+      # Two samples per rank; one epoch of the few steps gpt2s's text gives.
+      line=$("$here/run.sh" "$workload" "$np" 1 -- --set batch.global=$((2 * np)) --set epochs=1 \
+               --set reduce.algorithm="\"$algorithm\"" --set reduce.shard="\"$shard\"" 2> /dev/null | tail -n 1)
+      printf 'np %s %-3s shard %-9s %s\n' "$np" "$algorithm" "$shard" "$(echo "$line" | /usr/bin/python3 -c '
+import json, sys
+r = json.loads(sys.stdin.read())
+kinds = " ".join(f"{k} {v:.1f}" for k, v in r["needed_mb_by_kind"].items())
+print(f"peak_rss_mb {r[\"peak_rss_mb\"]:.1f} pss_mb {r[\"pss_mb\"]:.1f} needed_mb {r[\"needed_mb\"]:.1f} ({kinds})")')"
+    done
+  done
+done

@@ -1,0 +1,70 @@
+#pragma once
+// What one rank will hold, by kind, known before any of it is allocated: the need that
+// memory.limit_mb is checked against before the model exists, that the run record states
+// ("memory") and that `mpiddp bench` reports (needed_mb, needed_mb_by_kind, and per
+// reduce.shard mode). A run that cannot fit then ends with exit 2 at start, naming the key,
+// the need and the limit, rather than by the kernel's OOM killer in the middle of an epoch.
+#include <string>
+
+#include "mpiddp/core/types.hpp"
+#include "mpiddp/distributed/part_exchange.hpp"
+#include "mpiddp/io/json_reader.hpp"
+#include "mpiddp/optim/update_rule.hpp"
+
+namespace mpiddp::train {
+
+// Bytes one rank holds, by kind.
+struct MemoryNeed {
+  double parameters = 0.0;       // the parameters, or this rank's share of its node's one copy
+  double gradients = 0.0;        // the gradient buffer with its reserved slots
+  double optimizer_state = 0.0;  // the update rule's state (and ema's average) of this rank's part
+  double activations = 0.0;      // the layers' scratch and transient memory, the output and its
+                                 // gradient, and the gathered batches
+  double data = 0.0;             // the training and evaluation sets, which every rank holds whole
+  double step = 0.0;             // the step mode's own (step_working_bytes: deterministic mode's sums)
+  double total() const { return parameters + gradients + optimizer_state + activations + data + step; }
+};
+
+// What the need follows from, known once the layers are parsed and the data loaded.
+struct MemoryFacts {
+  Index parameters = 0;        // P
+  Index gradient_values = 0;   // P and the reserved slots
+  size_t activation_bytes = 0; // nn::activation_bytes for the per-rank batch
+  size_t batch_bytes = 0;      // one gathered batch of the per-rank size
+  size_t data_bytes = 0;       // data::Dataset::bytes of the training and evaluation sets
+  double step_bytes = 0.0;     // step_working_bytes
+  size_t value_bytes = 4;      // sizeof(T)
+};
+
+// How the ranks cut what they hold: the optimizer's state into optimizer_parts (reduce.shard
+// "optimizer": optim::Optimizer::parts), and the parameters among parameter_sharers ranks of
+// a node, which share one copy of them on the shm path (Note [parameters once per node]).
+struct MemoryLayout {
+  int optimizer_parts = 1;
+  int parameter_sharers = 1;
+};
+
+// The layout of the optimizer's sharding `scope` on comm's ranks: part_exchange's parts, and
+// a node's ranks sharing one copy of the parameters where the optimizer is sharded on the
+// shm path (shares_node_memory; ShardingScope::place_parameters). Local.
+MemoryLayout memory_layout(distributed::Communicator& comm, distributed::ShardScope scope, bool shares_node_memory);
+
+// optimizer: the update rule's state per parameter (optim::state_values_per_parameter);
+// prefetch: a second gathered batch beside the step's.
+MemoryNeed memory_need(const optim::OptimizerConfig& optimizer, bool prefetch, const MemoryFacts& facts,
+                       const MemoryLayout& layout);
+
+// bytes / 2^20: the unit of memory.limit_mb and of every *_mb figure of memory.
+double mebibytes(double bytes);
+
+// {"needed_mb": total, "by_kind": {"parameters", "gradients", "optimizer_state",
+// "activations", "data", "step"}} in MiB, with "limit_mb" when memory.limit_mb is set: the run
+// record's "memory".
+io::Json memory_record(const MemoryNeed& need, double limit_mb);
+
+// memory.limit_mb (0: none) against the need: a ConfigError naming the key, the need by kind
+// and the limit when the need is larger. `shardable`: several ranks, and the optimizer state
+// not cut yet, so reduce.shard "optimizer" would divide it (the message says so).
+void check_memory_limit(double limit_mb, const MemoryNeed& need, bool shardable);
+
+}  // namespace mpiddp::train

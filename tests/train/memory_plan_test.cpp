@@ -1,0 +1,169 @@
+// What a rank holds by kind (train/memory_plan.hpp): the need by hand, memory.limit_mb's
+// refusal, and the trainer's need against the model it builds.
+#include "mpiddp/train/memory_plan.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "mpiddp/core/error.hpp"
+#include "mpiddp/distributed/local_communicator.hpp"
+#include "mpiddp/train/trainer.hpp"
+
+namespace mpiddp::train {
+namespace {
+
+MemoryFacts thousand_parameters() {
+  MemoryFacts facts;
+  facts.parameters = 1000;
+  facts.gradient_values = 1002;  // and the loss and stop slots
+  facts.activation_bytes = 4096;
+  facts.batch_bytes = 256;
+  facts.data_bytes = 10000;
+  facts.value_bytes = 4;
+  return facts;
+}
+
+TEST(MemoryPlan, NeedByKindByHand) {
+  optim::OptimizerConfig adamw;
+  adamw.type = "adamw";
+  // AdamW's two moments cut in two parts: 2 · 1000 · 4 / 2 = 4000 bytes; a second batch
+  // with prefetch: 4096 + 2 · 256.
+  MemoryNeed need = memory_need(adamw, /*prefetch=*/true, thousand_parameters(), {2, 1});
+  EXPECT_EQ(need.parameters, 4000.0);
+  EXPECT_EQ(need.gradients, 4008.0);
+  EXPECT_EQ(need.optimizer_state, 4000.0);
+  EXPECT_EQ(need.activations, 4608.0);
+  EXPECT_EQ(need.data, 10000.0);
+  EXPECT_EQ(need.total(), 26616.0);
+  // The node's two ranks share one copy of the parameters; one batch without prefetch.
+  need = memory_need(adamw, /*prefetch=*/false, thousand_parameters(), {2, 2});
+  EXPECT_EQ(need.parameters, 2000.0);
+  EXPECT_EQ(need.activations, 4352.0);
+  // Plain sgd keeps nothing; momentum one buffer, ema's average one more: 2 · 1000 · 4.
+  optim::OptimizerConfig sgd;
+  EXPECT_EQ(memory_need(sgd, true, thousand_parameters(), {}).optimizer_state, 0.0);
+  sgd.momentum = 0.9;
+  sgd.ema_decay = 0.999;
+  EXPECT_EQ(memory_need(sgd, true, thousand_parameters(), {}).optimizer_state, 8000.0);
+}
+
+TEST(MemoryPlan, RecordInMebibytes) {
+  MemoryNeed need;
+  need.parameters = 3 * 1048576.0;
+  need.gradients = 1048576.0;
+  need.data = 524288.0;
+  const io::Json record = memory_record(need, 0.0);
+  EXPECT_EQ(record["needed_mb"], 4.5);
+  EXPECT_EQ(record["by_kind"]["parameters"], 3.0);
+  EXPECT_EQ(record["by_kind"]["gradients"], 1.0);
+  EXPECT_EQ(record["by_kind"]["optimizer_state"], 0.0);
+  EXPECT_EQ(record["by_kind"]["data"], 0.5);
+  EXPECT_EQ(record["by_kind"]["step"], 0.0);
+  EXPECT_FALSE(record.contains("limit_mb"));
+  EXPECT_EQ(memory_record(need, 64.0)["limit_mb"], 64.0);
+}
+
+// Exit 2 naming the key, the limit and the need by kind; the hint to shard where it helps.
+TEST(MemoryPlan, LimitBelowTheNeedIsExit2) {
+  MemoryNeed need;
+  need.parameters = 40 * 1048576.0;
+  need.optimizer_state = 80 * 1048576.0;
+  EXPECT_NO_THROW(check_memory_limit(0.0, need, true));    // no limit
+  EXPECT_NO_THROW(check_memory_limit(120.0, need, true));  // exactly the need
+  try {
+    check_memory_limit(100.0, need, true);
+    FAIL() << "120 MiB needed under a limit of 100";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.code(), kExitConfig);
+    EXPECT_EQ(e.key_path(), "memory.limit_mb");
+    const std::string text = e.what();
+    EXPECT_NE(text.find("is 100 MiB per rank, but this run needs 120 MiB per rank (parameters 40"), std::string::npos)
+        << text;
+    EXPECT_NE(text.find("optimizer state 80"), std::string::npos) << text;
+    EXPECT_NE(text.find("reduce.shard \"optimizer\""), std::string::npos) << text;
+  }
+  try {
+    check_memory_limit(100.0, need, false);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()).find("reduce.shard"), std::string::npos) << e.what();
+  }
+}
+
+// The default experiment: 6-linear48-tanh-linear48-tanh-linear1, P = 6·48 + 48 + 48·48 + 48 +
+// 48 + 1 = 2737, 256 synthetic samples of 6 features and 1 target, 64 per step on one rank.
+TEST(MemoryPlan, TrainerNeedIsTheModelItBuilds) {
+  distributed::LocalCommunicator comm;
+  io::Json user = config::default_experiment();
+  config::apply_override(user, "optimizer={\"type\":\"adam\",\"lr\":0.01}");
+  config::apply_override(user, "ema.decay=0.99");
+  const config::Config config = config::parse_config(user);
+  Trainer<float> trainer(config, comm, {.quiet = true});
+  const MemoryNeed& need = trainer.memory_need();
+  EXPECT_EQ(trainer.model().parameter_count(), 2737);
+  EXPECT_EQ(need.parameters, 2737.0 * 4);
+  EXPECT_EQ(need.gradients, 2739.0 * 4);          // the loss and stop slots
+  EXPECT_EQ(need.optimizer_state, 3 * 2737.0 * 4);  // two moments and the average
+  EXPECT_EQ(need.data, 256.0 * (6 + 1) * 4);
+  // The layers' memory as allocated, and two gathered batches (prefetch): 2 · 6 · 64 · 4.
+  EXPECT_EQ(need.activations, static_cast<double>(trainer.model().activation_bytes()) + 3072.0);
+}
+
+// Deterministic mode's own: 8 chunks on one rank, each term P + 1 + 0 + 1 = 2739 floats padded
+// to whole 64-byte lines (10,956 -> 11,008 bytes: 2752 floats); 8 terms, their mean and exact
+// sum (8 bytes a value each) and the chunked pass's grid (P int64):
+// 8 · 2752 · 4 + 2 · 2752 · 8 + 2737 · 8 = 88,064 + 44,032 + 21,896 = 153,992.
+TEST(MemoryPlan, DeterministicStepCountsItsSums) {
+  distributed::LocalCommunicator comm;
+  io::Json user = config::default_experiment();
+  config::apply_override(user, "deterministic={\"chunks\":8}");
+  Trainer<float> deterministic(config::parse_config(user), comm, {.quiet = true});
+  EXPECT_EQ(deterministic.memory_need().step, 153992.0);
+  Trainer<float> plain(config::parse_config(config::default_experiment()), comm, {.quiet = true});
+  EXPECT_EQ(plain.memory_need().step, 0.0);
+  EXPECT_EQ(memory_record(deterministic.memory_need(), 0.0)["by_kind"]["step"], 153992.0 / 1048576.0);
+}
+
+// A model of 16,814,081 parameters (6-linear4096-tanh-linear4096-tanh-linear1): 64 MiB of
+// parameters and 64 of gradients, refused under a limit of 100 before it is built.
+TEST(MemoryPlan, TrainerRefusesARunOverTheLimit) {
+  distributed::LocalCommunicator comm;
+  io::Json user = config::default_experiment();
+  config::apply_override(user, "model.layers.0.out=4096");
+  config::apply_override(user, "model.layers.2.out=4096");
+  config::apply_override(user, "memory.limit_mb=100");
+  const config::Config config = config::parse_config(user);
+  try {
+    Trainer<float> trainer(config, comm, {.quiet = true});
+    FAIL() << "128 MiB needed under a limit of 100";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key_path(), "memory.limit_mb");
+    EXPECT_NE(std::string(e.what()).find("(parameters 64, gradients 64, optimizer state 0"), std::string::npos)
+        << e.what();
+  }
+}
+
+// Windows over one array hold its ids once, labels included; other sets their arrays.
+TEST(MemoryPlan, DatasetBytes) {
+  static const int32_t ids[1] = {0};
+  static const float values[1] = {0.0f};
+  data::Dataset<float> windows;
+  windows.samples = 10;
+  windows.features = 8;
+  windows.label_positions = 8;
+  windows.token_ids = ids;
+  windows.labels = ids + 1;
+  windows.sample_stride = 4;
+  EXPECT_EQ(windows.bytes(), (9u * 4 + 8 + 1) * 4);  // the last window's ids and one more label
+  data::Dataset<float> images;
+  images.samples = 100;
+  images.features = 784;
+  images.classes = 10;
+  images.x = values;
+  images.labels = ids;
+  EXPECT_EQ(images.bytes(), 100u * 784 * 4 + 100u * 4);
+}
+
+}  // namespace
+}  // namespace mpiddp::train
