@@ -5,7 +5,8 @@
 # the parameters) and on the mpi path. Prints one line per run: what ran, peak_rss_mb, pss_mb,
 # needed_mb and needed_mb_by_kind. A memory table, not a speed one: NP may exceed the cores.
 # Usage: bench/shard_memory.sh [WORKLOAD] [NP...]   (default: gpt2s 2 4)
-# Environment: MPIDDP (the binary; default build/mpiddp).
+# Environment: MPIDDP (the binary; default build/mpiddp); SHARD_MEMORY_JSONL: a file that
+# receives each run's whole JSON line.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 workload=${1:-gpt2s}
@@ -20,11 +21,12 @@ for np in "${nps[@]}"; do
       # Two samples per rank; one epoch of the few steps gpt2s's text gives.
       line=$("$here/run.sh" "$workload" "$np" 1 -- --set batch.global=$((2 * np)) --set epochs=1 \
                --set reduce.algorithm="\"$algorithm\"" --set reduce.shard="\"$shard\"" 2> /dev/null | tail -n 1)
+      echo "$line" >> "${SHARD_MEMORY_JSONL:-/dev/null}"
       printf 'np %s %-3s shard %-9s %s\n' "$np" "$algorithm" "$shard" "$(echo "$line" | /usr/bin/python3 -c '
 import json, sys
 r = json.loads(sys.stdin.read())
-kinds = " ".join(f"{k} {v:.1f}" for k, v in r["needed_mb_by_kind"].items())
-print(f"peak_rss_mb {r[\"peak_rss_mb\"]:.1f} pss_mb {r[\"pss_mb\"]:.1f} needed_mb {r[\"needed_mb\"]:.1f} ({kinds})")')"
+kinds = " ".join("%s %.1f" % (k, v) for k, v in r["needed_mb_by_kind"].items())
+print("peak_rss_mb %.1f pss_mb %.1f needed_mb %.1f (%s)" % (r["peak_rss_mb"], r["pss_mb"], r["needed_mb"], kinds))')"
     done
   done
 done

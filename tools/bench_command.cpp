@@ -103,11 +103,17 @@ io::Json needed_mb_by_shard(const train::Trainer<T>& trainer, const config::Conf
   const bool compressed = reducer.compression() != distributed::Compression::kNone;
   io::Json by_shard = io::Json::object();
   for (const bool shard : {false, true}) {
+    const char* mode = shard ? "optimizer" : "none";
+    // A mode that cannot serve this config here: null.
+    if (shard && train::optimizer_shard_refusal(config, comm, reducer.shares_node_memory())) {
+      by_shard[mode] = nullptr;
+      continue;
+    }
     const distributed::ShardScope scope = distributed::shard_scope(comm, shard, reducer.shares_node_memory(), compressed);
     const train::MemoryNeed need =
         train::memory_need(config.optimizer, config.prefetch, trainer.memory_facts(),
-                           train::memory_layout(comm, scope, reducer.shares_node_memory()));
-    by_shard[shard ? "optimizer" : "none"] = train::mebibytes(need.total());
+                           train::memory_layout(config, comm, scope, compressed, sizeof(T)));
+    by_shard[mode] = train::mebibytes(need.total());
   }
   return by_shard;
 }

@@ -19,7 +19,7 @@ namespace {
 const char* const kIgnoredKeys[] = {"log",      "check_every_steps", "checkpoint", "save_weights",
                                     "watchdog", "on_nonfinite",      "max_skipped", "divergence",
                                     "threads",  "prefetch",          "reduce",      "deterministic",
-                                    "compute.isa",  "compute.precision"};
+                                    "compute.isa",  "compute.precision", "memory"};
 
 bool ignored(const std::string& path) {
   for (const char* key : kIgnoredKeys) {

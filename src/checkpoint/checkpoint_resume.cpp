@@ -56,10 +56,11 @@ io::Json resume_config(const config::Config& config) {
   // how a run is watched or spread over cores, not its updates (beyond float rounding, as
   // another world size does), so they may change too. When and how much it evaluates, and
   // when it stops early, change which updates run, not what any of them is. A residual's
-  // recompute changes what a step keeps in memory, not one bit of it (nn/residual.hpp).
+  // recompute changes what a step keeps in memory, not one bit of it (nn/residual.hpp), and
+  // memory.limit_mb only whether a run may start.
   for (const char* key : {"log", "checkpoint", "save_weights", "init", "check_every_steps",
                           "on_nonfinite", "max_skipped", "divergence", "watchdog", "debug",
-                          "threads", "prefetch", "reduce", "eval", "early_stopping"})
+                          "threads", "prefetch", "reduce", "eval", "early_stopping", "memory"})
     kept.erase(key);
   if (!cosine_spans_run(config)) kept.erase("epochs");
   // compute.isa changes which kernel variant computes, never a bit (Note [kernels per

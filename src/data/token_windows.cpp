@@ -29,6 +29,7 @@ Dataset<T> token_windows(std::shared_ptr<const std::vector<int32_t>> tokens, Ind
   d.sample_stride = stride;
   d.token_ids = tokens->data() + begin;
   d.labels = tokens->data() + begin + 1;
+  d.stored_bytes = tokens->size() * sizeof(int32_t);  // the whole file's ids stay loaded
   d.storage = std::move(tokens);
   return d;
 }

@@ -79,7 +79,9 @@ std::unique_ptr<UpdateRule<T>> make_update_rule(const OptimizerConfig& config, I
 
 int state_values_per_parameter(const OptimizerConfig& config) {
   const int rule = config.type == "sgd" ? (config.momentum != 0.0 ? 1 : 0) : 2;  // Sgd's, Adam's buffers
-  return rule + (config.ema_decay > 0.0 ? 1 : 0);
+  // ema: the average, and the live parameters the evaluator keeps while the average stands in
+  // their place (Evaluator's live_parameters_).
+  return rule + (config.ema_decay > 0.0 ? 2 : 0);
 }
 
 template class UpdateRule<float>;

@@ -8,10 +8,17 @@
 
 namespace mpiddp::train {
 
-MemoryLayout memory_layout(distributed::Communicator& comm, distributed::ShardScope scope, bool shares_node_memory) {
+MemoryLayout memory_layout(const config::Config& config, distributed::Communicator& comm,
+                           distributed::ShardScope scope, bool compressed, size_t value_bytes) {
   MemoryLayout layout;
   layout.optimizer_parts = distributed::part_exchange(comm, scope)->parts();
-  if (scope != distributed::ShardScope::kNone && shares_node_memory) layout.parameter_sharers = comm.ranks_on_node();
+  const bool writes_state = !config.checkpoint.dir.empty() ||
+                            (config.optimizer.ema_decay > 0.0 && !config.save_weights.empty());
+  layout.gathers_whole_state = layout.optimizer_parts > 1 && writes_state;
+  const int world = comm.size();
+  if (compressed) layout.reduction_bytes_per_value += 4.0;
+  if (scope == distributed::ShardScope::kWorld)
+    layout.reduction_bytes_per_value += static_cast<double>(value_bytes) * (world - 1) / world;
   return layout;
 }
 
@@ -19,10 +26,12 @@ MemoryNeed memory_need(const optim::OptimizerConfig& optimizer, bool prefetch, c
                        const MemoryLayout& layout) {
   const double value = static_cast<double>(facts.value_bytes);
   const double p = static_cast<double>(facts.parameters);
+  const double gradients = static_cast<double>(facts.gradient_values);
+  const double whole_state = optim::state_values_per_parameter(optimizer) * p * value;
   MemoryNeed need;
-  need.parameters = p * value / layout.parameter_sharers;
-  need.gradients = static_cast<double>(facts.gradient_values) * value;
-  need.optimizer_state = optim::state_values_per_parameter(optimizer) * p * value / layout.optimizer_parts;
+  need.parameters = p * value + static_cast<double>(facts.weight_copy_bytes);
+  need.gradients = gradients * value + gradients * layout.reduction_bytes_per_value;
+  need.optimizer_state = whole_state / layout.optimizer_parts + (layout.gathers_whole_state ? whole_state : 0.0);
   // With prefetch the worker gathers the next batch beside the step's.
   need.activations = static_cast<double>(facts.activation_bytes) +
                      (prefetch ? 2.0 : 1.0) * static_cast<double>(facts.batch_bytes);
@@ -50,8 +59,8 @@ void check_memory_limit(double limit_mb, const MemoryNeed& need, bool shardable)
   if (limit_mb <= 0.0 || needed <= limit_mb) return;
   char text[512];
   std::snprintf(text, sizeof text,
-                "is %.0f MiB per rank, but this run needs %.0f MiB per rank (parameters %.0f, gradients %.0f, "
-                "optimizer state %.0f, activations %.0f, data %.0f, step %.0f)",
+                "is %.1f MiB per rank, but this run needs %.1f MiB per rank (parameters %.1f, gradients %.1f, "
+                "optimizer state %.1f, activations %.1f, data %.1f, step %.1f)",
                 limit_mb, needed, mebibytes(need.parameters), mebibytes(need.gradients),
                 mebibytes(need.optimizer_state), mebibytes(need.activations), mebibytes(need.data),
                 mebibytes(need.step));

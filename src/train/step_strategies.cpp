@@ -1,6 +1,7 @@
 // Which step a config runs, and which modes combine: decided here and nowhere else
 // (include/mpiddp/train/step_strategy.hpp).
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "mpiddp/core/error.hpp"
@@ -12,33 +13,39 @@
 
 namespace mpiddp::train {
 
-void check_modes_combine(const config::Config& c, const distributed::Communicator& comm, bool shares_node_memory) {
+std::optional<ConfigError> optimizer_shard_refusal(const config::Config& c, const distributed::Communicator& comm,
+                                                   bool shares_node_memory) {
   // reduce.shard "optimizer" needs every rank to hold the same averaged gradients before the
   // update (Note [the optimizer sharded across a node]) and the parts to pair up among nodes.
   // Deterministic mode's own refusals (sync off, injected faults, compression) are the
   // config's (deterministic_config.cpp): they do not depend on the world.
-  if (!c.reduce.shard_optimizer) return;
   const std::string shard = config::shard_key_path(c);  // as the user spelled it
   if (!c.sync)
-    throw ConfigError(shard, "needs sync true: with sync off each rank updates its own replica with all its state");
+    return ConfigError(shard, "needs sync true: with sync off each rank updates its own replica with all its state");
   if (c.deterministic.enabled)
-    throw ConfigError(shard, "is not supported with deterministic.enabled; set one of them to false");
+    return ConfigError(shard, "is not supported with deterministic.enabled; set one of them to false");
   if (!comm.node_parts_usable())
-    throw ConfigError(shard, "needs the same number of ranks on every node");
+    return ConfigError(shard, "needs the same number of ranks on every node");
   // One rank per node: the optimizer is sharded across the leaders, whose float32
   // reduce-scatter has no bf16 form (Note [the optimizer sharded across the leaders]).
   if (distributed::shards_across_leaders(comm) &&
       distributed::parse_compression(c.reduce.compress) != distributed::Compression::kNone)
-    throw ConfigError("reduce.compress", "\"bf16\" is not supported with " + shard +
+    return ConfigError("reduce.compress", "\"bf16\" is not supported with " + shard +
                                              " when each node runs one rank (the optimizer is then "
                                              "sharded across the nodes); set one of them off");
   // On the shm path the node's ranks share one copy of the parameters (Note [parameters
   // once per node]): one rank's perturbation would be its node's, written while the others
   // read, and no replica of the node could differ from another.
   if (c.faults.inject.enabled() && c.faults.inject.kind == "perturb" && shares_node_memory)
-    throw ConfigError("debug.fail_kind", "\"perturb\" perturbs one replica, but with " + shard +
+    return ConfigError("debug.fail_kind", "\"perturb\" perturbs one replica, but with " + shard +
                                              " on the shm path the ranks of a node share one copy of the "
                                              "parameters; set reduce.algorithm to \"mpi\"");
+  return std::nullopt;
+}
+
+void check_modes_combine(const config::Config& c, const distributed::Communicator& comm, bool shares_node_memory) {
+  if (!c.reduce.shard_optimizer) return;
+  if (std::optional<ConfigError> refusal = optimizer_shard_refusal(c, comm, shares_node_memory)) throw *refusal;
 }
 
 namespace {

@@ -70,9 +70,12 @@ MemoryFacts rank_memory_facts(const config::Config& config, const nn::Shape& inp
   facts.parameters = size.parameters;
   facts.gradient_values = size.parameters + kReservedSlots;
   facts.activation_bytes = size.activation_bytes;
-  facts.batch_bytes = static_cast<size_t>(data.set.features * data.batch_per_rank) * sizeof(T);
+  facts.batch_bytes = BatchBuffers<T>::bytes(data.batch_per_rank, data.set.features, data.set.input_kind(),
+                                             std::max<Index>(data.set.outputs, eval ? eval->outputs : 0),
+                                             data.set.label_positions);
   facts.data_bytes = data.set.bytes() + (eval ? eval->bytes() : 0);
   facts.value_bytes = sizeof(T);
+  if (config.precision != "float32") facts.weight_copy_bytes = static_cast<size_t>(size.parameters) * sizeof(uint16_t);
   facts.step_bytes = step_working_bytes<T>(config, world, size.parameters, size.buffer_values);
   return facts;
 }
@@ -142,11 +145,12 @@ Trainer<T>::Trainer(const config::Config& config, distributed::Communicator& com
                   replica_.reducer.compression() != distributed::Compression::kNone);
   // What this rank will hold, against memory.limit_mb before any of it is allocated.
   memory_facts_ = rank_memory_facts<T>(config, input_shape, data_, eval ? &*eval : nullptr, comm.size());
-  memory_need_ = train::memory_need(config.optimizer, config.prefetch, memory_facts_,
-                             memory_layout(comm, scope, replica_.reducer.shares_node_memory()));
+  memory_need_ = train::memory_need(
+      config.optimizer, config.prefetch, memory_facts_,
+      memory_layout(config, comm, scope, replica_.reducer.compression() != distributed::Compression::kNone, sizeof(T)));
   check_memory_limit(config.memory_limit_mb, memory_need_,
-                     comm.size() > 1 && scope == distributed::ShardScope::kNone && config.sync &&
-                         !config.deterministic.enabled);
+                     comm.size() > 1 && scope == distributed::ShardScope::kNone &&
+                         !optimizer_shard_refusal(config, comm, replica_.reducer.shares_node_memory()));
   // Extra gradient slots carry the loss and the stop vote (kReservedSlots, step_strategy.hpp).
   replica_.model = std::make_unique<nn::Model<T>>(input_shape, config.layers, data_.batch_per_rank,
                                                kReservedSlots);

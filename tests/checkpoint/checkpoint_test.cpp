@@ -256,8 +256,9 @@ TEST(Checkpoint, ResumeRefusesPositionFieldsThatAreNotWholeNumbers) {
 TEST(Checkpoint, ResumeConfigDropsOnlyTheKeysThatMayChange) {
   io::Json user = adam_experiment("/tmp/somewhere");
   config::apply_override(user, "log.path=\"x.jsonl\"");
+  config::apply_override(user, "memory.limit_mb=9000");
   const io::Json kept = resume_config(config::parse_config(user));
-  for (const char* key : {"log", "checkpoint", "save_weights", "init", "check_every_steps", "epochs"})
+  for (const char* key : {"log", "checkpoint", "save_weights", "init", "check_every_steps", "epochs", "memory"})
     EXPECT_FALSE(kept.contains(key)) << key;
   for (const char* key : {"seed", "dtype", "model", "loss", "data", "sampler", "batch", "optimizer",
                           "schedule", "sync"})

@@ -29,23 +29,33 @@ TEST(MemoryPlan, NeedByKindByHand) {
   adamw.type = "adamw";
   // AdamW's two moments cut in two parts: 2 · 1000 · 4 / 2 = 4000 bytes; a second batch
   // with prefetch: 4096 + 2 · 256.
-  MemoryNeed need = memory_need(adamw, /*prefetch=*/true, thousand_parameters(), {2, 1});
+  MemoryNeed need = memory_need(adamw, /*prefetch=*/true, thousand_parameters(), {2, false, 0.0});
   EXPECT_EQ(need.parameters, 4000.0);
   EXPECT_EQ(need.gradients, 4008.0);
   EXPECT_EQ(need.optimizer_state, 4000.0);
   EXPECT_EQ(need.activations, 4608.0);
   EXPECT_EQ(need.data, 10000.0);
+  EXPECT_EQ(need.step, 0.0);
   EXPECT_EQ(need.total(), 26616.0);
-  // The node's two ranks share one copy of the parameters; one batch without prefetch.
-  need = memory_need(adamw, /*prefetch=*/false, thousand_parameters(), {2, 2});
-  EXPECT_EQ(need.parameters, 2000.0);
+  // The whole state gathered for a checkpoint, beside the part: 4000 + 8000; one batch
+  // without prefetch.
+  need = memory_need(adamw, /*prefetch=*/false, thousand_parameters(), {2, true, 0.0});
+  EXPECT_EQ(need.optimizer_state, 12000.0);
   EXPECT_EQ(need.activations, 4352.0);
-  // Plain sgd keeps nothing; momentum one buffer, ema's average one more: 2 · 1000 · 4.
+  // The reducer's buffers, 4 bytes per gradient value (bf16 between nodes): 1002 · (4 + 4).
+  EXPECT_EQ(memory_need(adamw, true, thousand_parameters(), {1, false, 4.0}).gradients, 8016.0);
+  // bf16's copies of the weights with the parameters.
+  MemoryFacts copies = thousand_parameters();
+  copies.weight_copy_bytes = 2000;
+  EXPECT_EQ(memory_need(adamw, true, copies, {}).parameters, 6000.0);
+  // Plain sgd keeps nothing; momentum one buffer; ema its average and the live parameters
+  // kept while the average is evaluated: 3 · 1000 · 4.
   optim::OptimizerConfig sgd;
   EXPECT_EQ(memory_need(sgd, true, thousand_parameters(), {}).optimizer_state, 0.0);
   sgd.momentum = 0.9;
+  EXPECT_EQ(memory_need(sgd, true, thousand_parameters(), {}).optimizer_state, 4000.0);
   sgd.ema_decay = 0.999;
-  EXPECT_EQ(memory_need(sgd, true, thousand_parameters(), {}).optimizer_state, 8000.0);
+  EXPECT_EQ(memory_need(sgd, true, thousand_parameters(), {}).optimizer_state, 12000.0);
 }
 
 TEST(MemoryPlan, RecordInMebibytes) {
@@ -78,9 +88,10 @@ TEST(MemoryPlan, LimitBelowTheNeedIsExit2) {
     EXPECT_EQ(e.code(), kExitConfig);
     EXPECT_EQ(e.key_path(), "memory.limit_mb");
     const std::string text = e.what();
-    EXPECT_NE(text.find("is 100 MiB per rank, but this run needs 120 MiB per rank (parameters 40"), std::string::npos)
+    EXPECT_NE(text.find("is 100.0 MiB per rank, but this run needs 120.0 MiB per rank (parameters 40.0"),
+              std::string::npos)
         << text;
-    EXPECT_NE(text.find("optimizer state 80"), std::string::npos) << text;
+    EXPECT_NE(text.find("optimizer state 80.0"), std::string::npos) << text;
     EXPECT_NE(text.find("reduce.shard \"optimizer\""), std::string::npos) << text;
   }
   try {
@@ -104,10 +115,11 @@ TEST(MemoryPlan, TrainerNeedIsTheModelItBuilds) {
   EXPECT_EQ(trainer.model().parameter_count(), 2737);
   EXPECT_EQ(need.parameters, 2737.0 * 4);
   EXPECT_EQ(need.gradients, 2739.0 * 4);          // the loss and stop slots
-  EXPECT_EQ(need.optimizer_state, 3 * 2737.0 * 4);  // two moments and the average
+  EXPECT_EQ(need.optimizer_state, 4 * 2737.0 * 4);  // two moments, the average, the live copy
   EXPECT_EQ(need.data, 256.0 * (6 + 1) * 4);
-  // The layers' memory as allocated, and two gathered batches (prefetch): 2 · 6 · 64 · 4.
-  EXPECT_EQ(need.activations, static_cast<double>(trainer.model().activation_bytes()) + 3072.0);
+  // The layers' memory as the model allocated it, and two gathered batches (prefetch) of 64
+  // samples, each 6 inputs, 1 target, 1 label row and its index: 2 · 64 · (24 + 4 + 4 + 8).
+  EXPECT_EQ(need.activations, static_cast<double>(trainer.model().activation_bytes()) + 5120.0);
 }
 
 // Deterministic mode's own: 8 chunks on one rank, each term P + 1 + 0 + 1 = 2739 floats padded
@@ -139,7 +151,7 @@ TEST(MemoryPlan, TrainerRefusesARunOverTheLimit) {
     FAIL() << "128 MiB needed under a limit of 100";
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.key_path(), "memory.limit_mb");
-    EXPECT_NE(std::string(e.what()).find("(parameters 64, gradients 64, optimizer state 0"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("(parameters 64.1, gradients 64.1, optimizer state 0.0"), std::string::npos)
         << e.what();
   }
 }

@@ -40,6 +40,9 @@ struct Dataset {
   // "tokenizer" (null for other sources). It travels with the weights (checkpoint/vocabulary.hpp).
   std::shared_ptr<const tokenizer::Tokenizer> tokenizer;
   std::shared_ptr<const void> storage;  // keeps x, y and labels alive (vectors or a mapping)
+  // What `storage` holds in bytes when it is more than the samples span (the text and tokens
+  // sources' ids of the whole file, of which a range makes the windows); 0: the span.
+  size_t stored_bytes = 0;
 
   bool is_classification() const { return classes > 0; }
   Index token_offset(Index i) const { return i * (sample_stride > 0 ? sample_stride : features); }
@@ -52,10 +55,11 @@ struct Dataset {
   // The model output width these targets need: the classes (at every position), or the
   // regression outputs.
   Index target_width() const { return classes > 0 ? classes * label_positions : outputs; }
-  // The bytes of its values, ids and targets (a memory-mapped file's counted whole): what a
-  // rank holds of it (train/memory_plan.hpp). Windows over one array hold its ids once, their
-  // labels being the same ids one position on.
+  // The bytes a rank holds for it (train/memory_plan.hpp): stored_bytes when the loader gave
+  // it, else the samples' values, ids and targets. Windows over one array hold its ids once,
+  // their labels being the same ids one position on.
   size_t bytes() const {
+    if (stored_bytes > 0) return stored_bytes;
     const size_t n = static_cast<size_t>(samples);
     if (sample_stride > 0 && samples > 0)
       return static_cast<size_t>((samples - 1) * sample_stride + features + 1) * sizeof(int32_t);

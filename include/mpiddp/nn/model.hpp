@@ -97,7 +97,10 @@ class Model {
   void install_hooks(LayerHooks* hooks) { stack_.install_hooks(hooks, "", 0, 0); }
   // Bytes of activation memory for max_batch: the layers' scratch and transient memory, the
   // output and its gradient.
-  size_t activation_bytes() const { return nn::activation_bytes(stack_, max_batch_); }
+  // The memory as allocated, which memory.limit_mb's plan (nn::activation_bytes) must match.
+  size_t activation_bytes() const {
+    return scratch_.size() + transient_.size() + (output_.size() + output_gradient_.size()) * sizeof(T);
+  }
 
   T* parameters() { return parameters_; }
   const T* parameters() const { return parameters_; }

@@ -103,7 +103,8 @@ template <typename T>
 std::unique_ptr<UpdateRule<T>> make_update_rule(const OptimizerConfig& config, Index parameters);
 
 // The state values make_update_rule's rule keeps per parameter, without building it: sgd's
-// momentum buffer (with momentum), adam's two moments, and ema's average (train/memory_plan.hpp).
+// momentum buffer (with momentum), adam's two moments, and with ema its average and the live
+// parameters kept while the average is evaluated (train/memory_plan.hpp).
 int state_values_per_parameter(const OptimizerConfig& config);
 
 }  // namespace mpiddp::optim

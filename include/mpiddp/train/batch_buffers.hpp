@@ -42,6 +42,13 @@ class BatchBuffers {
   // of `kind`; target_outputs: the widest regression target of the sets it will gather (0 for
   // class labels); label_rows: labels per sample.
   BatchBuffers(Index capacity, Index inputs, InputKind kind, Index target_outputs, Index label_rows);
+  // The bytes such a set allocates: memory.limit_mb's plan (train/memory_plan.hpp).
+  static size_t bytes(Index capacity, Index inputs, InputKind kind, Index target_outputs, Index label_rows) {
+    const size_t input = kind == InputKind::kTokenIds ? sizeof(int32_t) : sizeof(T);
+    return static_cast<size_t>(capacity) *
+           (static_cast<size_t>(inputs) * input + static_cast<size_t>(target_outputs) * sizeof(T) +
+            static_cast<size_t>(label_rows) * sizeof(int32_t) + sizeof(Index));
+  }
 
   // Gathers `count` samples of `set` (samples: their indices) into columns [0, count); an
   // evaluation's, so it then holds no training batch.

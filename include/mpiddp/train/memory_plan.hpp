@@ -6,6 +6,7 @@
 // the need and the limit, rather than by the kernel's OOM killer in the middle of an epoch.
 #include <string>
 
+#include "mpiddp/config/config.hpp"
 #include "mpiddp/core/types.hpp"
 #include "mpiddp/distributed/part_exchange.hpp"
 #include "mpiddp/io/json_reader.hpp"
@@ -15,9 +16,12 @@ namespace mpiddp::train {
 
 // Bytes one rank holds, by kind.
 struct MemoryNeed {
-  double parameters = 0.0;       // the parameters, or this rank's share of its node's one copy
-  double gradients = 0.0;        // the gradient buffer with its reserved slots
-  double optimizer_state = 0.0;  // the update rule's state (and ema's average) of this rank's part
+  double parameters = 0.0;       // the parameters (every rank builds its own copy, also where
+                                 // the node's ranks then share one), and bf16's copies of them
+  double gradients = 0.0;        // the gradient buffer with its reserved slots, and the
+                                 // reducer's own buffers
+  double optimizer_state = 0.0;  // the update rule's state (and ema's) of this rank's part, and
+                                 // the whole, gathered on rank 0 for a checkpoint
   double activations = 0.0;      // the layers' scratch and transient memory, the output and its
                                  // gradient, and the gathered batches
   double data = 0.0;             // the training and evaluation sets, which every rank holds whole
@@ -32,22 +36,26 @@ struct MemoryFacts {
   size_t activation_bytes = 0; // nn::activation_bytes for the per-rank batch
   size_t batch_bytes = 0;      // one gathered batch of the per-rank size
   size_t data_bytes = 0;       // data::Dataset::bytes of the training and evaluation sets
+  size_t weight_copy_bytes = 0;  // bf16 precision's copies of the weights (2 bytes each)
   double step_bytes = 0.0;     // step_working_bytes
   size_t value_bytes = 4;      // sizeof(T)
 };
 
-// How the ranks cut what they hold: the optimizer's state into optimizer_parts (reduce.shard
-// "optimizer": optim::Optimizer::parts), and the parameters among parameter_sharers ranks of
-// a node, which share one copy of them on the shm path (Note [parameters once per node]).
+// How the ranks cut, and move, what they hold.
 struct MemoryLayout {
-  int optimizer_parts = 1;
-  int parameter_sharers = 1;
+  int optimizer_parts = 1;  // the optimizer's state cut into (optim::Optimizer::parts)
+  // Cut, and yet the whole state comes together: on rank 0 for a checkpoint or ema's weights
+  // (optim::Optimizer::whole_on_rank0), counted on every rank so that every rank decides alike.
+  bool gathers_whole_state = false;
+  // The reducer's own buffers per gradient value: bf16's between nodes (2 bytes out and 2 in),
+  // the scattered sum's receive buffer ((N - 1) / N values) where the world holds the parts.
+  double reduction_bytes_per_value = 0.0;
 };
 
-// The layout of the optimizer's sharding `scope` on comm's ranks: part_exchange's parts, and
-// a node's ranks sharing one copy of the parameters where the optimizer is sharded on the
-// shm path (shares_node_memory; ShardingScope::place_parameters). Local.
-MemoryLayout memory_layout(distributed::Communicator& comm, distributed::ShardScope scope, bool shares_node_memory);
+// The layout of the optimizer's sharding `scope` on comm's ranks (compressed: bf16 between
+// nodes) for `config`'s checkpoints and weights. Local.
+MemoryLayout memory_layout(const config::Config& config, distributed::Communicator& comm,
+                           distributed::ShardScope scope, bool compressed, size_t value_bytes);
 
 // optimizer: the update rule's state per parameter (optim::state_values_per_parameter);
 // prefetch: a second gathered batch beside the step's.

@@ -13,7 +13,9 @@
 // make_step_strategy (step_strategies.cpp) picks one for a config, and decides there, in one
 // place, which modes combine.
 #include <memory>
+#include <optional>
 
+#include "mpiddp/core/error.hpp"
 #include "mpiddp/data/dataset.hpp"
 #include "mpiddp/data/sampler.hpp"
 #include "mpiddp/distributed/communicator.hpp"
@@ -95,6 +97,11 @@ struct StepParts {
 // ConfigError naming the key that cannot combine. Before the optimizer is built.
 void check_modes_combine(const config::Config& config, const distributed::Communicator& comm,
                          bool shares_node_memory);
+// Why reduce.shard "optimizer" could not serve this config on this layout, or nothing: what
+// check_modes_combine throws when it is set, and what tells whether suggesting it helps
+// (memory.limit_mb's message, `mpiddp bench`'s needed_mb_by_shard). Local.
+std::optional<ConfigError> optimizer_shard_refusal(const config::Config& config, const distributed::Communicator& comm,
+                                                   bool shares_node_memory);
 // The step a config runs. Local; throws ConfigError when the batch does not fit the mode
 // (a layer that needs more samples than a pass gives it).
 template <typename T>
