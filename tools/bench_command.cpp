@@ -110,10 +110,8 @@ io::Json needed_mb_by_shard(const train::Trainer<T>& trainer, const config::Conf
       continue;
     }
     const distributed::ShardScope scope = distributed::shard_scope(comm, shard, reducer.shares_node_memory(), compressed);
-    const train::MemoryNeed need =
-        train::memory_need(config.optimizer, config.prefetch, trainer.memory_facts(),
-                           train::memory_layout(config, comm, scope, compressed, sizeof(T)));
-    by_shard[mode] = train::mebibytes(need.total());
+    by_shard[mode] =
+        train::mebibytes(train::memory_need_in_scope(config, comm, scope, compressed, trainer.memory_facts()).total());
   }
   return by_shard;
 }

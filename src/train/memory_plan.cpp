@@ -8,6 +8,8 @@
 
 namespace mpiddp::train {
 
+namespace {
+
 MemoryLayout memory_layout(const config::Config& config, distributed::Communicator& comm,
                            distributed::ShardScope scope, bool compressed, size_t value_bytes) {
   MemoryLayout layout;
@@ -20,6 +22,14 @@ MemoryLayout memory_layout(const config::Config& config, distributed::Communicat
   if (scope == distributed::ShardScope::kWorld)
     layout.reduction_bytes_per_value += static_cast<double>(value_bytes) * (world - 1) / world;
   return layout;
+}
+
+}  // namespace
+
+MemoryNeed memory_need_in_scope(const config::Config& config, distributed::Communicator& comm,
+                                distributed::ShardScope scope, bool compressed, const MemoryFacts& facts) {
+  return memory_need(config.optimizer, config.prefetch, facts,
+                     memory_layout(config, comm, scope, compressed, facts.value_bytes));
 }
 
 MemoryNeed memory_need(const optim::OptimizerConfig& optimizer, bool prefetch, const MemoryFacts& facts,

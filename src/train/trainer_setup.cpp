@@ -139,18 +139,17 @@ Trainer<T>::Trainer(const config::Config& config, distributed::Communicator& com
   std::optional<data::Dataset<T>> eval;  // data.eval, the evaluator's once the step exists
   if (config.eval_data) eval = data::load_source<T>(*config.eval_data, config.seed, "eval");
   const nn::Shape input_shape = config::model_input_shape(config, data_.set.shape, data_.set.features, "data.train");
-  check_modes_combine(config, comm, replica_.reducer.shares_node_memory());
+  const bool shares_node_memory = replica_.reducer.shares_node_memory();
+  const bool compressed = replica_.reducer.compression() != distributed::Compression::kNone;
+  check_modes_combine(config, comm, shares_node_memory);
   const distributed::ShardScope scope =
-      distributed::shard_scope(comm, config.reduce.shard_optimizer, replica_.reducer.shares_node_memory(),
-                  replica_.reducer.compression() != distributed::Compression::kNone);
+      distributed::shard_scope(comm, config.reduce.shard_optimizer, shares_node_memory, compressed);
   // What this rank will hold, against memory.limit_mb before any of it is allocated.
   memory_facts_ = rank_memory_facts<T>(config, input_shape, data_, eval ? &*eval : nullptr, comm.size());
-  memory_need_ = train::memory_need(
-      config.optimizer, config.prefetch, memory_facts_,
-      memory_layout(config, comm, scope, replica_.reducer.compression() != distributed::Compression::kNone, sizeof(T)));
+  memory_need_ = memory_need_in_scope(config, comm, scope, compressed, memory_facts_);
   check_memory_limit(config.memory_limit_mb, memory_need_,
                      comm.size() > 1 && scope == distributed::ShardScope::kNone &&
-                         !optimizer_shard_refusal(config, comm, replica_.reducer.shares_node_memory()));
+                         !optimizer_shard_refusal(config, comm, shares_node_memory));
   // Extra gradient slots carry the loss and the stop vote (kReservedSlots, step_strategy.hpp).
   replica_.model = std::make_unique<nn::Model<T>>(input_shape, config.layers, data_.batch_per_rank,
                                                kReservedSlots);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "mpiddp/core/error.hpp"
+#include "mpiddp/data/token_windows.hpp"
 #include "mpiddp/distributed/local_communicator.hpp"
 #include "mpiddp/train/trainer.hpp"
 
@@ -156,18 +157,19 @@ TEST(MemoryPlan, TrainerRefusesARunOverTheLimit) {
   }
 }
 
-// Windows over one array hold its ids once, labels included; other sets their arrays.
+// Windows over one array hold the whole file's ids once, their labels included, whatever
+// part of it the range makes windows of; other sets their arrays.
 TEST(MemoryPlan, DatasetBytes) {
+  const auto tokens = std::make_shared<const std::vector<int32_t>>(1000, 7);
+  data::WindowConfig windows;
+  windows.block = 8;
+  windows.stride = 4;
+  windows.range_end = 0.5;  // windows of the first 500 ids only
+  const data::Dataset<float> text = data::token_windows<float>(tokens, 10, windows, "ids");
+  EXPECT_EQ(text.samples, 123);  // (500 - 9) / 4 + 1, in whole windows
+  EXPECT_EQ(text.bytes(), 1000u * 4);
   static const int32_t ids[1] = {0};
   static const float values[1] = {0.0f};
-  data::Dataset<float> windows;
-  windows.samples = 10;
-  windows.features = 8;
-  windows.label_positions = 8;
-  windows.token_ids = ids;
-  windows.labels = ids + 1;
-  windows.sample_stride = 4;
-  EXPECT_EQ(windows.bytes(), (9u * 4 + 8 + 1) * 4);  // the last window's ids and one more label
   data::Dataset<float> images;
   images.samples = 100;
   images.features = 784;

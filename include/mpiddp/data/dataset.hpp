@@ -56,13 +56,11 @@ struct Dataset {
   // regression outputs.
   Index target_width() const { return classes > 0 ? classes * label_positions : outputs; }
   // The bytes a rank holds for it (train/memory_plan.hpp): stored_bytes when the loader gave
-  // it, else the samples' values, ids and targets. Windows over one array hold its ids once,
-  // their labels being the same ids one position on.
+  // it (windows over one array give it, their ids and labels being one array), else the
+  // samples' values, ids and targets.
   size_t bytes() const {
     if (stored_bytes > 0) return stored_bytes;
     const size_t n = static_cast<size_t>(samples);
-    if (sample_stride > 0 && samples > 0)
-      return static_cast<size_t>((samples - 1) * sample_stride + features + 1) * sizeof(int32_t);
     size_t total = 0;
     if (x) total += n * static_cast<size_t>(features) * sizeof(T);
     if (token_ids) total += n * static_cast<size_t>(features) * sizeof(int32_t);

@@ -96,8 +96,8 @@ class Model {
   // (nn/layer_hooks.hpp); null removes them. The hooks must outlive the passes.
   void install_hooks(LayerHooks* hooks) { stack_.install_hooks(hooks, "", 0, 0); }
   // Bytes of activation memory for max_batch: the layers' scratch and transient memory, the
-  // output and its gradient.
-  // The memory as allocated, which memory.limit_mb's plan (nn::activation_bytes) must match.
+  // output and its gradient, as allocated (memory.limit_mb's plan, nn::activation_bytes, must
+  // match it).
   size_t activation_bytes() const {
     return scratch_.size() + transient_.size() + (output_.size() + output_gradient_.size()) * sizeof(T);
   }

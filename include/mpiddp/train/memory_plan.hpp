@@ -52,10 +52,10 @@ struct MemoryLayout {
   double reduction_bytes_per_value = 0.0;
 };
 
-// The layout of the optimizer's sharding `scope` on comm's ranks (compressed: bf16 between
-// nodes) for `config`'s checkpoints and weights. Local.
-MemoryLayout memory_layout(const config::Config& config, distributed::Communicator& comm,
-                           distributed::ShardScope scope, bool compressed, size_t value_bytes);
+// The need of `facts` with the optimizer cut as `scope` on comm's ranks (compressed: bf16
+// between nodes), for config's checkpoints and weights: memory_need with that layout. Local.
+MemoryNeed memory_need_in_scope(const config::Config& config, distributed::Communicator& comm,
+                                distributed::ShardScope scope, bool compressed, const MemoryFacts& facts);
 
 // optimizer: the update rule's state per parameter (optim::state_values_per_parameter);
 // prefetch: a second gathered batch beside the step's.
