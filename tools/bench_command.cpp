@@ -3,6 +3,7 @@
 #include <chrono>
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -102,16 +103,21 @@ io::Json needed_mb_by_shard(const train::Trainer<T>& trainer, const config::Conf
                             distributed::Communicator& comm, const distributed::GradientReducer<T>& reducer) {
   const bool compressed = reducer.compression() != distributed::Compression::kNone;
   io::Json by_shard = io::Json::object();
-  for (const bool shard : {false, true}) {
-    const char* mode = shard ? "optimizer" : "none";
+  for (const char* mode : {"none", "optimizer", "gradients"}) {
+    config::Config variant = config;
+    variant.reduce.shard_optimizer = std::string(mode) != "none";
+    variant.reduce.shard_gradients = std::string(mode) == "gradients";
     // A mode that cannot serve this config here: null.
-    if (shard && train::optimizer_shard_refusal(config, comm, reducer.shares_node_memory())) {
+    const bool shares = reducer.shares_node_memory();
+    if ((variant.reduce.shard_gradients && train::gradient_shard_refusal(variant, comm, shares)) ||
+        (variant.reduce.shard_optimizer && train::optimizer_shard_refusal(variant, comm, shares))) {
       by_shard[mode] = nullptr;
       continue;
     }
-    const distributed::ShardScope scope = distributed::shard_scope(comm, shard, reducer.shares_node_memory(), compressed);
+    const distributed::ShardScope scope = distributed::shard_scope(comm, variant.reduce.shard_optimizer, shares,
+                                                                   compressed, variant.reduce.shard_gradients);
     by_shard[mode] =
-        train::mebibytes(train::memory_need_in_scope(config, comm, scope, compressed, trainer.memory_facts()).total());
+        train::mebibytes(train::memory_need_in_scope(variant, comm, scope, compressed, trainer.memory_facts()).total());
   }
   return by_shard;
 }
@@ -139,7 +145,10 @@ void run_bench(const config::Config& config, const BenchArgs& args, distributed:
     epochs += 1.0;
   }
   const double samples_per_s = epochs / seconds_per_sample;
-  const double reduce_s = time_reduce<T>(config, comm, trainer.model(), args.reduce_repeats);
+  // reduce.shard "gradients" keeps no whole gradient buffer to time (null in the line).
+  const double reduce_s = trainer.model().gradients() != nullptr
+                              ? time_reduce<T>(config, comm, trainer.model(), args.reduce_repeats)
+                              : std::numeric_limits<double>::quiet_NaN();
 
   // Per-step means of this rank, then averaged over ranks.
   const double steps = static_cast<double>(std::max<int64_t>(1, profile.steps));

@@ -13,8 +13,9 @@ namespace mpiddp::config {
 namespace {
 
 // reduce.shard names what the ranks cut among themselves; reduce.shard_optimizer true is the
-// older spelling of "optimizer" and stays. Issue 47's "gradients" (ZeRO-2) and "parameters"
-// (ZeRO-3) are named, and refused until they exist, rather than run as something else.
+// older spelling of "optimizer" and stays. "gradients" (ZeRO-2) cuts the optimizer's state with
+// the gradients. Issue 47's "parameters" (ZeRO-3) is named, and refused until it exists,
+// rather than run as something else.
 // reduce.shard is read only when given, so the resolved config (and its hash) of a config
 // without it stays what it was.
 void parse_shard(io::JsonSection& reduce, Config& c) {
@@ -26,12 +27,12 @@ void parse_shard(io::JsonSection& reduce, Config& c) {
     throw ConfigError(reduce.key_path("shard_optimizer"),
                       "is the older spelling of reduce.shard \"optimizer\"; give reduce.shard alone");
   const std::string shard = reduce.choice("shard", "none", {"none", "optimizer", "gradients", "parameters"});
-  if (shard == "gradients" || shard == "parameters")
+  if (shard == "parameters")
     throw ConfigError(reduce.key_path("shard"),
-                      "\"" + shard + "\" (" + (shard == "gradients" ? "ZeRO-2" : "ZeRO-3") +
-                          ") is not in this version of mpiddp; \"optimizer\" (ZeRO-1) shards the optimizer's "
-                          "state, or \"none\"");
-  c.reduce.shard_optimizer = shard == "optimizer";
+                      "\"parameters\" (ZeRO-3) is not in this version of mpiddp; \"gradients\" (ZeRO-2) shards "
+                      "the gradients and the optimizer's state, \"optimizer\" (ZeRO-1) the optimizer's state alone");
+  c.reduce.shard_optimizer = shard == "optimizer" || shard == "gradients";
+  c.reduce.shard_gradients = shard == "gradients";
 }
 
 }  // namespace

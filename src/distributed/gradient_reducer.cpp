@@ -159,15 +159,47 @@ std::optional<bool> GradientReducer<T>::agreed_finite() {
 }
 
 template <typename T>
-void GradientReducer<T>::start_ready_buckets(size_t ready_offset) {
+double GradientReducer<T>::mean_scale() const {
   // Note [why divide by the world size here]: each rank's gradient is that of the mean loss
   // over its own b = B/N samples. The mean of the N shard gradients is therefore the
   // gradient of the mean loss over all B samples, i.e. exactly what one process computes
   // for the whole global batch. The sum gives N times that, so we scale by 1/N, once,
-  // here and nowhere else: the optimizer and the loss never know the world size. The
-  // backend applies the factor in its last pass over the data, which saves a pass over
+  // here and nowhere else: the optimizer and the loss never know the world size, and
+  // neither do ZeRO-2's unit sums (start_unit_sum), which take the same factor from here.
+  // The backend applies the factor in its last pass over the data, which saves a pass over
   // the whole buffer. With one rank there is nothing to sum and nothing to scale.
-  const double scale = 1.0 / static_cast<double>(comm_.size());
+  return 1.0 / static_cast<double>(comm_.size());
+}
+
+template <typename T>
+int GradientReducer<T>::start_unit_sum(T* data, const std::vector<size_t>& begins) {
+  if (comm_.size() == 1) return -1;  // the one part is the whole sum already
+  const int handle = comm_.start_scattered_sum(data, element_type_of<T>(), mean_scale(), begins);
+  if (listener_) {
+    unit_started_at_.resize(std::max(unit_started_at_.size(), static_cast<size_t>(handle) + 1));
+    unit_started_at_[static_cast<size_t>(handle)] = std::chrono::steady_clock::now();
+  }
+  comm_.progress();
+  return handle;
+}
+
+template <typename T>
+void GradientReducer<T>::wait_unit_sum(int handle, size_t unit, size_t bytes) {
+  if (handle < 0) return;
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point waited = listener_ ? Clock::now() : Clock::time_point{};
+  comm_.wait_sum(handle);
+  if (listener_) listener_->bucket_reduced({unit, bytes, unit_started_at_[static_cast<size_t>(handle)], waited, Clock::now()});
+}
+
+template <typename T>
+void GradientReducer<T>::progress() {
+  if (comm_.size() > 1) comm_.progress();
+}
+
+template <typename T>
+void GradientReducer<T>::start_ready_buckets(size_t ready_offset) {
+  const double scale = mean_scale();
   const ElementType type = element_type_of<T>();
   // Buckets run from the end of the buffer to its start (Note [bucket order]).
   while (started_ < buckets_.size() && buckets_[started_].begin >= ready_offset) {

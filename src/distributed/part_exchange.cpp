@@ -17,11 +17,13 @@ const char* shard_scope_name(ShardScope scope) {
 
 bool shards_across_leaders(const Communicator& comm) { return comm.ranks_on_node() == 1 && comm.size() > 1; }
 
-ShardScope shard_scope(const Communicator& comm, bool shard, bool shares_node_memory, bool compressed) {
+ShardScope shard_scope(const Communicator& comm, bool shard, bool shares_node_memory, bool compressed,
+                       bool gradients_in_parts) {
   if (!shard) return ShardScope::kNone;
   if (shards_across_leaders(comm)) return ShardScope::kWorld;
   const bool several_nodes = comm.ranks_on_node() < comm.size();
-  return several_nodes && shares_node_memory && !compressed ? ShardScope::kWorld : ShardScope::kNode;
+  return (several_nodes || gradients_in_parts) && shares_node_memory && !compressed ? ShardScope::kWorld
+                                                                                    : ShardScope::kNode;
 }
 
 namespace {

@@ -82,10 +82,11 @@ void Linear<T>::bind(const LayerMemory<T>& memory) {
     own_grad += out_ * in_;
   } else {
     // The model has checked the tie (Model::tie_tensors), so the target is there.
-    for (const ParameterTensor& tensor : *memory.model_tensors)
-      if (tensor.name == tied_to_) {
-        weight_ = memory.model_parameters + tensor.offset;
-        weight_grad_ = memory.model_gradients + tensor.offset;
+    const std::vector<ParameterTensor>& tensors = *memory.model_tensors;
+    for (size_t t = 0; t < tensors.size(); ++t)
+      if (tensors[t].name == tied_to_) {
+        weight_ = memory.model_parameters + tensors[t].offset;
+        weight_grad_ = (*memory.tensor_gradients)[t];
       }
   }
   bias_ = has_bias_ ? own : nullptr;

@@ -1,6 +1,7 @@
 #include "mpiddp/nn/model.hpp"
 
 #include <algorithm>
+#include <cassert>
 
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/io/safetensors.hpp"
@@ -42,7 +43,7 @@ Model<T>::Model(const Shape& input, const std::vector<LayerSpec>& specs, Index m
   transient_.assign(stack_.transient_bytes(max_batch_), std::byte{0});
   output_.assign(outputs() * max_batch_, T(0));
   output_gradient_.assign(outputs() * max_batch_, T(0));
-  stack_.bind(memory());
+  stack_.bind(memory(gradients_));
 }
 
 // Each tied tensor must name an earlier layer's tensor of the shape the layer needs. Its
@@ -72,13 +73,15 @@ void Model<T>::tie_tensors() {
 }
 
 template <typename T>
-LayerMemory<T> Model<T>::memory() {
+LayerMemory<T> Model<T>::memory(T* gradients) {
   LayerMemory<T> m;
   m.parameters = parameters_;
-  m.gradients = gradients_;
+  m.gradients = gradients;
   m.model_tensors = &tensors_;
   m.model_parameters = parameters_;
-  m.model_gradients = gradients_;
+  tensor_gradients_.resize(tensors_.size());
+  for (size_t t = 0; t < tensors_.size(); ++t) tensor_gradients_[t] = gradients ? gradients + tensors_[t].offset : nullptr;
+  m.tensor_gradients = &tensor_gradients_;
   m.buffers = buffer_values_.data();
   m.counters = buffer_counters_.data();
   m.scratch = scratch_.data();
@@ -91,22 +94,47 @@ template <typename T>
 void Model<T>::place_gradients(T* memory_at) {
   std::copy_n(gradients_, gradient_count_, memory_at);
   gradients_ = memory_at;
-  stack_.bind(memory());
+  bind_layers();
   own_gradients_ = UntouchedZeros<T>();
 }
 
 template <typename T>
 void Model<T>::adopt_parameters(T* memory_at) {
   parameters_ = memory_at;
-  stack_.bind(memory());
+  bind_layers();
   AlignedVector<T>().swap(own_parameters_);  // "= {}" would keep the capacity
 }
 
 template <typename T>
 void Model<T>::bind_gradient_views(T* memory_at) {
-  LayerMemory<T> m = memory();
-  if (memory_at) m.gradients = m.model_gradients = memory_at;
-  stack_.bind(m);
+  stack_.bind(memory(memory_at ? memory_at : gradients_));
+}
+
+template <typename T>
+void Model<T>::bind_unit_gradients(const std::vector<T*>& layer_gradients) {
+  assert(layer_gradients.size() == stack_.size());
+  layer_gradients_ = layer_gradients;
+  own_gradients_ = UntouchedZeros<T>();
+  gradients_ = nullptr;
+  bind_layers();
+}
+
+template <typename T>
+void Model<T>::bind_layers() {
+  if (layer_gradients_.empty()) {
+    stack_.bind(memory(gradients_));
+    return;
+  }
+  LayerMemory<T> m = memory(nullptr);
+  // A tensor's gradient lies in its layer's memory, at its place within the layer.
+  const std::vector<Index>& bounds = stack_.layer_parameter_offsets();
+  for (size_t t = 0; t < tensors_.size(); ++t) {
+    const Index at = tensors_[t].offset;
+    size_t l = 0;
+    while (bounds[l + 1] <= at) ++l;
+    tensor_gradients_[t] = layer_gradients_[l] + (at - bounds[l]);
+  }
+  stack_.bind(m, layer_gradients_);
 }
 
 template <typename T>

@@ -133,6 +133,17 @@ double Sequential<T>::multiply_adds_per_sample() const {
 
 template <typename T>
 void Sequential<T>::bind(const LayerMemory<T>& memory) {
+  bind_layers(memory, nullptr);
+}
+
+template <typename T>
+void Sequential<T>::bind(const LayerMemory<T>& memory, const std::vector<T*>& layer_gradients) {
+  assert(layer_gradients.size() == layers_.size());
+  bind_layers(memory, &layer_gradients);
+}
+
+template <typename T>
+void Sequential<T>::bind_layers(const LayerMemory<T>& memory, const std::vector<T*>* layer_gradients) {
   max_batch_ = memory.max_batch;
   std::byte* scratch = memory.scratch;
   activations_.clear();
@@ -147,7 +158,7 @@ void Sequential<T>::bind(const LayerMemory<T>& memory) {
   for (size_t l = 0; l < layers_.size(); ++l) {
     LayerMemory<T> own = memory;
     own.parameters = memory.parameters + parameter_offsets_[l];
-    own.gradients = memory.gradients + parameter_offsets_[l];
+    own.gradients = layer_gradients ? (*layer_gradients)[l] : memory.gradients + parameter_offsets_[l];
     own.buffers = buffers;
     own.counters = counters;
     own.scratch = scratch;  // own.transient stays the stack's: its layers run one at a time

@@ -1,6 +1,7 @@
 #include "mpiddp/optim/optimizer.hpp"
 
 #include <algorithm>
+#include <cassert>
 #include <utility>
 #include <cstring>
 #include <limits>
@@ -76,13 +77,24 @@ void Optimizer<T>::exempt_from_decay(const ParameterRanges& ranges) {
 
 template <typename T>
 double Optimizer<T>::step(T* params, const T* grads, double lr) {
+  return update(params, grads + held_begin_, grads + begin_, lr);
+}
+
+template <typename T>
+double Optimizer<T>::step_on_part(T* params, const T* part_gradients, double lr) {
+  assert(held_begin_ == begin_ && held_end_ == end_);
+  return update(params, part_gradients, part_gradients, lr);
+}
+
+template <typename T>
+double Optimizer<T>::update(T* params, const T* held, const T* part, double lr) {
   double norm = std::numeric_limits<double>::quiet_NaN();
   T gradient_scale = T(1);
   if (config_.clip_grad_norm > 0.0) {
-    norm = gradient_norm(grads + held_begin_, held_end_ - held_begin_, parameters_, *exchange_);
+    norm = gradient_norm(held, held_end_ - held_begin_, parameters_, *exchange_);
     gradient_scale = optim::clip_coefficient<T>(norm, config_.clip_grad_norm);
   }
-  rule_->step(params + begin_, grads + begin_, lr, gradient_scale);
+  rule_->step(params + begin_, part, lr, gradient_scale);
   exchange_->allgather(params, part_bytes_);  // sharded: every rank again holds all P
   return norm;
 }

@@ -5,53 +5,16 @@
 #include <optional>
 
 #include "mpiddp/core/finite.hpp"
-#include "mpiddp/train/replica_check.hpp"
 
 namespace mpiddp::train {
 
-namespace {
-
-// BatchNorm normalises over the global micro-batch when its statistics are shared
-// (batchnorm.sync, on several ranks), else over the rank's own.
-bool shares_statistics(const config::Config& config, int world) { return config.batchnorm_sync && world > 1; }
-
-}  // namespace
-
 template <typename T>
 DataParallelStep<T>::DataParallelStep(const StepParts<T>& parts)
-    : MicroBatchStep<T>(parts, shares_statistics(parts.config, parts.comm.size()) ? parts.comm.size() : 1),
+    : SynchronizedStep<T>(parts),
       reducer_(parts.reducer),
-      scope_(sharding_scope(parts.optimizer, parts.comm)),
       overlap_(parts.config.reduce.overlap && !parts.config.faults.inject.enabled()) {
   ready_forwarder_.reducer = &reducer_;
-  const config::Config& config = parts.config;
-  const int world = parts.comm.size();
-  this->pipeline_.training_pass().statistics = this->statistics_ranks() > 1 ? &parts.statistics : nullptr;
-  broadcast_buffers_each_step_ =
-      !config.batchnorm_sync && world > 1 &&
-      this->model_.buffer_value_count() + this->model_.buffer_counter_count() > 0;
-  scope_->plan_reduction(reducer_, this->model_);
-}
-
-template <typename T>
-GemmChoice DataParallelStep<T>::start(int threads) {
-  scope_->place_parameters(reducer_, this->model_);
-  return MicroBatchStep<T>::start(threads);
-}
-
-template <typename T>
-void DataParallelStep<T>::before_pass() {
-  share_rank0_buffers();
-}
-
-template <typename T>
-void DataParallelStep<T>::before_evaluation() {
-  share_rank0_buffers();
-}
-
-template <typename T>
-void DataParallelStep<T>::share_rank0_buffers() {
-  if (broadcast_buffers_each_step_) broadcast_buffers(this->parts_.comm, this->model_);
+  this->scope().plan_reduction(reducer_, this->model_);
 }
 
 template <typename T>
@@ -95,7 +58,7 @@ StepOutcome DataParallelStep<T>::reduce(double local_loss) {
   }
   // What the reduction saw of the summed values, alike on every rank, or nullopt when it
   // could not tell and the buffer is scanned; the loss and stop vote in their slots.
-  const std::optional<bool> sums_finite = scope_->agree_on_sums(reducer_, model);
+  const std::optional<bool> sums_finite = this->scope().agree_on_sums(reducer_, model);
   this->pipeline_.phases().lap(&record::StepProfile::sync_exposed_s, record::SpanKind::kReductionWait);
   // The mean of 0/1 votes is positive exactly when some rank voted (1/N never underflows).
   outcome.stop_requested = grads[p + kStopSlot] > T(0);

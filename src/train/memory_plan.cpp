@@ -5,6 +5,7 @@
 
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/distributed/communicator.hpp"
+#include "mpiddp/optim/optimizer.hpp"
 
 namespace mpiddp::train {
 
@@ -17,6 +18,7 @@ MemoryLayout memory_layout(const config::Config& config, distributed::Communicat
   const bool writes_state = !config.checkpoint.dir.empty() ||
                             (config.optimizer.ema_decay > 0.0 && !config.save_weights.empty());
   layout.gathers_whole_state = layout.optimizer_parts > 1 && writes_state;
+  layout.gradients_in_parts = config.reduce.shard_gradients;
   const int world = comm.size();
   if (compressed) layout.reduction_bytes_per_value += 4.0;
   if (scope == distributed::ShardScope::kWorld)
@@ -40,7 +42,15 @@ MemoryNeed memory_need(const optim::OptimizerConfig& optimizer, bool prefetch, c
   const double whole_state = optim::state_values_per_parameter(optimizer) * p * value;
   MemoryNeed need;
   need.parameters = p * value + static_cast<double>(facts.weight_copy_bytes);
-  need.gradients = gradients * value + gradients * layout.reduction_bytes_per_value;
+  if (layout.gradients_in_parts) {
+    // The largest part (the first: optim::part_begin rounds the parts up to whole lines) and
+    // the staging, whose units are what the reducer's sums see.
+    const double part = static_cast<double>(optim::part_begin(facts.parameters, layout.optimizer_parts, 1, facts.value_bytes));
+    const double staging = static_cast<double>(facts.staging_values);
+    need.gradients = (part + staging) * value + staging * layout.reduction_bytes_per_value;
+  } else {
+    need.gradients = gradients * value + gradients * layout.reduction_bytes_per_value;
+  }
   need.optimizer_state = whole_state / layout.optimizer_parts + (layout.gathers_whole_state ? whole_state : 0.0);
   // With prefetch the worker gathers the next batch beside the step's.
   need.activations = static_cast<double>(facts.activation_bytes) +
@@ -76,7 +86,8 @@ void check_memory_limit(double limit_mb, const MemoryNeed& need, bool shardable)
                 mebibytes(need.step));
   std::string message = text;
   if (shardable && need.optimizer_state > 0.0)
-    message += "; reduce.shard \"optimizer\" divides the optimizer state among the ranks";
+    message += "; reduce.shard \"optimizer\" divides the optimizer state among the ranks (\"gradients\" the "
+               "gradients too)";
   message += "; a smaller batch or model needs less";
   throw ConfigError("memory.limit_mb", message);
 }

@@ -51,7 +51,7 @@ double MicroBatchStep<T>::compute_gradients(const Index* samples, Index count) {
   // The first micro-batch's backward writes the gradients (Note [gradients written, not
   // cleared] in src/nn/model.cpp): only what it adds to is cleared. That counts as
   // forward work in the profile; the trace shows it apart.
-  model_.prepare_gradient_overwrite();
+  prepare_gradients();
   pipeline_.phases().lap(&record::StepProfile::forward_s, record::SpanKind::kZeroGradients);
   // Micro-batch m has count/K samples (the first count % K one more). Each one's loss is
   // its own mean; weighting its output gradient by size/count makes the K gradients add up
@@ -66,7 +66,7 @@ double MicroBatchStep<T>::compute_gradients(const Index* samples, Index count) {
     // micro-batch, so BatchNorm's statistics and dropout's positions are that batch's.
     nn::PassContext pass = pipeline_.training_pass();
     pass.positions = positions_.data() + first;
-    pass.overwrite_gradients = m == 0;
+    pass.overwrite_gradients = gradients_start_over(m);
     const double micro_loss = pipeline_.forward_loss(samples + first, size, pass);
     if (micro_batches == 1) {
       loss = micro_loss;

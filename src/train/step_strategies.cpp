@@ -10,6 +10,7 @@
 #include "mpiddp/train/deterministic_step.hpp"
 #include "mpiddp/train/fault_injecting_step.hpp"
 #include "mpiddp/train/local_step.hpp"
+#include "mpiddp/train/sharded_gradients_step.hpp"
 
 namespace mpiddp::train {
 
@@ -43,9 +44,33 @@ std::optional<ConfigError> optimizer_shard_refusal(const config::Config& c, cons
   return std::nullopt;
 }
 
+std::optional<ConfigError> gradient_shard_refusal(const config::Config& c, const distributed::Communicator& comm,
+                                                  bool shares_node_memory) {
+  if (std::optional<ConfigError> refusal = optimizer_shard_refusal(c, comm, shares_node_memory)) return refusal;
+  // ZeRO-2 sums each unit into its owners' parts (Note [gradients staged by unit]): across the
+  // world's parts, whose sum on a node of several ranks runs through the node's shared memory,
+  // uncompressed.
+  if (comm.ranks_on_node() > 1 && !shares_node_memory)
+    return ConfigError("reduce.algorithm", "\"mpi\" is not supported with reduce.shard \"gradients\" when a node runs "
+                                           "several ranks: their gradients are summed in the node's shared memory; "
+                                           "use \"auto\" or \"shm\"");
+  if (distributed::parse_compression(c.reduce.compress) != distributed::Compression::kNone &&
+      comm.ranks_on_node() < comm.size())
+    return ConfigError("reduce.compress", "\"bf16\" is not supported with reduce.shard \"gradients\": its sums "
+                                          "into the ranks' parts have no bf16 form; set one of them off");
+  // Injected faults write into the whole gradient buffer, which no rank holds here.
+  if (c.faults.inject.enabled())
+    return ConfigError("debug.fail_kind", "injected faults are not supported with reduce.shard \"gradients\" in "
+                                          "this version of mpiddp; use reduce.shard \"optimizer\"");
+  return std::nullopt;
+}
+
 void check_modes_combine(const config::Config& c, const distributed::Communicator& comm, bool shares_node_memory) {
   if (!c.reduce.shard_optimizer) return;
-  if (std::optional<ConfigError> refusal = optimizer_shard_refusal(c, comm, shares_node_memory)) throw *refusal;
+  const std::optional<ConfigError> refusal = c.reduce.shard_gradients
+                                                 ? gradient_shard_refusal(c, comm, shares_node_memory)
+                                                 : optimizer_shard_refusal(c, comm, shares_node_memory);
+  if (refusal) throw *refusal;
 }
 
 namespace {
@@ -54,6 +79,7 @@ template <typename T>
 std::unique_ptr<StepStrategy<T>> make_mode_step(const StepParts<T>& parts) {
   if (parts.config.deterministic.enabled) return std::make_unique<DeterministicStep<T>>(parts);
   if (!parts.config.sync) return std::make_unique<LocalStep<T>>(parts);
+  if (parts.config.reduce.shard_gradients) return std::make_unique<ShardedGradientsStep<T>>(parts);
   return std::make_unique<DataParallelStep<T>>(parts);
 }
 

@@ -13,6 +13,7 @@
 #include "mpiddp/checkpoint/vocabulary.hpp"
 #include "mpiddp/core/threads.hpp"
 #include "mpiddp/data/source.hpp"
+#include "mpiddp/train/gradient_staging.hpp"
 #include "mpiddp/kernels/isa.hpp"
 #include "mpiddp/kernels/precision.hpp"
 #include "mpiddp/train/fault_injection.hpp"
@@ -77,6 +78,7 @@ MemoryFacts rank_memory_facts(const config::Config& config, const nn::Shape& inp
   facts.value_bytes = sizeof(T);
   if (config.precision != "float32") facts.weight_copy_bytes = static_cast<size_t>(size.parameters) * sizeof(uint16_t);
   facts.step_bytes = step_working_bytes<T>(config, world, size.parameters, size.buffer_values);
+  facts.staging_values = plan_gradient_staging(size.units).values() + kReservedSlots;
   return facts;
 }
 
@@ -143,7 +145,8 @@ Trainer<T>::Trainer(const config::Config& config, distributed::Communicator& com
   const bool compressed = replica_.reducer.compression() != distributed::Compression::kNone;
   check_modes_combine(config, comm, shares_node_memory);
   const distributed::ShardScope scope =
-      distributed::shard_scope(comm, config.reduce.shard_optimizer, shares_node_memory, compressed);
+      distributed::shard_scope(comm, config.reduce.shard_optimizer, shares_node_memory, compressed,
+                               config.reduce.shard_gradients);
   // What this rank will hold, against memory.limit_mb before any of it is allocated.
   memory_facts_ = rank_memory_facts<T>(config, input_shape, data_, eval ? &*eval : nullptr, comm.size());
   memory_need_ = memory_need_in_scope(config, comm, scope, compressed, memory_facts_);

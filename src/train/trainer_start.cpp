@@ -20,7 +20,7 @@ void Trainer<T>::start() {
   comm_.start_watchdog(config_.faults.watchdog_timeout_s,
                        config_.faults.watchdog_action == "abort");
   // Creating the shared memory for the gradients is a collective, so here.
-  place_for_reduction(replica_.reducer, *replica_.model);
+  step_->place_gradient_buffer(replica_.reducer, *replica_.model);
   // Rank 0 reads sampler.order and broadcasts it: a collective, so here rather than in the
   // constructor, whose setup stays local (see TrainingRun).
   if (!config_.sampler_order.empty())

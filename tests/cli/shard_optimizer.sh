@@ -129,7 +129,6 @@ grep -q '"reduce_shard":"none"' "$d.whole.jsonl" || fail "unsharded run record l
 same_run "$d.whole" "$d.shard_key" "reduce.shard \"optimizer\" at np=2"
 expect_config_error "config: reduce.shard: needs sync true" --set reduce.shard='"optimizer"' --set sync=false
 expect_config_error "config: reduce.shard_optimizer: is the older spelling" --set reduce.shard='"optimizer"' "${SHARD[@]}"
-expect_config_error "config: reduce.shard: \"gradients\" (ZeRO-2) is not in this version" --set reduce.shard='"gradients"'
 expect_config_error "config: reduce.shard: \"parameters\" (ZeRO-3)" --set reduce.shard='"parameters"'
 # The float32 reduce-scatter has no bf16 form.
 MPIDDP_TEST_RANKS_PER_NODE=1 expect_config_error "reduce.compress" "${SHARD[@]}" --set reduce.compress=bf16

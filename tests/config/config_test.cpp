@@ -225,7 +225,11 @@ TEST(Config, ReduceShardAndItsOlderSpelling) {
   EXPECT_TRUE(parse_config(with_override("reduce.shard_optimizer=true")).reduce.shard_optimizer);
   EXPECT_FALSE(parse_config(with_override("reduce.shard=\"none\"")).reduce.shard_optimizer);
   EXPECT_EQ(override_error_key("reduce.shard=\"zero1\""), "reduce.shard");
-  EXPECT_EQ(override_error_key("reduce.shard=\"gradients\""), "reduce.shard");
+  // "gradients" (ZeRO-2) cuts the optimizer's state with the gradients.
+  const Config gradients = parse_config(with_override("reduce.shard=\"gradients\""));
+  EXPECT_TRUE(gradients.reduce.shard_optimizer);
+  EXPECT_TRUE(gradients.reduce.shard_gradients);
+  EXPECT_FALSE(parse_config(with_override("reduce.shard=\"optimizer\"")).reduce.shard_gradients);
   EXPECT_EQ(override_error_key("reduce.shard=\"parameters\""), "reduce.shard");
   EXPECT_EQ(test::overrides_error_key({"reduce.shard=\"optimizer\"", "reduce.shard_optimizer=true"}),
             "reduce.shard_optimizer");

@@ -9,6 +9,7 @@
 // zeros, and without the key the draws of PyTorch's defaults as before.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -232,6 +233,69 @@ TEST(TiedLinear, TiedToALinearAndAcrossResiduals) {
   }
   EXPECT_EQ(untied.gradients()[0], 7.0);
   EXPECT_EQ(tied.gradients()[0], 0.0);
+}
+
+// ZeRO-2's staging (Model::bind_unit_gradients, Note [gradients staged by unit]): each of the
+// model's own layers writes its gradients into memory of its own, a tensor tied to it into
+// the owner's, and the model's buffer is given back. An overwriting pass into stale memory,
+// with only what it adds to cleared (gradients_added_to), gives each layer the gradients the
+// whole buffer gets, bit for bit: the GPT's table from its two uses, and each model of the
+// ties across residuals.
+void expect_unit_gradients_are_the_buffers(const char* json, const Shape& input,
+                                           const std::function<void(Model<double>&, const PassContext&)>& pass) {
+  SCOPED_TRACE(json);
+  Model<double> whole(input, specs(json), kBatch), staged(input, specs(json), kBatch);
+  whole.initialize(5);
+  staged.initialize(5);
+  pass(whole, PassContext{});
+  const LayerUnits units = staged.units();
+  std::vector<std::vector<double>> memory;
+  std::vector<double*> layer_gradients;
+  for (size_t l = 0; l + 1 < units.bounds.size(); ++l) {
+    memory.emplace_back(static_cast<size_t>(units.bounds[l + 1] - units.bounds[l]), 7.0);  // stale
+    layer_gradients.push_back(memory.back().empty() ? nullptr : memory.back().data());
+  }
+  staged.bind_unit_gradients(layer_gradients);
+  EXPECT_EQ(staged.gradients(), nullptr);
+  for (const auto& [first, end] : staged.gradients_added_to())
+    for (size_t l = 0; l < memory.size(); ++l)
+      for (Index i = std::max(first, units.bounds[l]); i < std::min(end, units.bounds[l + 1]); ++i)
+        memory[l][static_cast<size_t>(i - units.bounds[l])] = 0.0;
+  PassContext overwrite;
+  overwrite.overwrite_gradients = true;
+  pass(staged, overwrite);
+  for (size_t l = 0; l < memory.size(); ++l)
+    for (size_t i = 0; i < memory[l].size(); ++i)
+      EXPECT_EQ(memory[l][i], whole.gradients()[static_cast<size_t>(units.bounds[l]) + i]) << "layer " << l << ", " << i;
+}
+
+TEST(TiedLinear, GradientsStagedByLayerAreTheBuffers) {
+  // The GPT: the table (layer 0) tied to by the head (layer 3, without parameters of its own).
+  const LayerUnits gpt = layer_units(Sequential<double>(specs(kTiedGpt), {kPositions}));
+  EXPECT_EQ(gpt.bounds, (std::vector<Index>{0, 20, 32, 40, 40}));  // table 5·4, positions 3·4, norm 2·4
+  EXPECT_EQ(gpt.tied, (std::vector<char>{1, 0, 0, 0}));
+  auto gpt_pass = [](Model<double>& model, const PassContext& context) {
+    const BatchTargets<double> targets{nullptr, kLabels.data(), kPositions};
+    CrossEntropyLoss<double> loss;
+    const auto out = model.forward(context, gpt_input());
+    loss.forward_backward(out, targets, model.output_gradient());
+    model.backward(context, gpt_input());
+  };
+  expect_unit_gradients_are_the_buffers(kTiedGpt, {kPositions}, gpt_pass);
+  auto values_pass = [](Model<double>& model, const PassContext& context) {
+    const std::vector<double> x = test_values(12 * kBatch, 1), t = test_values(12 * kBatch, 2);
+    const ConstMatrixView<double> xs(x.data(), 12, kBatch);
+    MseLoss<double> mse;
+    const auto out = model.forward(context, xs);
+    mse.forward_backward(out, {t.data(), nullptr}, model.output_gradient());
+    model.backward(context, xs);
+  };
+  for (const char* json : {kTiedToALinear, kTiedIntoAResidual, kTiedFromAResidual})
+    expect_unit_gradients_are_the_buffers(json, {3, 4}, values_pass);
+  // The owner of the residual's tie is the residual as a whole: layer 0, [0, 20).
+  const LayerUnits into = layer_units(Sequential<double>(specs(kTiedIntoAResidual), {3, 4}));
+  EXPECT_EQ(into.bounds, (std::vector<Index>{0, 20, 20, 24}));
+  EXPECT_EQ(into.tied, (std::vector<char>{1, 0, 0}));
 }
 
 TEST(LinearWithoutBias, HasNoBiasTensorAndComputesWx) {

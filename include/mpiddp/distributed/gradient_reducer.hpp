@@ -28,8 +28,12 @@ struct ReduceConfig {
   std::string compress = "none";   // none | bf16: the sum between nodes (compression.hpp)
   // ZeRO-1: each rank of a node (with one rank per node: of the world) keeps and applies the
   // optimizer to its part of the parameters only (optim/optimizer.hpp). reduce.shard
-  // "optimizer", or its older spelling reduce.shard_optimizer true.
+  // "optimizer", or its older spelling reduce.shard_optimizer true; "gradients" too.
   bool shard_optimizer = false;
+  // ZeRO-2: each rank keeps its part of the averaged gradient alone, and of the optimizer's
+  // state (shard_optimizer is then true): reduce.shard "gradients", the step
+  // train/sharded_gradients_step.hpp.
+  bool shard_gradients = false;
 };
 
 // When one bucket's reduction was started, waited for and known done (the wait returned),
@@ -96,6 +100,19 @@ class GradientReducer {
   // the buffer. nullopt when they could not tell: the caller scans. Collective.
   std::optional<bool> agreed_finite();
 
+  // ZeRO-2's sum of one unit of the gradients as backward makes them (Note [gradients staged
+  // by unit] in train/gradient_staging.hpp): data, begins.back() values, summed over the ranks
+  // and scaled to their mean, rank r ending with part p = Communicator::world_part(),
+  // [begins[p], begins[p + 1]) of data, only (Communicator::start_scattered_sum; with several
+  // ranks on a node data must lie in allocate_shared_buffer's memory). begins must stay alive
+  // and unchanged until wait_unit_sum. Every rank starts the same unit sums in the same order.
+  // With one rank: nothing to do (handle -1).
+  int start_unit_sum(T* data, const std::vector<size_t>& begins);
+  // Waits for a unit sum; the listener hears it as bucket `unit` of `bytes`.
+  void wait_unit_sum(int handle, size_t unit, size_t bytes);
+  // Lets started sums advance (Communicator::progress), between layers of backward.
+  void progress();
+
   // The bucket timings of the following reductions go to listener (null: none).
   void set_listener(ReductionListener* listener) { listener_ = listener; }
 
@@ -110,6 +127,8 @@ class GradientReducer {
 
  private:
   void start_ready_buckets(size_t ready_offset);
+  // 1/N: Note [why divide by the world size here].
+  double mean_scale() const;
   std::vector<Bucket> plan(size_t count) const;
 
   Communicator& comm_;
@@ -129,6 +148,7 @@ class GradientReducer {
   std::vector<int> handles_;  // (buckets) their handles
   ReductionListener* listener_ = nullptr;
   std::vector<std::chrono::steady_clock::time_point> started_at_;  // (buckets), with a listener
+  std::vector<std::chrono::steady_clock::time_point> unit_started_at_;  // (handles), with a listener
   size_t exact_from_ = SIZE_MAX;
   int exact_handle_ = -1;     // the uncompressed part of the bucket holding exact_from_
 };

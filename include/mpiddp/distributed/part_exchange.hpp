@@ -23,8 +23,11 @@ bool shards_across_leaders(const Communicator& comm);
 // sharded across the world] in src/optim/optimizer.cpp): one rank per node, or several
 // ranks per node whose gradients and parameters lie in the node's shared memory
 // (shares_node_memory: the shm path) and travel between the nodes uncompressed; else among
-// the ranks of a node.
-ShardScope shard_scope(const Communicator& comm, bool shard, bool shares_node_memory, bool compressed);
+// the ranks of a node. gradients_in_parts (reduce.shard "gradients"): each rank keeps its part of
+// the gradient alone, so the parts are the world's also on one node (on the shm path; the step
+// refuses the others, train/step_strategy.hpp).
+ShardScope shard_scope(const Communicator& comm, bool shard, bool shares_node_memory, bool compressed,
+                       bool gradients_in_parts = false);
 
 // part_bytes below: (parts() + 1) offsets in bytes, where each part of a buffer begins.
 class PartExchange {

@@ -98,7 +98,9 @@ struct LayerMemory {
   // The whole model's tensors and buffers, where a layer finds the tensors it is tied to.
   const std::vector<ParameterTensor>* model_tensors = nullptr;
   T* model_parameters = nullptr;
-  T* model_gradients = nullptr;
+  // (model tensors) where each tensor's gradient lies: at its offset in the model's gradient
+  // buffer, or, with the gradients staged by unit (Model::bind_unit_gradients), in its unit's.
+  const std::vector<T*>* tensor_gradients = nullptr;
 };
 
 template <typename T>

@@ -41,12 +41,38 @@ Index parameter_count(const Sequential<T>& stack) {
   return count;
 }
 
+// The model's own layers as units of its parameter buffer: layer l holds [bounds[l],
+// bounds[l + 1]) (a residual with its whole body), and tied[l] says whether a later layer is
+// tied to one of its tensors, so that its gradients have a second writer (Model::tie_tensors).
+// ZeRO-2's staging of the gradients by unit is planned from these (train/gradient_staging.hpp).
+struct LayerUnits {
+  std::vector<Index> bounds;  // (layers + 1)
+  std::vector<char> tied;     // (layers)
+};
+template <typename T>
+LayerUnits layer_units(const Sequential<T>& stack) {
+  LayerUnits units{stack.layer_parameter_offsets(), std::vector<char>(stack.size(), 0)};
+  std::vector<std::pair<std::string, Index>> offsets;  // each tensor's name and offset
+  Index offset = 0;
+  for (const TensorSpec& t : stack.parameters()) {
+    offsets.emplace_back(t.name, offset);
+    offset += shape_size(t.shape);
+  }
+  for (const TiedTensor& tie : stack.tied_tensors())
+    for (const auto& [name, at] : offsets)
+      if (name == tie.target)
+        for (size_t l = 0; l < stack.size(); ++l)
+          if (units.bounds[l] <= at && at < units.bounds[l + 1]) units.tied[l] = 1;
+  return units;
+}
+
 // What a Model of these layers will hold, known without allocating it: memory.limit_mb's
 // check (train/memory_plan.hpp) comes before the model is built.
 struct ModelSize {
   Index parameters = 0;         // P
   Index buffer_values = 0;      // buffer_value_count(): the real buffers (running statistics)
   size_t activation_bytes = 0;  // activation_bytes() for max_batch
+  LayerUnits units;             // layer_units()
 };
 template <typename T>
 ModelSize model_size(const Shape& input, const std::vector<LayerSpec>& specs, Index max_batch) {
@@ -54,7 +80,7 @@ ModelSize model_size(const Shape& input, const std::vector<LayerSpec>& specs, In
   Index buffer_values = 0;
   for (const BufferSpec& b : stack.buffers())
     if (b.type == BufferType::kReal) buffer_values += shape_size(b.shape);
-  return {parameter_count(stack), buffer_values, activation_bytes(stack, max_batch)};
+  return {parameter_count(stack), buffer_values, activation_bytes(stack, max_batch), layer_units(stack)};
 }
 
 template <typename T>
@@ -131,6 +157,18 @@ class Model {
   // buffer. Null points them back at gradients(). The deterministic step has each chunk's
   // backward write into that chunk's own term, rather than into the buffer and then a copy.
   void bind_gradient_views(T* memory);
+  // The model's own layers as units (layer_units): where bind_unit_gradients stages them.
+  LayerUnits units() const { return layer_units(stack_); }
+  // Note [gradients staged by unit] (train/gradient_staging.hpp): layer l of the model's own
+  // writes its gradients at layer_gradients[l] (its units().bounds' count of values, the
+  // caller's, alive as long as the model; null for a layer without parameters), and a tensor
+  // tied to it into the same memory. The model's gradient buffer is given back: gradients() is
+  // null from here on, and the caller clears what a pass adds to (gradients_added_to).
+  void bind_unit_gradients(const std::vector<T*>& layer_gradients);
+  // The ranges of the parameter buffer [first, end) that a backward pass with
+  // overwrite_gradients adds to, so that they are cleared before it (prepare_gradient_overwrite
+  // clears them in the model's buffer).
+  const std::vector<std::pair<Index, Index>>& gradients_added_to() const { return added_to_; }
 
   // Seeded initialisation, PyTorch's default scheme layer by layer; buffers to their start.
   void initialize(uint64_t seed);
@@ -168,7 +206,12 @@ class Model {
   }
 
  private:
-  LayerMemory<T> memory();
+  // The layers' memory, their gradients from `gradients` (the model's buffer, or another of
+  // its layout).
+  LayerMemory<T> memory(T* gradients);
+  // Binds the layers to the model's memory: their gradients in the model's buffer, or where
+  // bind_unit_gradients put them.
+  void bind_layers();
   // Resolves the layers' TiedTensors into tied_ (a ConfigError names the key that does not fit).
   void tie_tensors();
 
@@ -179,6 +222,8 @@ class Model {
   Index batch_ = 0;  // batch size of the last forward
   std::vector<ParameterTensor> tensors_;
   std::vector<ParameterTensor> tied_;
+  std::vector<T*> tensor_gradients_;         // (tensors) LayerMemory::tensor_gradients
+  std::vector<T*> layer_gradients_;          // (layers) bind_unit_gradients', else empty
   // What prepare_gradient_overwrite clears: the gradients of layers that only add, and the
   // reserved slots.
   std::vector<std::pair<Index, Index>> added_to_;

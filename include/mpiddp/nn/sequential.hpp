@@ -54,6 +54,12 @@ class Sequential final : public Layer<T> {
   // so must be cleared before it: those of the layers that cannot overwrite.
   std::vector<std::pair<Index, Index>> gradients_added_to() const;
   void bind(const LayerMemory<T>& memory) override;
+  // bind, but layer l's gradients at layer_gradients[l] (its parameters' count of values; null
+  // for a layer without parameters) rather than at memory.gradients plus its offset: the
+  // gradients staged by unit (Model::bind_unit_gradients).
+  void bind(const LayerMemory<T>& memory, const std::vector<T*>& layer_gradients);
+  // Layer l's parameters are [offsets[l], offsets[l + 1]) of the stack's: (size() + 1).
+  const std::vector<Index>& layer_parameter_offsets() const { return parameter_offsets_; }
   // Calls hooks around each of its layers' passes from now on, and tells its layers that hold
   // layers (nn/layer_hooks.hpp). prefix: its layers' keys' ("" for the model's, "3.body.");
   // first_parameter: its own first parameter in the model's buffer. Null removes them.
@@ -79,6 +85,8 @@ class Sequential final : public Layer<T> {
   Sequential(Chain layers, const Shape& input);
   static Chain build_chain(const std::vector<LayerSpec>& specs, const Shape& input);
 
+  // bind's work; layer_gradients null: every layer's gradients at memory.gradients + offset.
+  void bind_layers(const LayerMemory<T>& memory, const std::vector<T*>* layer_gradients);
   // Layer l has parameters and only adds to their gradients.
   bool adds_to_gradients(size_t l) const;
   // Layer l overwrites its gradients when the pass says so.

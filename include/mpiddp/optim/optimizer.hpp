@@ -54,6 +54,10 @@ class Optimizer {
   // Collective when sharded. Allocates nothing. Returns the gradient's norm before clipping,
   // or NaN when clipping is off.
   double step(T* params, const T* grads, double lr);
+  // step, given this rank's part [begin(), end()) of the averaged gradient alone
+  // (part_gradients: end() - begin() values), where the rank holds no other (reduce.shard
+  // "gradients"): the optimizer must hold the gradient in parts (across the world) or whole.
+  double step_on_part(T* params, const T* part_gradients, double lr);
 
   // For a checkpoint: on rank 0, the state of all P parameters (the optimizer itself, or,
   // sharded, a temporary one that the parts of rank 0's node are gathered into); null on
@@ -84,6 +88,9 @@ class Optimizer {
   optim::UpdateRule<T>& local() { return *rule_; }
 
  private:
+  // step's work: the norm from `held` (the gradients of [held_begin_, held_end_)), the update
+  // from `part` (those of [begin_, end_)).
+  double update(T* params, const T* held, const T* part, double lr);
   // This rank's part is all P parameters (not sharded, or a part of one).
   bool holds_whole() const { return begin_ == 0 && end_ == parameters_; }
   void keep_part_of(optim::UpdateRule<T>& whole);

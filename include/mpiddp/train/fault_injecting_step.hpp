@@ -17,6 +17,9 @@ class FaultInjectingStep final : public StepStrategy<T> {
   FaultInjectingStep(std::unique_ptr<StepStrategy<T>> inner, const StepParts<T>& parts);
 
   GemmChoice start(int threads) override { return inner_->start(threads); }
+  void place_gradient_buffer(distributed::GradientReducer<T>& reducer, nn::Model<T>& model) override {
+    inner_->place_gradient_buffer(reducer, model);
+  }
   int threads(int chosen) const override { return inner_->threads(chosen); }
   double compute_gradients(const Index* samples, Index count) override;
   StepOutcome reduce(double local_loss) override { return inner_->reduce(local_loss); }

@@ -18,8 +18,8 @@ namespace mpiddp::train {
 struct MemoryNeed {
   double parameters = 0.0;       // the parameters (every rank builds its own copy, also where
                                  // the node's ranks then share one), and bf16's copies of them
-  double gradients = 0.0;        // the gradient buffer with its reserved slots, and the
-                                 // reducer's own buffers
+  double gradients = 0.0;        // the gradient buffer with its reserved slots (ZeRO-2: this
+                                 // rank's part and the staging), and the reducer's own buffers
   double optimizer_state = 0.0;  // the update rule's state (and ema's) of this rank's part, and
                                  // the whole, gathered on rank 0 for a checkpoint
   double activations = 0.0;      // the layers' scratch and transient memory, the output and its
@@ -38,6 +38,7 @@ struct MemoryFacts {
   size_t data_bytes = 0;       // data::Dataset::bytes of the training and evaluation sets
   size_t weight_copy_bytes = 0;  // bf16 precision's copies of the weights (2 bytes each)
   double step_bytes = 0.0;     // step_working_bytes
+  Index staging_values = 0;    // ZeRO-2's staging of the gradients (GradientStaging::values)
   size_t value_bytes = 4;      // sizeof(T)
 };
 
@@ -50,6 +51,9 @@ struct MemoryLayout {
   // The reducer's own buffers per gradient value: bf16's between nodes (2 bytes out and 2 in),
   // the scattered sum's receive buffer ((N - 1) / N values) where the world holds the parts.
   double reduction_bytes_per_value = 0.0;
+  // reduce.shard "gradients": a rank holds its part of the gradient and the staging, not all
+  // P (Note [gradients staged by unit] in train/gradient_staging.hpp).
+  bool gradients_in_parts = false;
 };
 
 // The need of `facts` with the optimizer cut as `scope` on comm's ranks (compressed: bf16

@@ -28,6 +28,13 @@ class MicroBatchStep : public StepStrategy<T> {
  protected:
   // Before the step's pass: nothing, or what the mode needs (rank 0's buffers).
   virtual void before_pass() {}
+  // Before the step's first backward: readies what backward writes into. Here the model's
+  // gradient buffer, of which only what backward adds to is cleared (Note [gradients written,
+  // not cleared] in src/nn/model.cpp).
+  virtual void prepare_gradients() { model_.prepare_gradient_overwrite(); }
+  // Whether micro-batch m's backward writes the gradients anew rather than adding to the
+  // earlier micro-batches': only the first's, where the step's gradients add up in one buffer.
+  virtual bool gradients_start_over(Index micro_batch) const { return micro_batch == 0; }
   // Before the last micro-batch's backward, whose mean loss over the rank's samples is
   // `loss`: the listener that hears backward's "gradients ready", or null.
   virtual nn::GradientListener* before_last_backward(double /*loss*/) { return nullptr; }

@@ -5,6 +5,9 @@
 // calls these in order and never asks which mode runs:
 //   DataParallelStep  (data_parallel_step.cpp)  sync on: the averaged gradient, its reduction
 //                                               overlapping backward on every path
+//   ShardedGradientsStep (sharded_gradients_step.cpp) sync on, reduce.shard "gradients"
+//                                               (ZeRO-2): each rank its part of the averaged
+//                                               gradient, summed a unit at a time
 //   LocalStep         (local_step.cpp)          sync off: each rank keeps its own gradient
 //   DeterministicStep (deterministic_step.cpp)  the same bits at every world size: chunks and
 //                                               exact sums (Note [deterministic mode])
@@ -35,6 +38,16 @@ namespace mpiddp::train {
 // trainer_interrupt.cpp).
 inline constexpr Index kLossSlot = 0, kStopSlot = 1, kReservedSlots = 2;
 
+// The model's gradient buffer (P gradients and the reserved slots) as the trainer reduces it,
+// so that `mpiddp bench --reduce-only` times exactly that. plan_reduction, local: the tensors
+// and the reserved slots are the reducer's bucket boundaries. place_for_reduction, collective: on
+// the shared-memory path the buffer moves into the reducer's shared memory, where the ranks
+// sum it without copying it (Note [gradients in the shared window]).
+template <typename T>
+void plan_reduction(distributed::GradientReducer<T>& reducer, const nn::Model<T>& model);
+template <typename T>
+void place_for_reduction(distributed::GradientReducer<T>& reducer, nn::Model<T>& model);
+
 // What a step's reduction found: the same on every rank, but for the two fields that say
 // what this rank saw of its own values.
 struct StepOutcome {
@@ -54,6 +67,12 @@ class StepStrategy {
   // on every rank (replicas must not mix libraries, which round apart), and whatever else
   // the step needs from the other ranks.
   virtual GemmChoice start(int threads) = 0;
+  // Collective, at start before the replicas are made alike: where the model's gradient
+  // buffer lies (place_for_reduction). ZeRO-2's step keeps none (Note [gradients staged by
+  // unit] in train/gradient_staging.hpp).
+  virtual void place_gradient_buffer(distributed::GradientReducer<T>& reducer, nn::Model<T>& model) {
+    place_for_reduction(reducer, model);
+  }
   // The compute threads of this rank: `chosen` (threads, OMP_NUM_THREADS, the cores), or
   // what the mode requires.
   virtual int threads(int chosen) const { return chosen; }
@@ -102,6 +121,10 @@ void check_modes_combine(const config::Config& config, const distributed::Commun
 // (memory.limit_mb's message, `mpiddp bench`'s needed_mb_by_shard). Local.
 std::optional<ConfigError> optimizer_shard_refusal(const config::Config& config, const distributed::Communicator& comm,
                                                    bool shares_node_memory);
+// Why reduce.shard "gradients" could not serve this config on this layout, or nothing: the
+// optimizer shard's refusals and ZeRO-2's own. Local.
+std::optional<ConfigError> gradient_shard_refusal(const config::Config& config, const distributed::Communicator& comm,
+                                                  bool shares_node_memory);
 // The step a config runs. Local; throws ConfigError when the batch does not fit the mode
 // (a layer that needs more samples than a pass gives it).
 template <typename T>

@@ -215,14 +215,4 @@ std::unique_ptr<TrainingRun> prepare_training(const config::Config& config, dist
 // prepare_training, then run.
 RunResult run_training(const config::Config& config, distributed::Communicator& comm, TrainOptions options = {});
 
-// The model's gradient buffer (P gradients and the reserved slots) as the trainer reduces it,
-// so that `mpiddp bench --reduce-only` times exactly that. plan_reduction, local: the tensors
-// and the reserved slots are the reducer's bucket boundaries. place_for_reduction, collective: on
-// the shared-memory path the buffer moves into the reducer's shared memory, where the ranks
-// sum it without copying it (Note [gradients in the shared window]).
-template <typename T>
-void plan_reduction(distributed::GradientReducer<T>& reducer, const nn::Model<T>& model);
-template <typename T>
-void place_for_reduction(distributed::GradientReducer<T>& reducer, nn::Model<T>& model);
-
 }  // namespace mpiddp::train

@@ -1,0 +1,31 @@
+// The plan of ZeRO-2's staging (include/mpiddp/train/gradient_staging.hpp).
+#include "mpiddp/train/gradient_staging.hpp"
+
+#include <algorithm>
+
+namespace mpiddp::train {
+
+GradientStaging plan_gradient_staging(const nn::LayerUnits& layers) {
+  GradientStaging staging;
+  const size_t count = layers.tied.size();
+  for (size_t l = 0; l < count; ++l) {
+    const Index first = layers.bounds[l], end = layers.bounds[l + 1];
+    if (end > first) staging.units.push_back({l, first, end, 0, 0});
+  }
+  int next_slot = 0;  // backward meets the units from the last
+  for (auto unit = staging.units.rbegin(); unit != staging.units.rend(); ++unit) {
+    const Index size = unit->end - unit->first;
+    if (layers.tied[unit->layer]) {
+      unit->slot = GradientStaging::kPinned;
+      unit->offset = staging.pinned_values;
+      staging.pinned_values += size;
+    } else {
+      unit->slot = next_slot;
+      staging.slot_values[next_slot] = std::max(staging.slot_values[next_slot], size);
+      next_slot = 1 - next_slot;
+    }
+  }
+  return staging;
+}
+
+}  // namespace mpiddp::train
