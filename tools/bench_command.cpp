@@ -109,8 +109,7 @@ io::Json needed_mb_by_shard(const train::Trainer<T>& trainer, const config::Conf
     variant.reduce.shard_gradients = std::string(mode) == "gradients";
     // A mode that cannot serve this config here: null.
     const bool shares = reducer.shares_node_memory();
-    if ((variant.reduce.shard_gradients && train::gradient_shard_refusal(variant, comm, shares)) ||
-        (variant.reduce.shard_optimizer && train::optimizer_shard_refusal(variant, comm, shares))) {
+    if (train::shard_refusal(variant, comm, shares)) {
       by_shard[mode] = nullptr;
       continue;
     }

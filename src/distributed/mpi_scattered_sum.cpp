@@ -70,16 +70,28 @@ ScatteredSum::~ScatteredSum() {
 
 ScatteredSum::Slot& ScatteredSum::slot(int handle) { return slots_.at(static_cast<size_t>(handle)); }
 
-int ScatteredSum::start(void* data, ElementType type, double scale, const std::vector<size_t>& begins) {
+size_t ScatteredSum::new_slot() {
   if (started_ == slots_.size()) slots_.emplace_back();  // vectors move without reallocating
-  Slot& s = slots_[started_];
+  return started_++;
+}
+
+int ScatteredSum::start(void* data, ElementType type, double scale, const std::vector<size_t>& begins) {
+  // A slot already waited for serves again, so that sums started while earlier ones are
+  // still in flight (ZeRO-2's units, each started before the one two earlier is waited for)
+  // hold the buffers of those in flight only, not one per sum of the step. Only here: a
+  // gathered sum's slot keeps its place in start order, which wait() posts the gathers in.
+  size_t i = 0;
+  while (i < started_ && slots_[i].data != nullptr) ++i;
+  if (i == started_) i = new_slot();
+  Slot& s = slots_[i];
   s.gathered = false;
-  return post(s, data, type, scale, begins);
+  post(s, data, type, scale, begins);
+  return static_cast<int>(i);
 }
 
 int ScatteredSum::start_gathered(void* data, size_t count, ElementType type, double scale) {
-  if (started_ == slots_.size()) slots_.emplace_back();
-  Slot& s = slots_[started_];
+  const size_t i = new_slot();
+  Slot& s = slots_[i];
   s.gathered = true;
   // Part q: [q * per, min(count, (q + 1) * per)), whole cache lines but for the last.
   const size_t lines = 64 / element_bytes(type);
@@ -93,10 +105,11 @@ int ScatteredSum::start_gathered(void* data, size_t count, ElementType type, dou
     s.part_offsets[q] = static_cast<int>(s.even_begins[q]);
     s.part_counts[q] = static_cast<int>(s.even_begins[q + 1] - s.even_begins[q]);
   }
-  return post(s, data, type, scale, s.even_begins);
+  post(s, data, type, scale, s.even_begins);
+  return static_cast<int>(i);
 }
 
-int ScatteredSum::post(Slot& s, void* data, ElementType type, double scale, const std::vector<size_t>& begins) {
+void ScatteredSum::post(Slot& s, void* data, ElementType type, double scale, const std::vector<size_t>& begins) {
   const size_t elem = element_bytes(type);
   const auto r = static_cast<size_t>(rank_);
   s.data = data;
@@ -130,7 +143,6 @@ int ScatteredSum::post(Slot& s, void* data, ElementType type, double scale, cons
                            s.received.data(), s.receive_counts.data(), s.receive_offsets.data(),
                            mpi_type_of(type), comm_, &s.request),
             "MPI_Ialltoallv(scattered sum)");
-  return static_cast<int>(started_++);
 }
 
 // The exchange has arrived: the owner sums its part, and a gathered sum sends it on.

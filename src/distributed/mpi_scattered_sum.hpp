@@ -45,7 +45,9 @@ class ScatteredSum {
  private:
   struct Slot;
   Slot& slot(int handle);
-  int post(Slot& s, void* data, ElementType type, double scale, const std::vector<size_t>& begins);
+  // The next slot after those started (new or kept from an earlier step).
+  size_t new_slot();
+  void post(Slot& s, void* data, ElementType type, double scale, const std::vector<size_t>& begins);
   void finish_exchange(Slot& s);
 
   // One communicator per phase: a gathered sum's second phase may be posted on one rank

@@ -21,7 +21,9 @@ MemoryLayout memory_layout(const config::Config& config, distributed::Communicat
   layout.gradients_in_parts = config.reduce.shard_gradients;
   const int world = comm.size();
   if (compressed) layout.reduction_bytes_per_value += 4.0;
-  if (scope == distributed::ShardScope::kWorld)
+  // The scattered sum's receive buffers: between nodes only (on one node the ranks sum in the
+  // node's shared memory, in place).
+  if (scope == distributed::ShardScope::kWorld && comm.ranks_on_node() < world)
     layout.reduction_bytes_per_value += static_cast<double>(value_bytes) * (world - 1) / world;
   return layout;
 }
@@ -44,7 +46,8 @@ MemoryNeed memory_need(const optim::OptimizerConfig& optimizer, bool prefetch, c
   need.parameters = p * value + static_cast<double>(facts.weight_copy_bytes);
   if (layout.gradients_in_parts) {
     // The largest part (the first: optim::part_begin rounds the parts up to whole lines) and
-    // the staging, whose units are what the reducer's sums see.
+    // the staging; between nodes the sums in flight (at most the staging's) receive the
+    // others' shares of this rank's part of them.
     const double part = static_cast<double>(optim::part_begin(facts.parameters, layout.optimizer_parts, 1, facts.value_bytes));
     const double staging = static_cast<double>(facts.staging_values);
     need.gradients = (part + staging) * value + staging * layout.reduction_bytes_per_value;

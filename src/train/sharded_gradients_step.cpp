@@ -5,7 +5,7 @@
 #include <cmath>
 #include <string>
 
-#include "mpiddp/core/finite.hpp"
+#include "mpiddp/core/error.hpp"
 #include "mpiddp/distributed/communicator.hpp"
 
 namespace mpiddp::train {
@@ -21,6 +21,10 @@ ShardedGradientsStep<T>::ShardedGradientsStep(const StepParts<T>& parts)
       in_flight_(staging_plan_.units.size(), 0),
       overlap_(parts.config.reduce.overlap),
       last_layer_key_(std::to_string(this->model_.layers().size() - 1)) {
+  // The parts must be the world's (or one, the whole): the rank holds no other gradient.
+  if (parts.comm.size() > 1 && parts.optimizer.scope() != distributed::ShardScope::kWorld)
+    throw Error(kExitFailure, "reduce.shard \"gradients\" needs the optimizer's parts cut among the world",
+                Scope::kEveryRank);
   const std::vector<size_t> parts_begin = parts.optimizer.part_begins();
   slot_begins_.assign(parts_begin.size(), 0);  // the slots follow the last part
   slot_begins_.back() = kReservedSlots;
@@ -129,7 +133,7 @@ void ShardedGradientsStep<T>::collect(size_t u) {
 
 template <typename T>
 void ShardedGradientsStep<T>::collect_all_in_flight() {
-  // In the order they were started, alike on every rank: on a node a sum runs in its wait.
+  // In the same order on every rank: on a node a sum runs in its wait.
   for (size_t u = staging_plan_.units.size(); u-- > 0;)
     if (in_flight_[u]) collect(u);
 }
@@ -145,20 +149,15 @@ StepOutcome ShardedGradientsStep<T>::reduce(double local_loss) {
   collect_all_in_flight();
   reducer_.wait_unit_sum(slots_sum, staging_plan_.units.size(), kReservedSlots * sizeof(T));
   this->pipeline_.phases().lap(&record::StepProfile::sync_exposed_s, record::SpanKind::kReductionWait);
-  // Note [the step's verdict from scattered gradients] (sharding_scope.cpp): each rank holds
-  // its part alone, so one allreduce of three numbers brings every rank the mean loss, the
-  // stop votes and whether any part is non-finite.
+  // Each rank holds its part alone: Note [the step's verdict from scattered gradients].
+  const StepVerdict verdict = verdict_from_parts(this->parts_.comm, optimizer_.holds_last_part(), slots_[kLossSlot],
+                                                 slots_[kStopSlot], part_.data(), static_cast<Index>(part_.size()));
   StepOutcome outcome;
+  outcome.loss = verdict.loss;
+  outcome.finite = verdict.finite;
+  outcome.stop_requested = verdict.stop_vote > 0.0;
   outcome.locally_finite = std::isfinite(local_loss);
   outcome.gradients_inspected = false;  // summed as backward made them
-  const bool holds_slots = optimizer_.holds_last_part();
-  double verdict[3] = {holds_slots ? static_cast<double>(slots_[kLossSlot]) : 0.0,
-                       holds_slots ? static_cast<double>(slots_[kStopSlot]) : 0.0,
-                       all_finite(part_.data(), static_cast<Index>(part_.size())) ? 0.0 : 1.0};
-  this->parts_.comm.allreduce_sum(verdict, 3);
-  outcome.loss = verdict[0];
-  outcome.stop_requested = verdict[1] > 0.0;  // the mean of 0/1 votes is positive when any voted
-  outcome.finite = verdict[2] == 0.0 && std::isfinite(outcome.loss);
   return outcome;
 }
 

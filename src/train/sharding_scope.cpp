@@ -70,19 +70,28 @@ template <typename T>
 std::optional<bool> WorldParts<T>::agree_on_sums(distributed::GradientReducer<T>&, nn::Model<T>& model) {
   const Index p = model.parameter_count();
   T* grads = model.gradients();
-  const bool holds_slots = optimizer_.holds_last_part();
   const Index begin = optimizer_.begin(), end = optimizer_.end();
-  double verdict[3] = {holds_slots ? static_cast<double>(grads[p + kLossSlot]) : 0.0,
-                       holds_slots ? static_cast<double>(grads[p + kStopSlot]) : 0.0,
-                       all_finite(grads + begin, end - begin) ? 0.0 : 1.0};
-  comm_.allreduce_sum(verdict, 3);
-  grads[p + kLossSlot] = static_cast<T>(verdict[0]);
-  grads[p + kStopSlot] = static_cast<T>(verdict[1]);
-  // The parts' verdict says nothing of the loss slot, which lies past every part.
-  return verdict[2] == 0.0 && std::isfinite(static_cast<double>(grads[p + kLossSlot]));
+  const StepVerdict verdict = verdict_from_parts(comm_, optimizer_.holds_last_part(), grads[p + kLossSlot],
+                                                 grads[p + kStopSlot], grads + begin, end - begin);
+  grads[p + kLossSlot] = static_cast<T>(verdict.loss);
+  grads[p + kStopSlot] = static_cast<T>(verdict.stop_vote);
+  return verdict.finite;
 }
 
 }  // namespace
+
+template <typename T>
+StepVerdict verdict_from_parts(distributed::Communicator& comm, bool holds_slots, T loss, T stop_vote, const T* part,
+                               Index count) {
+  double sums[3] = {holds_slots ? static_cast<double>(loss) : 0.0, holds_slots ? static_cast<double>(stop_vote) : 0.0,
+                    all_finite(part, count) ? 0.0 : 1.0};
+  comm.allreduce_sum(sums, 3);
+  // The parts' verdict says nothing of the loss, which lies past every part.
+  return {sums[0], sums[1], sums[2] == 0.0 && std::isfinite(sums[0])};
+}
+
+template StepVerdict verdict_from_parts(distributed::Communicator&, bool, float, float, const float*, Index);
+template StepVerdict verdict_from_parts(distributed::Communicator&, bool, double, double, const double*, Index);
 
 template <typename T>
 std::unique_ptr<ShardingScope<T>> sharding_scope(const optim::Optimizer<T>& optimizer,

@@ -44,6 +44,10 @@ std::optional<ConfigError> optimizer_shard_refusal(const config::Config& c, cons
   return std::nullopt;
 }
 
+namespace {
+
+// Why reduce.shard "gradients" could not serve this config on this layout, or nothing: the
+// optimizer shard's refusals and ZeRO-2's own.
 std::optional<ConfigError> gradient_shard_refusal(const config::Config& c, const distributed::Communicator& comm,
                                                   bool shares_node_memory) {
   if (std::optional<ConfigError> refusal = optimizer_shard_refusal(c, comm, shares_node_memory)) return refusal;
@@ -65,12 +69,17 @@ std::optional<ConfigError> gradient_shard_refusal(const config::Config& c, const
   return std::nullopt;
 }
 
+}  // namespace
+
+std::optional<ConfigError> shard_refusal(const config::Config& c, const distributed::Communicator& comm,
+                                         bool shares_node_memory) {
+  if (c.reduce.shard_gradients) return gradient_shard_refusal(c, comm, shares_node_memory);
+  if (c.reduce.shard_optimizer) return optimizer_shard_refusal(c, comm, shares_node_memory);
+  return std::nullopt;
+}
+
 void check_modes_combine(const config::Config& c, const distributed::Communicator& comm, bool shares_node_memory) {
-  if (!c.reduce.shard_optimizer) return;
-  const std::optional<ConfigError> refusal = c.reduce.shard_gradients
-                                                 ? gradient_shard_refusal(c, comm, shares_node_memory)
-                                                 : optimizer_shard_refusal(c, comm, shares_node_memory);
-  if (refusal) throw *refusal;
+  if (std::optional<ConfigError> refusal = shard_refusal(c, comm, shares_node_memory)) throw *refusal;
 }
 
 namespace {

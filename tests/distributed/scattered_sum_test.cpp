@@ -142,6 +142,40 @@ TEST(ScatteredSum, OverlappedAsBlockingInDouble) {
   expect_own_part_summed_in_node_order(comm, ranks_by_node(comm), grads.data(), begins, 7);
 }
 
+// ZeRO-2's unit sums (GradientReducer::start_unit_sum): three units of one buffer, each summed
+// into the parts as it is started, the next started before the last is waited for and the
+// first waited for last, so that a slot already waited for serves the next sum; step after
+// step, each part holds the node-order sum of its units, bit for bit.
+TEST(ScatteredSum, UnitSumsWaitedOutOfStartOrder) {
+  MpiCommunicator comm;
+  ReduceConfig config;
+  config.algorithm = comm.ranks_on_node() > 1 ? "shm" : "mpi";
+  GradientReducer<float> reducer(comm, config);
+  const size_t count = 3000;
+  const auto begins = uneven_parts(comm.size(), count);
+  const std::vector<size_t> units{0, 700, 1900, count};
+  std::vector<std::vector<size_t>> unit_begins;  // each part's share of each unit, in the unit
+  for (size_t u = 0; u + 1 < units.size(); ++u) {
+    std::vector<size_t> b;
+    for (const size_t at : begins) b.push_back(std::clamp(at, units[u], units[u + 1]) - units[u]);
+    unit_begins.push_back(b);
+  }
+  std::vector<float> own;
+  float* grads = gradient_memory(reducer, own, count);
+  const auto nodes = ranks_by_node(comm);
+  for (int step = 0; step < 3; ++step) {
+    const auto values = rank_values<float>(comm.rank(), count, step);
+    std::copy(values.begin(), values.end(), grads);
+    const int first = reducer.start_unit_sum(grads + units[0], unit_begins[0]);
+    const int second = reducer.start_unit_sum(grads + units[1], unit_begins[1]);
+    reducer.wait_unit_sum(second, 1, 0);
+    const int third = reducer.start_unit_sum(grads + units[2], unit_begins[2]);  // in the second's slot
+    reducer.wait_unit_sum(third, 2, 0);
+    reducer.wait_unit_sum(first, 0, 0);
+    expect_own_part_summed_in_node_order(comm, nodes, grads, begins, step);
+  }
+}
+
 TEST(ScatteredSum, OnNodesOfSeveralRanksInDouble) {
   MpiCommunicator comm;
   if (comm.ranks_on_node() == 1) GTEST_SKIP() << "one rank per node: EachRankHoldsItsPart covers it";

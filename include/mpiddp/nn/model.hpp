@@ -161,7 +161,7 @@ class Model {
   LayerUnits units() const { return layer_units(stack_); }
   // Note [gradients staged by unit] (train/gradient_staging.hpp): layer l of the model's own
   // writes its gradients at layer_gradients[l] (its units().bounds' count of values, the
-  // caller's, alive as long as the model; null for a layer without parameters), and a tensor
+  // caller's, alive while backward may run; null for a layer without parameters), and a tensor
   // tied to it into the same memory. The model's gradient buffer is given back: gradients() is
   // null from here on, and the caller clears what a pass adds to (gradients_added_to).
   void bind_unit_gradients(const std::vector<T*>& layer_gradients);

@@ -25,7 +25,7 @@ struct GradientStaging {
     size_t layer;        // the model's own layer
     Index first, end;    // its parameters [first, end) in the model's buffer
     int slot;            // 0 or 1, or kPinned
-    Index offset;        // where it begins in its slot (0), or among the pinned units
+    Index offset;        // a pinned unit's place among the pinned units (0 in a slot)
   };
   std::vector<Unit> units;         // the layers with parameters, in forward order
   Index slot_values[2] = {0, 0};   // each slot: the largest of its units

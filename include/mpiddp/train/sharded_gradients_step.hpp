@@ -31,6 +31,9 @@ class ShardedGradientsStep final : public SynchronizedStep<T>, private nn::Layer
   StepOutcome reduce(double local_loss) override;
   double update(double lr) override;
   void describe(io::Json& run_record) const override;
+  size_t reduction_spans_per_step(size_t /*buckets*/) const override {
+    return staging_plan_.units.size() * static_cast<size_t>(this->parts_.config.accumulate_steps) + 1;
+  }
 
  private:
   // The part is summed into afresh each step, and every micro-batch's backward writes its

@@ -40,6 +40,19 @@ class ShardingScope {
   }
 };
 
+// Note [the step's verdict from scattered gradients] (sharding_scope.cpp): with the gradient
+// in the world's parts, what every rank must decide alike, from this rank's part (part:
+// count values) and, on the last part's owner (holds_slots), the summed loss and stop vote.
+// One allreduce of three numbers. Collective.
+struct StepVerdict {
+  double loss = 0.0;       // the global mean loss
+  double stop_vote = 0.0;  // the mean of the ranks' votes: positive when any voted
+  bool finite = true;      // the loss and every part are finite
+};
+template <typename T>
+StepVerdict verdict_from_parts(distributed::Communicator& comm, bool holds_slots, T loss, T stop_vote, const T* part,
+                               Index count);
+
 // The part for `optimizer`'s scope; comm and optimizer outlive it.
 template <typename T>
 std::unique_ptr<ShardingScope<T>> sharding_scope(const optim::Optimizer<T>& optimizer,

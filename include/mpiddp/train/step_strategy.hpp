@@ -67,9 +67,9 @@ class StepStrategy {
   // on every rank (replicas must not mix libraries, which round apart), and whatever else
   // the step needs from the other ranks.
   virtual GemmChoice start(int threads) = 0;
-  // Collective, at start before the replicas are made alike: where the model's gradient
-  // buffer lies (place_for_reduction). ZeRO-2's step keeps none (Note [gradients staged by
-  // unit] in train/gradient_staging.hpp).
+  // Collective here, at start before the replicas are made alike: where the model's gradient
+  // buffer lies (place_for_reduction). ZeRO-2's step keeps none and does nothing (Note
+  // [gradients staged by unit] in train/gradient_staging.hpp; its staging comes in start()).
   virtual void place_gradient_buffer(distributed::GradientReducer<T>& reducer, nn::Model<T>& model) {
     place_for_reduction(reducer, model);
   }
@@ -94,6 +94,10 @@ class StepStrategy {
   // Whether the step keeps the replicas bit-identical, so that a replica that differs is a
   // fault (sync off: each rank learns from its own shard, and they drift apart).
   virtual bool keeps_replicas_identical() const { return true; }
+  // How many reductions the trace shows in a step, given that the reducer cuts the whole
+  // gradient buffer into `buckets`: those, or the mode's own (ZeRO-2: one per unit and
+  // micro-batch, and the loss's).
+  virtual size_t reduction_spans_per_step(size_t buckets) const { return buckets; }
   // What the run record says of the mode (deterministic: its chunks and pass).
   virtual void describe(io::Json& /*run_record*/) const {}
 };
@@ -121,10 +125,12 @@ void check_modes_combine(const config::Config& config, const distributed::Commun
 // (memory.limit_mb's message, `mpiddp bench`'s needed_mb_by_shard). Local.
 std::optional<ConfigError> optimizer_shard_refusal(const config::Config& config, const distributed::Communicator& comm,
                                                    bool shares_node_memory);
-// Why reduce.shard "gradients" could not serve this config on this layout, or nothing: the
-// optimizer shard's refusals and ZeRO-2's own. Local.
-std::optional<ConfigError> gradient_shard_refusal(const config::Config& config, const distributed::Communicator& comm,
-                                                  bool shares_node_memory);
+// Why the config's reduce.shard mode could not serve it on this layout, or nothing (also when
+// nothing is sharded): what check_modes_combine throws, and what `mpiddp bench`'s
+// needed_mb_by_shard asks of each mode. "gradients" (ZeRO-2) refuses what "optimizer" refuses,
+// and more. Local.
+std::optional<ConfigError> shard_refusal(const config::Config& config, const distributed::Communicator& comm,
+                                         bool shares_node_memory);
 // The step a config runs. Local; throws ConfigError when the batch does not fit the mode
 // (a layer that needs more samples than a pass gives it).
 template <typename T>
