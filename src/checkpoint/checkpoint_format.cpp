@@ -10,6 +10,7 @@
 #include <system_error>
 
 #include "checkpoint_metadata.hpp"
+#include "mpiddp/checkpoint/checkpoint_parts.hpp"
 #include "mpiddp/core/hash.hpp"
 #include "mpiddp/checkpoint/vocabulary.hpp"
 #include "mpiddp/checkpoint/weights.hpp"
@@ -52,13 +53,27 @@ void write_training_state(const std::string& path, const config::CheckpointConfi
   // The checksum covers the data section: the tensors' bytes, in order, without gaps.
   uint64_t checksum = fnv1a(nullptr, 0);
   for (const auto& t : tensors) checksum = fnv1a(t.data, io::tensor_bytes(t), checksum);
-  const io::Json state = {
+  io::Json with_evaluations = detail::checkpoint_state(position, identity, optimizer.steps(), buffers);
+  with_evaluations["data_checksum"] = hex64(checksum);
+  if (!position.evaluations.is_null()) with_evaluations["evaluations"] = position.evaluations;
+  std::map<std::string, std::string> metadata = {{kMetadataKey, with_evaluations.dump()}};
+  if (!identity.vocabulary.empty()) metadata[kVocabularyKey] = identity.vocabulary;
+  io::write_safetensors(path, tensors, metadata, before_rename);
+}
+
+}  // namespace
+
+namespace detail {
+
+io::Json checkpoint_state(const TrainingPosition& position, const RunIdentity& identity, int64_t optimizer_steps,
+                          const io::Json& optimizer_buffers) {
+  io::Json state = {
       {"format", kFormatVersion},
       {"epoch", position.epoch},
       {"batch", position.batch},
       {"step", position.step},
-      {"optimizer_steps", optimizer.steps()},
-      {"optimizer_buffers", buffers},
+      {"optimizer_steps", optimizer_steps},
+      {"optimizer_buffers", optimizer_buffers},
       {"model", identity.model},
       {"dtype", identity.dtype},
       {"global_batch", identity.global_batch},
@@ -70,16 +85,28 @@ void write_training_state(const std::string& path, const config::CheckpointConfi
       // state; the seed is in the config.
       {"rng", {{"kind", "derived from config seed and epoch"}}},
       {"config_hash", hex64(fnv1a(identity.config.dump()))},
-      {"config", identity.config},
-      {"data_checksum", hex64(checksum)}};
-  io::Json with_evaluations = state;
-  if (!position.evaluations.is_null()) with_evaluations["evaluations"] = position.evaluations;
-  std::map<std::string, std::string> metadata = {{kMetadataKey, with_evaluations.dump()}};
-  if (!identity.vocabulary.empty()) metadata[kVocabularyKey] = identity.vocabulary;
-  io::write_safetensors(path, tensors, metadata, before_rename);
+      {"config", identity.config}};
+  return state;
 }
 
-}  // namespace
+void check_vocabulary(const std::string& carried, const RunIdentity& identity, const std::string& path) {
+  // The config's data may name another tokenizer file under the same name: the ids would
+  // mean other text, so the model would go on learning another language. A checkpoint
+  // written before checkpoints carried the vocabulary (0.1) has none, and resumes as before.
+  if (!carried.empty() && carried != identity.vocabulary)
+    refuse(path, "another tokenizer: the checkpoint's ids are those of " + tokenizer_summary(carried) +
+                     ", the config's data are encoded by " + tokenizer_summary(identity.vocabulary));
+}
+
+}  // namespace detail
+
+void prune_checkpoints(const config::CheckpointConfig& settings) {
+  if (settings.keep <= 0) return;
+  std::error_code error;
+  const auto all = list_checkpoints(settings.dir);
+  // A checkpoint that cannot be removed is only wasted space; one in parts is a directory.
+  for (size_t i = 0; i + static_cast<size_t>(settings.keep) < all.size(); ++i) fs::remove_all(all[i], error);
+}
 
 template <typename T>
 std::string write_checkpoint(const config::CheckpointConfig& settings, const TrainingPosition& position,
@@ -88,12 +115,7 @@ std::string write_checkpoint(const config::CheckpointConfig& settings, const Tra
   const std::string path = checkpoint_path(settings.dir, position.step);
   write_training_state(path, settings, position, identity, model, optimizer, probes.before_rename);
   if (probes.before_pruning) probes.before_pruning();
-  std::error_code error;
-  if (settings.keep > 0) {
-    const auto all = list_checkpoints(settings.dir);
-    for (size_t i = 0; i + static_cast<size_t>(settings.keep) < all.size(); ++i)
-      fs::remove(all[i], error);  // a checkpoint that cannot be removed is only wasted space
-  }
+  prune_checkpoints(settings);
   return path;
 }
 
@@ -103,6 +125,8 @@ std::string write_best_checkpoint(const config::CheckpointConfig& settings, cons
                                   optim::UpdateRule<T>& optimizer, const WriteProbes& probes) {
   const std::string path = best_checkpoint_path(settings.dir);
   write_training_state(path, settings, position, identity, model, optimizer, probes.before_rename);
+  std::error_code error;
+  fs::remove_all(best_parts_path(settings.dir), error);  // a best in parts of checkpoint.format's other value
   return path;
 }
 
@@ -125,14 +149,8 @@ TrainingPosition restore_checkpoint(const io::SafetensorsFile& file, const RunId
       refuse(path, "corrupt: the data checksum does not match (the file was damaged after it "
                    "was written)");
     const TrainingPosition position = detail::resume_position(state, identity, path);
-    // The config's data may name another tokenizer file under the same name: the ids would
-    // mean other text, so the model would go on learning another language. A checkpoint
-    // written before checkpoints carried the vocabulary (0.1) has none, and resumes as before.
     const auto carried = file.metadata().find(kVocabularyKey);
-    const std::string carried_vocabulary = carried == file.metadata().end() ? "" : carried->second;
-    if (!carried_vocabulary.empty() && carried_vocabulary != identity.vocabulary)
-      refuse(path, "another tokenizer: the checkpoint's ids are those of " + tokenizer_summary(carried_vocabulary) +
-                       ", the config's data are encoded by " + tokenizer_summary(identity.vocabulary));
+    detail::check_vocabulary(carried == file.metadata().end() ? "" : carried->second, identity, path);
 
     std::set<std::string> expected = state_tensor_names(model);
     load_named_tensors(file, model.tensors(), model.parameters(), kExitCheckpoint);
@@ -152,6 +170,7 @@ TrainingPosition restore_checkpoint(const io::SafetensorsFile& file, const RunId
 }
 
 size_t export_checkpoint_weights(const std::string& checkpoint, const std::string& weights) {
+  if (is_parts_checkpoint(checkpoint)) return export_parts_weights(checkpoint, weights);
   const io::SafetensorsFile file = io::read_safetensors(checkpoint, kExitCheckpoint);
   const auto meta = file.metadata().find(kMetadataKey);
   if (meta == file.metadata().end())

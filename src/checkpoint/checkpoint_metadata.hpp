@@ -50,4 +50,12 @@ inline int64_t checkpoint_integer(const io::Json& state, const char* key, const 
 // (checkpoint_resume.cpp).
 TrainingPosition resume_position(const io::Json& state, const RunIdentity& identity, const std::string& path);
 
+// The checkpoint's metadata, in either format (a file's "mpiddp_checkpoint", the index of one in
+// parts): the position, the optimizer's step count and state buffers' names, the run's identity
+// (not the evaluations, which follow the file's data checksum).
+io::Json checkpoint_state(const TrainingPosition& position, const RunIdentity& identity, int64_t optimizer_steps,
+                          const io::Json& optimizer_buffers);
+// Refuses a checkpoint whose carried vocabulary (its tokenizer; "" for none) is not the run's.
+void check_vocabulary(const std::string& carried, const RunIdentity& identity, const std::string& path);
+
 }  // namespace mpiddp::checkpoint::detail

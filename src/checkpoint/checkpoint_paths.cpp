@@ -6,6 +6,7 @@
 #include <system_error>
 
 #include "checkpoint_metadata.hpp"
+#include "mpiddp/checkpoint/checkpoint_parts.hpp"
 
 namespace mpiddp::checkpoint {
 
@@ -13,9 +14,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// "step-000000000016.safetensors" -> 16; -1 for any other name (temporary files included).
-int64_t step_of_file_name(const std::string& name) {
-  const std::string head = "step-", tail = ".safetensors";
+// "step-000000000016.safetensors" (or, with tail ".parts", a checkpoint in parts'
+// "step-000000000016.parts") -> 16; -1 for any other name (temporary files included).
+int64_t step_of_file_name(const std::string& name, const std::string& tail = ".safetensors") {
+  const std::string head = "step-";
   if (name.size() <= head.size() + tail.size() || name.compare(0, head.size(), head) != 0 ||
       name.compare(name.size() - tail.size(), tail.size(), tail) != 0)
     return -1;
@@ -38,8 +40,13 @@ std::vector<std::string> list_checkpoints(const std::string& dir) {
   std::vector<std::pair<int64_t, std::string>> found;
   std::error_code error;
   for (const auto& entry : fs::directory_iterator(dir, error)) {
-    const int64_t step = step_of_file_name(entry.path().filename().string());
+    const std::string name = entry.path().filename().string();
+    const int64_t step = step_of_file_name(name);
     if (step >= 0 && entry.is_regular_file()) found.emplace_back(step, entry.path().string());
+    // A checkpoint in parts is one once its index is there (checkpoint_parts.hpp).
+    const int64_t parts_step = step_of_file_name(name, ".parts");
+    if (parts_step >= 0 && is_parts_checkpoint(entry.path().string()))
+      found.emplace_back(parts_step, entry.path().string());
   }
   std::sort(found.begin(), found.end());
   std::vector<std::string> paths;
@@ -56,6 +63,15 @@ std::vector<std::string> remove_stale_temporaries(const std::string& dir) {
     const bool ours = name.size() > 5 && name[0] == '.' && name.ends_with(".tmp") &&
                       (step_of_file_name(name.substr(1, name.size() - 5)) >= 0 || name == ".best.tmp");
     if (ours && entry.is_regular_file() && fs::remove(entry.path(), error)) removed.push_back(name);
+    // A checkpoint in parts whose index never landed: its parts are of a write that was killed.
+    const bool parts = step_of_file_name(name, ".parts") >= 0 || name == "best.parts";
+    if (!parts || !entry.is_directory(error)) continue;
+    if (!is_parts_checkpoint(entry.path().string())) {
+      if (fs::remove_all(entry.path(), error) > 0) removed.push_back(name + "/");
+    } else {
+      // Files a killed rewrite of the best left beside the parts its index names.
+      for (const auto& file : remove_unindexed_files(entry.path().string())) removed.push_back(name + "/" + file);
+    }
   }
   std::sort(removed.begin(), removed.end());
   return removed;
@@ -74,6 +90,9 @@ std::string resolve_resume_path(const std::string& spec, const std::string& chec
       throw Error(kExitConfig, "--resume best needs checkpoint.dir in the config (or give "
                                "the checkpoint's path)");
     const std::string best = best_checkpoint_path(checkpoint_dir);
+    // The best checkpoint in parts, when checkpoint.format is "parts" (writing one format's best
+    // removes the other's).
+    if (is_parts_checkpoint(best_parts_path(checkpoint_dir))) return best_parts_path(checkpoint_dir);
     if (!fs::is_regular_file(best))
       throw Error(kExitCheckpoint, "--resume best: no best checkpoint '" + best +
                                        "' (checkpoint.keep_best writes it at the first evaluation)");
@@ -84,6 +103,8 @@ std::string resolve_resume_path(const std::string& spec, const std::string& chec
       throw Error(kExitConfig, "--resume latest needs checkpoint.dir in the config (or give "
                                "the checkpoint's path)");
     dir = checkpoint_dir;
+  } else if (is_parts_checkpoint(spec)) {
+    return spec;  // a checkpoint in parts is a directory too
   } else if (fs::is_directory(spec)) {
     dir = spec;
   } else {
@@ -91,7 +112,7 @@ std::string resolve_resume_path(const std::string& spec, const std::string& chec
   }
   const auto all = list_checkpoints(dir);
   if (all.empty())
-    throw Error(kExitCheckpoint, "--resume " + spec + ": no checkpoint (step-*.safetensors) in '" +
+    throw Error(kExitCheckpoint, "--resume " + spec + ": no checkpoint (step-*.safetensors or step-*.parts) in '" +
                                      dir + "'");
   return all.back();
 }

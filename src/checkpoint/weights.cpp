@@ -52,9 +52,6 @@ void load_named_tensors(const io::SafetensorsFile& file,
                 "'" + file.name() + "' does not fit the model: " + problems);
 }
 
-namespace {
-
-// The buffers of one type, as a layout load_named_tensors understands.
 std::vector<nn::ParameterTensor> buffer_layout(const std::vector<nn::BufferTensor>& buffers,
                                                nn::BufferType type) {
   std::vector<nn::ParameterTensor> layout;
@@ -62,8 +59,6 @@ std::vector<nn::ParameterTensor> buffer_layout(const std::vector<nn::BufferTenso
     if (b.type == type) layout.push_back(b);
   return layout;
 }
-
-}  // namespace
 
 template <typename T>
 std::vector<io::TensorToWrite> buffer_tensors(const nn::Model<T>& model) {

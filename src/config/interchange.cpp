@@ -18,6 +18,7 @@ void parse_interchange_keys(io::JsonSection& root, Config& c) {
     k.every_epochs = checkpoint.integer("every_epochs", 0, 0, io::kMaxConfigCount);
     k.every_steps = checkpoint.integer("every_steps", 0, 0, io::kMaxConfigCount);
     k.keep = checkpoint.integer("keep", 3, 0, io::kMaxConfigCount);
+    k.format = checkpoint.choice("format", "file", {"file", "parts"});
     if (k.dir.empty() && (k.every_epochs > 0 || k.every_steps > 0))
       throw ConfigError("checkpoint.dir", "checkpoint.every_epochs/every_steps need a directory "
                                           "to write to; set checkpoint.dir");

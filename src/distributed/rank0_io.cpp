@@ -1,5 +1,6 @@
 #include "mpiddp/distributed/rank0_io.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <exception>
 #include <string>
@@ -27,6 +28,26 @@ void on_rank0(distributed::Communicator& comm, const std::function<void()>& work
   message.resize(status[1]);
   comm.broadcast(message.data(), message.size(), 0);
   throw Error(static_cast<ExitCode>(status[0]), message, Scope::kEveryRank);
+}
+
+void on_every_rank(distributed::Communicator& comm, const std::function<void()>& work) {
+  uint64_t code = 0;
+  std::string message;
+  try {
+    work();
+  } catch (const Error& e) {
+    code = static_cast<uint64_t>(e.code());
+    message = e.what();
+  } catch (const std::exception& e) {  // out of memory, say: the others must not wait on
+    code = static_cast<uint64_t>(kExitFailure);
+    message = "rank " + std::to_string(comm.rank()) + ": " + e.what();
+  }
+  const std::vector<uint64_t> codes = comm.allgather(code);
+  const auto failed = std::find_if(codes.begin(), codes.end(), [](uint64_t c) { return c != 0; });
+  if (failed == codes.end()) return;
+  const std::vector<std::string> messages = comm.allgather_string(message);
+  throw Error(static_cast<ExitCode>(*failed), messages[static_cast<size_t>(failed - codes.begin())],
+              Scope::kEveryRank);
 }
 
 std::vector<char> bytes_from_rank0(distributed::Communicator& comm,

@@ -36,12 +36,26 @@ std::string temporary_name(const std::string& path) {
 
 void write_file_atomically(const std::string& path, const std::vector<ByteSpan>& pieces,
                            const std::function<void()>& before_rename) {
+  write_file_atomically(
+      path, [&](const AppendBytes& append) {
+        for (const auto& piece : pieces) append(piece.data, piece.bytes);
+      },
+      before_rename);
+}
+
+void write_file_atomically(const std::string& path, const std::function<void(const AppendBytes&)>& produce,
+                           const std::function<void()>& before_rename) {
   const std::string temp = temporary_name(path);
   std::FILE* file = std::fopen(temp.c_str(), "wb");
   if (!file) fail(temp, "fopen");
   bool ok = true;
-  for (const auto& piece : pieces)
-    ok = ok && std::fwrite(piece.data, 1, piece.bytes, file) == piece.bytes;
+  try {
+    produce([&](const void* data, size_t bytes) { ok = ok && std::fwrite(data, 1, bytes, file) == bytes; });
+  } catch (...) {  // the producer's own error (a part it reads is damaged, say): no stray file
+    std::fclose(file);
+    std::remove(temp.c_str());
+    throw;
+  }
   ok = ok && std::fflush(file) == 0;
   ok = ok && ::fsync(fileno(file)) == 0;  // the data is on disk before the rename publishes it
   const int saved_errno = errno;

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <bit>
+#include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <limits>
 
 #include <nlohmann/json.hpp>
@@ -57,25 +59,16 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return text + "]";
 }
 
-SafetensorsFile::SafetensorsFile(std::vector<char> bytes, std::string name, int error_code)
-    : bytes_(std::move(bytes)), name_(std::move(name)) {
-  auto fail = [&](const std::string& problem) {
-    throw Error(static_cast<ExitCode>(error_code), "safetensors file '" + name_ + "': " + problem);
-  };
-  const uint64_t size = bytes_.size();
-  if (size < 8) fail("truncated: " + std::to_string(size) + " bytes, less than the 8-byte header length");
-  uint64_t header_bytes = 0;
-  std::memcpy(&header_bytes, bytes_.data(), 8);
-  if (header_bytes > kMaxSafetensorsHeader)
-    fail("header length " + std::to_string(header_bytes) + " exceeds the limit of " +
-         std::to_string(kMaxSafetensorsHeader) + " bytes (not a safetensors file, or damaged)");
-  if (header_bytes > size - 8)
-    fail("truncated: the header length says " + std::to_string(header_bytes) +
-         " bytes but only " + std::to_string(size - 8) + " follow");
-  data_start_ = 8 + header_bytes;
-  const uint64_t data_bytes = size - data_start_;
+namespace {
 
-  const auto header = nlohmann::ordered_json::parse(bytes_.data() + 8, bytes_.data() + data_start_,
+// The tensors and metadata of a header (the `header_bytes` bytes at `header`), validated
+// against a data section of `data_bytes` bytes: known dtypes, shapes whose sizes match their
+// byte ranges, ranges inside the data section that cover it without overlaps or gaps.
+// fail(problem) throws.
+template <typename Fail>
+void parse_layout(const char* header_text, uint64_t header_bytes, uint64_t data_bytes, Fail fail,
+                  std::vector<StoredTensor>& tensors, std::map<std::string, std::string>& metadata) {
+  const auto header = nlohmann::ordered_json::parse(header_text, header_text + header_bytes,
                                                     nullptr, /*allow_exceptions=*/false);
   if (header.is_discarded()) fail("the header is not valid JSON (damaged file?)");
   if (!header.is_object()) fail("the header is not a JSON object");
@@ -87,7 +80,7 @@ SafetensorsFile::SafetensorsFile(std::vector<char> bytes, std::string name, int 
       if (!entry.is_object()) fail("__metadata__ is not an object");
       for (auto m = entry.begin(); m != entry.end(); ++m) {
         if (!m.value().is_string()) fail("__metadata__." + m.key() + " is not a string");
-        metadata_[m.key()] = m.value().get<std::string>();
+        metadata[m.key()] = m.value().get<std::string>();
       }
       continue;
     }
@@ -137,13 +130,13 @@ SafetensorsFile::SafetensorsFile(std::vector<char> bytes, std::string name, int 
            std::to_string(end - begin));
     t.begin = begin;
     t.end = end;
-    tensors_.push_back(std::move(t));
+    tensors.push_back(std::move(t));
   }
 
   // Sorted by position, every tensor must start where the previous one ended: no overlaps
   // (two tensors sharing bytes) and no gaps (bytes of a lost or renamed tensor).
   std::vector<const StoredTensor*> by_offset;
-  for (const auto& t : tensors_) by_offset.push_back(&t);
+  for (const auto& t : tensors) by_offset.push_back(&t);
   std::sort(by_offset.begin(), by_offset.end(), [](const StoredTensor* a, const StoredTensor* b) {
     return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
   });
@@ -162,6 +155,68 @@ SafetensorsFile::SafetensorsFile(std::vector<char> bytes, std::string name, int 
   if (position != data_bytes)
     fail("the data section has " + std::to_string(data_bytes - position) +
          " bytes after the last tensor (damaged file?)");
+}
+
+// The header's length from a file's first 8 bytes, checked against the file's size.
+template <typename Fail>
+uint64_t header_length(const char* first8, uint64_t size, Fail fail) {
+  if (size < 8) fail("truncated: " + std::to_string(size) + " bytes, less than the 8-byte header length");
+  uint64_t header_bytes = 0;
+  std::memcpy(&header_bytes, first8, 8);
+  if (header_bytes > kMaxSafetensorsHeader)
+    fail("header length " + std::to_string(header_bytes) + " exceeds the limit of " +
+         std::to_string(kMaxSafetensorsHeader) + " bytes (not a safetensors file, or damaged)");
+  if (header_bytes > size - 8)
+    fail("truncated: the header length says " + std::to_string(header_bytes) +
+         " bytes but only " + std::to_string(size - 8) + " follow");
+  return header_bytes;
+}
+
+}  // namespace
+
+SafetensorsFile::SafetensorsFile(std::vector<char> bytes, std::string name, int error_code)
+    : bytes_(std::move(bytes)), name_(std::move(name)) {
+  auto fail = [&](const std::string& problem) {
+    throw Error(static_cast<ExitCode>(error_code), "safetensors file '" + name_ + "': " + problem);
+  };
+  const uint64_t size = bytes_.size();
+  const uint64_t header_bytes = header_length(bytes_.data(), size, fail);
+  data_start_ = 8 + header_bytes;
+  parse_layout(bytes_.data() + 8, header_bytes, size - data_start_, fail, tensors_, metadata_);
+}
+
+SafetensorsReader::SafetensorsReader(std::string path, int error_code)
+    : name_(std::move(path)), error_code_(error_code) {
+  auto fail = [&](const std::string& problem) {
+    throw Error(static_cast<ExitCode>(error_code_), "safetensors file '" + name_ + "': " + problem);
+  };
+  file_.open(name_, std::ios::binary | std::ios::ate);
+  if (!file_) fail(std::string("cannot open: ") + std::strerror(errno));
+  const std::streamsize size = file_.tellg();
+  if (size < 0) fail("cannot read (is it a directory?)");
+  char first8[8] = {};
+  file_.seekg(0);
+  if (size >= 8 && !file_.read(first8, 8)) fail("cannot read its first 8 bytes");
+  const uint64_t header_bytes = header_length(first8, static_cast<uint64_t>(size), fail);
+  std::vector<char> header(header_bytes);
+  if (!file_.read(header.data(), static_cast<std::streamsize>(header_bytes))) fail("cannot read its header");
+  data_start_ = 8 + header_bytes;
+  parse_layout(header.data(), header_bytes, static_cast<uint64_t>(size) - data_start_, fail, tensors_, metadata_);
+}
+
+const StoredTensor* SafetensorsReader::find(const std::string& tensor_name) const {
+  for (const auto& t : tensors_)
+    if (t.name == tensor_name) return &t;
+  return nullptr;
+}
+
+void SafetensorsReader::read_bytes(const StoredTensor& tensor, std::vector<char>& out) {
+  out.resize(tensor.end - tensor.begin);
+  file_.clear();
+  file_.seekg(static_cast<std::streamoff>(data_start_ + tensor.begin));
+  if (!file_.read(out.data(), static_cast<std::streamsize>(out.size())))
+    throw Error(static_cast<ExitCode>(error_code_), "safetensors file '" + name_ + "': cannot read tensor '" +
+                                                        tensor.name + "' (truncated while read?)");
 }
 
 const StoredTensor* SafetensorsFile::find(const std::string& tensor_name) const {
@@ -185,14 +240,21 @@ void convert(const char* source, int64_t n, T* out) {
 }  // namespace
 
 template <typename T>
-void SafetensorsFile::read(const StoredTensor& tensor, T* out) const {
-  const char* source = data() + tensor.begin;
-  const int64_t n = tensor.elements();
-  switch (tensor.dtype) {
+void convert_values(const char* source, TensorDtype dtype, int64_t n, T* out) {
+  switch (dtype) {
     case TensorDtype::kF32: convert<float>(source, n, out); break;
     case TensorDtype::kF64: convert<double>(source, n, out); break;
     case TensorDtype::kI64: convert<int64_t>(source, n, out); break;
   }
+}
+
+template void convert_values<float>(const char*, TensorDtype, int64_t, float*);
+template void convert_values<double>(const char*, TensorDtype, int64_t, double*);
+template void convert_values<int64_t>(const char*, TensorDtype, int64_t, int64_t*);
+
+template <typename T>
+void SafetensorsFile::read(const StoredTensor& tensor, T* out) const {
+  convert_values(data() + tensor.begin, tensor.dtype, tensor.elements(), out);
 }
 
 template void SafetensorsFile::read<float>(const StoredTensor&, float*) const;
@@ -204,8 +266,8 @@ SafetensorsFile read_safetensors(const std::string& path, int error_code,
   return SafetensorsFile(read_whole_file(path, error_code, role), path, error_code);
 }
 
-std::vector<char> encode_safetensors(const std::vector<TensorToWrite>& tensors,
-                                     const std::map<std::string, std::string>& metadata) {
+std::vector<char> encode_safetensors_header(const std::vector<TensorToWrite>& tensors,
+                                            const std::map<std::string, std::string>& metadata) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) header[kMetadataKey] = metadata;
   size_t offset = 0;
@@ -218,14 +280,18 @@ std::vector<char> encode_safetensors(const std::vector<TensorToWrite>& tensors,
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // the data section starts 8-byte aligned
   const uint64_t header_bytes = text.size();
-  std::vector<char> file(8 + text.size() + offset);
-  std::memcpy(file.data(), &header_bytes, 8);
-  std::memcpy(file.data() + 8, text.data(), text.size());
-  char* out = file.data() + 8 + text.size();
+  std::vector<char> encoded(8 + text.size());
+  std::memcpy(encoded.data(), &header_bytes, 8);
+  std::memcpy(encoded.data() + 8, text.data(), text.size());
+  return encoded;
+}
+
+std::vector<char> encode_safetensors(const std::vector<TensorToWrite>& tensors,
+                                     const std::map<std::string, std::string>& metadata) {
+  std::vector<char> file = encode_safetensors_header(tensors, metadata);
   for (const auto& t : tensors) {
     const size_t bytes = tensor_bytes(t);
-    if (bytes) std::memcpy(out, t.data, bytes);
-    out += bytes;
+    if (bytes) file.insert(file.end(), static_cast<const char*>(t.data), static_cast<const char*>(t.data) + bytes);
   }
   return file;
 }
@@ -233,8 +299,11 @@ std::vector<char> encode_safetensors(const std::vector<TensorToWrite>& tensors,
 void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                        const std::map<std::string, std::string>& metadata,
                        const std::function<void()>& before_rename) {
-  const std::vector<char> file = encode_safetensors(tensors, metadata);
-  write_file_atomically(path, {{file.data(), file.size()}}, before_rename);
+  // The header, then each tensor's bytes where they lie: the data is never copied.
+  const std::vector<char> header = encode_safetensors_header(tensors, metadata);
+  std::vector<ByteSpan> pieces = {{header.data(), header.size()}};
+  for (const auto& t : tensors) pieces.push_back({t.data, tensor_bytes(t)});
+  write_file_atomically(path, pieces, before_rename);
 }
 
 }  // namespace mpiddp::io

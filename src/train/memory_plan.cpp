@@ -15,7 +15,8 @@ MemoryLayout memory_layout(const config::Config& config, distributed::Communicat
                            distributed::ShardScope scope, bool compressed, size_t value_bytes) {
   MemoryLayout layout;
   layout.optimizer_parts = distributed::part_exchange(comm, scope)->parts();
-  const bool writes_state = !config.checkpoint.dir.empty() ||
+  // Checkpoints in parts are written by each rank from its own part (checkpoint_parts.hpp).
+  const bool writes_state = (!config.checkpoint.dir.empty() && config.checkpoint.format == "file") ||
                             (config.optimizer.ema_decay > 0.0 && !config.save_weights.empty());
   layout.gathers_whole_state = layout.optimizer_parts > 1 && writes_state;
   layout.gradients_in_parts = config.reduce.shard_gradients;

@@ -39,7 +39,7 @@ void Trainer<T>::stop_for_interrupt(const checkpoint::TrainingPosition& resume_a
     listed += (listed.empty() ? "" : ", ") + std::to_string(r);
   }
   const bool saving = !config_.checkpoint.dir.empty();
-  const std::string path = saving ? checkpoint::checkpoint_path(config_.checkpoint.dir, resume_at.step) : "";
+  const std::string path = saving ? checkpointer_->series_path(resume_at.step) : "";
   checkpoint::TrainingPosition saved = resume_at;
   saved.evaluations = evaluator_->state();
   checkpointer_->save_at_interrupt(saved);  // rank 0's outcome is every rank's: exit code 9 means "saved"

@@ -106,3 +106,31 @@ expect_same_bits_np1_np2() {
   [ "$(checksum_of "$WORK/det1.jsonl")" = "$(checksum_of "$WORK/det2.jsonl")" ] ||
     fail "deterministic: np=2's parameters differ from np=1's"
 }
+
+# tied_gpt DIR: DIR/text.txt, 7,200 bytes of varied text (449 windows of 16 at stride 16), and
+# DIR/gpt.json, a GPT training on it as bytes whose head is tied to its token table (pre-LayerNorm
+# blocks of attention and an MLP, width 32), with AdamW, decay groups and clipping, 2 epochs of
+# 9 steps of 48 windows.
+tied_gpt() {
+  local i
+  for i in $(seq 150); do
+    echo "line $i: $((i * 7 % 13)) foxes and $((i % 11)) dogs, then $((i * i % 17)) more."
+  done | head -c 7200 > "$1/text.txt"
+  cat > "$1/gpt.json" <<JSON
+{"seed": 7,
+ "model": {"layers": [
+   {"type": "embedding", "vocab": 256, "dim": 32, "init_std": 0.02},
+   {"type": "position_embedding", "positions": 16, "init_std": 0.02},
+   {"type": "residual", "layers": [{"type": "layernorm"}, {"type": "attention", "heads": 2, "init_std": 0.02}]},
+   {"type": "residual", "layers": [{"type": "layernorm"}, {"type": "linear", "out": 64, "init_std": 0.02},
+                                   {"type": "gelu"}, {"type": "linear", "out": 32, "init_std": 0.02}]},
+   {"type": "layernorm"},
+   {"type": "linear", "out": 256, "bias": false, "tied_to": "0.weight"}]},
+ "loss": "cross_entropy",
+ "data": {"train": {"source": "text", "path": "$1/text.txt", "encoding": "bytes", "block": 16}},
+ "sampler": {"shuffle": true, "drop_last": true},
+ "batch": {"global": 48},
+ "optimizer": {"type": "adamw", "lr": 0.003, "weight_decay": 0.1, "decay": "matrices", "clip_grad_norm": 0.5},
+ "epochs": 2}
+JSON
+}

@@ -11,27 +11,7 @@
 # combinations it cannot serve exit 2 naming the key.
 source "$(dirname "$0")/lib.sh"
 
-# 7,200 bytes of varied text: 449 windows of 16 at stride 16.
-for i in $(seq 150); do
-  echo "line $i: $((i * 7 % 13)) foxes and $((i % 11)) dogs, then $((i * i % 17)) more."
-done | head -c 7200 > "$WORK/text.txt"
-cat > "$WORK/gpt.json" <<JSON
-{"seed": 7,
- "model": {"layers": [
-   {"type": "embedding", "vocab": 256, "dim": 32, "init_std": 0.02},
-   {"type": "position_embedding", "positions": 16, "init_std": 0.02},
-   {"type": "residual", "layers": [{"type": "layernorm"}, {"type": "attention", "heads": 2, "init_std": 0.02}]},
-   {"type": "residual", "layers": [{"type": "layernorm"}, {"type": "linear", "out": 64, "init_std": 0.02},
-                                   {"type": "gelu"}, {"type": "linear", "out": 32, "init_std": 0.02}]},
-   {"type": "layernorm"},
-   {"type": "linear", "out": 256, "bias": false, "tied_to": "0.weight"}]},
- "loss": "cross_entropy",
- "data": {"train": {"source": "text", "path": "$WORK/text.txt", "encoding": "bytes", "block": 16}},
- "sampler": {"shuffle": true, "drop_last": true},
- "batch": {"global": 48},
- "optimizer": {"type": "adamw", "lr": 0.003, "weight_decay": 0.1, "decay": "matrices", "clip_grad_norm": 0.5},
- "epochs": 2}
-JSON
+tied_gpt "$WORK"
 BASE=(--quiet "$WORK/gpt.json")
 SHARD=(--set reduce.shard='"gradients"')
 

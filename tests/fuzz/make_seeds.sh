@@ -131,6 +131,17 @@ safetensors "$d/whole" "{\"__metadata__\":{\"mpiddp_checkpoint\":\"${meta//\"/\\
 safetensors "$d/weights_only" "{${tensors#,}}" "$(rep '\x00\x00\x80\x3f' 27)"
 for f in whole weights_only; do { printf '\x00'; cat "$d/$f"; } > "$d/$f.seed"; rm "$d/$f"; done
 
+# fuzz_checkpoint_parts: a first byte, then (odd) a merge patch of the genuine index of
+# checkpoint_parts_fuzz.cpp's two parts or (even) a whole index.
+d="$out/fuzz_checkpoint_parts"
+mkdir -p "$d"
+{ printf '\x01'; printf '%s' '{}'; } > "$d/genuine"
+{ printf '\x01'; printf '%s' '{"tensors":{"0.bias":{"slices":[{"part":0,"begin":0,"end":1,"checksum":"0000000000000000"},{"part":1,"begin":1,"end":2,"checksum":"0000000000000000"}]}}}'; } > "$d/slices"
+{ printf '\x01'; printf '%s' '{"tensors":{"0.weight":{"shape":[1099511627776],"slices":[{"part":0,"begin":0,"end":1099511627776,"checksum":"0000000000000000"}]}}}'; } > "$d/huge"
+{ printf '\x01'; printf '%s' '{"parts":["../x.safetensors","part-00001-of-00002-0000000000000000.safetensors"]}'; } > "$d/parts"
+{ printf '\x01'; printf '%s' '{"mpiddp_checkpoint":{"epoch":0,"optimizer_steps":"two"}}'; } > "$d/metadata"
+{ printf '\x00'; printf '%s' '{"mpiddp_checkpoint_parts":1,"id":"x","mpiddp_checkpoint":{},"parts":["p"],"tensors":{}}'; } > "$d/whole"
+
 # fuzz_order: sampler.order files, int64 [epochs, samples], for 4 samples over 2 epochs.
 d="$out/fuzz_order"
 mkdir -p "$d"

@@ -55,15 +55,18 @@ std::string checkpoint_path(const std::string& dir, int64_t step);
 // "<dir>/best": the checkpoint of the best evaluation (checkpoint.keep_best). Never one of
 // list_checkpoints', so keeping the newest K never deletes it.
 std::string best_checkpoint_path(const std::string& dir);
-// The complete checkpoints in dir, oldest first; temporary files of an interrupted write
+// The complete checkpoints in dir (files, and directories of checkpoints in parts whose index
+// has landed), oldest first; temporary files of an interrupted write
 // are not checkpoints and are skipped.
 std::vector<std::string> list_checkpoints(const std::string& dir);
 // Removes the temporary files of checkpoint writes that a killed run left in dir
-// (".step-*.safetensors.tmp", io::temporary_name) and returns their names. Rank 0, at start:
-// no other writer is running then.
+// (".step-*.safetensors.tmp", io::temporary_name) and, of checkpoints in parts
+// (checkpoint_parts.hpp), the directories whose index never landed and the files their index
+// does not name; returns their names. Rank 0, at start: no other writer is running then.
 std::vector<std::string> remove_stale_temporaries(const std::string& dir);
 // --resume PATH|latest|best|auto: "latest" is the newest checkpoint in checkpoint_dir, "best"
-// its best one, a directory means its newest checkpoint, anything else is taken as a file.
+// its best one, a checkpoint in parts is itself, another directory means its newest
+// checkpoint, anything else is taken as a file.
 // Error(kExitCheckpoint) when there is none. "auto" is "latest" when checkpoint_dir holds a
 // checkpoint, and "" (start from the beginning) when it holds none or is "".
 std::string resolve_resume_path(const std::string& spec, const std::string& checkpoint_dir);
@@ -88,6 +91,10 @@ template <typename T>
 std::string write_best_checkpoint(const config::CheckpointConfig& settings, const TrainingPosition& position,
                                   const RunIdentity& identity, const nn::Model<T>& model,
                                   optim::UpdateRule<T>& optimizer, const WriteProbes& probes = {});
+
+// Removes the oldest checkpoints of settings.dir beyond the newest settings.keep (0: none), in
+// either format (a checkpoint in parts is a directory). Rank 0.
+void prune_checkpoints(const config::CheckpointConfig& settings);
 
 // Validates a checkpoint against this run (integrity, model, dtype, config, batch geometry)
 // and restores the parameters and optimizer state. Error(kExitCheckpoint) says which check

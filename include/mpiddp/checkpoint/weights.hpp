@@ -36,6 +36,11 @@ void reject_unexpected_tensors(const io::SafetensorsFile& file,
 std::set<std::string> tensor_names(const std::vector<nn::ParameterTensor>& layout,
                                    const std::string& prefix = "");
 
+// The buffers of one type (running statistics, or counters), as a layout of offsets into
+// Model::buffer_values() or buffer_counters() that load_named_tensors understands.
+std::vector<nn::ParameterTensor> buffer_layout(const std::vector<nn::BufferTensor>& buffers,
+                                               nn::BufferType type);
+
 // The model's buffers (running statistics in its dtype, counters as I64), named as in a
 // PyTorch state_dict ("1.running_mean", "1.num_batches_tracked"), pointing into the model.
 template <typename T>

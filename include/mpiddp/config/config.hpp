@@ -33,6 +33,10 @@ struct CheckpointConfig {
   // "": no best checkpoint; else a metric (config/evaluation.hpp) whose best evaluation's
   // checkpoint is kept as "<dir>/best", beside the newest `keep`
   std::string keep_best;
+  // "file": one file per checkpoint, written by rank 0 from the whole state; "parts": a
+  // directory per checkpoint, each rank writing its part of the parameters and of the
+  // optimizer state, and an index naming every tensor's slices (checkpoint/checkpoint_parts.hpp)
+  std::string format = "file";
 };
 
 struct Config {

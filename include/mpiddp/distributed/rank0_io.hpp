@@ -16,6 +16,12 @@ namespace mpiddp::distributed {
 // (any other std::exception as an Error of kExitFailure).
 void on_rank0(distributed::Communicator& comm, const std::function<void()>& work);
 
+// Runs `work` on every rank, each on its own input (each rank's part of a checkpoint, say),
+// and shares the outcomes: when any rank failed, every rank throws the lowest failing rank's
+// Error, kEveryRank, so that no rank waits in the next collective for one that has left.
+// Collective.
+void on_every_rank(distributed::Communicator& comm, const std::function<void()>& work);
+
 // Rank 0 produces bytes (usually a file's contents); every rank returns them.
 std::vector<char> bytes_from_rank0(distributed::Communicator& comm,
                                    const std::function<std::vector<char>()>& produce);

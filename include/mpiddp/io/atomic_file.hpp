@@ -28,6 +28,13 @@ std::string temporary_name(const std::string& path);
 void write_file_atomically(const std::string& path, const std::vector<ByteSpan>& pieces,
                            const std::function<void()>& before_rename = nullptr);
 
+// Writes what `produce` appends, piece by piece, atomically as above: a file larger than
+// memory can be written one piece at a time. An error the producer throws removes the
+// temporary file and passes on.
+using AppendBytes = std::function<void(const void* data, size_t bytes)>;
+void write_file_atomically(const std::string& path, const std::function<void(const AppendBytes&)>& produce,
+                           const std::function<void()>& before_rename = nullptr);
+
 // Reads a whole file. An Error with `code` names the file, and what it is for (`role`, such
 // as "sampler.order"), when it cannot be read.
 std::vector<char> read_whole_file(const std::string& path, int code, const std::string& role = "");

@@ -14,6 +14,7 @@
 // an error that names the file and the problem, never a crash.
 #include <cstddef>
 #include <cstdint>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <string>
@@ -75,10 +76,41 @@ class SafetensorsFile {
   std::map<std::string, std::string> metadata_;
 };
 
+// A file read piece by piece: its header is read and validated as SafetensorsFile's on
+// construction, each tensor's bytes only when asked for, so that a file larger than memory
+// can be read one tensor at a time (checkpoints in parts, checkpoint/checkpoint_parts.hpp).
+class SafetensorsReader {
+ public:
+  // Throws Error(error_code) naming the file when it cannot be read or its header is malformed.
+  SafetensorsReader(std::string path, int error_code);
+  const std::string& name() const { return name_; }
+  const std::vector<StoredTensor>& tensors() const { return tensors_; }  // in header order
+  const StoredTensor* find(const std::string& tensor_name) const;
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  // The tensor's bytes as stored (tensor.end - tensor.begin of them) into out, resized.
+  void read_bytes(const StoredTensor& tensor, std::vector<char>& out);
+
+ private:
+  std::string name_;
+  int error_code_;
+  std::ifstream file_;
+  size_t data_start_ = 0;
+  std::vector<StoredTensor> tensors_;
+  std::map<std::string, std::string> metadata_;
+};
+
+// n values of `dtype` stored at source (little-endian, any alignment) into out, converted to T.
+template <typename T>
+void convert_values(const char* source, TensorDtype dtype, int64_t n, T* out);
+
 // Reads and parses a file; Error(error_code) names it when it cannot be read or is malformed.
 SafetensorsFile read_safetensors(const std::string& path, int error_code,
                                  const std::string& role = "");
 
+// The header of the file that encode_safetensors would make (its first 8 + N bytes); the
+// tensors' data pointers are not read.
+std::vector<char> encode_safetensors_header(const std::vector<TensorToWrite>& tensors,
+                                            const std::map<std::string, std::string>& metadata);
 // The complete file contents for the tensors, in the given order, with the metadata.
 // The header is padded with spaces so the data section starts 8-byte aligned.
 std::vector<char> encode_safetensors(const std::vector<TensorToWrite>& tensors,

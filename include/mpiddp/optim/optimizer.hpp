@@ -74,6 +74,13 @@ class Optimizer {
     keep_part_of(*whole);
     return result;
   }
+  // From a checkpoint in parts (checkpoint/checkpoint_parts.hpp): fill(local, begin())
+  // restores the state this rank holds, that of its part [begin(), end()) alone, so that no
+  // rank builds the whole. Local. Returns what fill returns.
+  template <typename Fill>
+  auto restore_part(Fill fill) {
+    return fill(*rule_, begin_);
+  }
   // ema.decay: puts the average of the weights in the parameters' place, all P of them on
   // every rank, as step() leaves updated parameters (this rank writes its part; sharded, the
   // parts are exchanged: a collective), keeping this rank's part of the parameters in `kept`

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "mpiddp/checkpoint/checkpoint.hpp"
 #include "mpiddp/config/config.hpp"
@@ -48,11 +49,27 @@ class Checkpointer {
   // save_weights (and the weights' average beside it with ema.decay). Collective when the
   // optimizer is sharded.
   void save_final_weights();
+  // The path of the series' checkpoint of `step`, in checkpoint.format's form.
+  std::string series_path(int64_t step) const;
 
  private:
+  // checkpoint.format "parts" (checkpoint/checkpoint_parts.hpp), else one file.
+  bool in_parts() const;
+  // Restoring resumed_from_, a file or a checkpoint in parts. Collective.
+  checkpoint::TrainingPosition restore_file();
+  checkpoint::TrainingPosition restore_parts();
   // Rank 0's part: the file from the whole optimizer state, and its log record.
   void write_file(const checkpoint::TrainingPosition& position, optim::UpdateRule<T>& whole,
                   std::chrono::steady_clock::time_point start, const std::optional<io::Json>& best);
+  // The checkpoint in parts of `position`: every rank's part, then rank 0's index, and the
+  // log record. Collective; a failure anywhere is every rank's.
+  void write_parts(const checkpoint::TrainingPosition& position, std::chrono::steady_clock::time_point start,
+                   const std::optional<io::Json>& best);
+  // The elements of the flat parameter buffer whose state this rank writes in parts.
+  std::pair<Index, Index> part_range() const;
+  // The checkpoint's trace span and log record.
+  void record_written(const std::string& path, const checkpoint::TrainingPosition& position,
+                      std::chrono::steady_clock::time_point start, const std::optional<io::Json>& best);
 
   const config::Config& config_;
   distributed::Communicator& comm_;
