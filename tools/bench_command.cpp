@@ -113,8 +113,7 @@ io::Json needed_mb_by_shard(const train::Trainer<T>& trainer, const config::Conf
       by_shard[mode] = nullptr;
       continue;
     }
-    const distributed::ShardScope scope = distributed::shard_scope(comm, variant.reduce.shard_optimizer, shares,
-                                                                   compressed, variant.reduce.shard_gradients);
+    const distributed::ShardScope scope = train::step_shard_scope(variant, comm, shares, compressed);
     by_shard[mode] =
         train::mebibytes(train::memory_need_in_scope(variant, comm, scope, compressed, trainer.memory_facts()).total());
   }

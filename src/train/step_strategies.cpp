@@ -18,13 +18,13 @@ std::optional<ConfigError> optimizer_shard_refusal(const config::Config& c, cons
                                                    bool shares_node_memory) {
   // reduce.shard "optimizer" needs every rank to hold the same averaged gradients before the
   // update (Note [the optimizer sharded across a node]) and the parts to pair up among nodes.
+  // Deterministic mode's step leaves them so (its exact sum, whole on every rank), and the
+  // update is elementwise and clipping's norm exact from the parts: the same bits sharded.
   // Deterministic mode's own refusals (sync off, injected faults, compression) are the
   // config's (deterministic_config.cpp): they do not depend on the world.
   const std::string shard = config::shard_key_path(c);  // as the user spelled it
   if (!c.sync)
     return ConfigError(shard, "needs sync true: with sync off each rank updates its own replica with all its state");
-  if (c.deterministic.enabled)
-    return ConfigError(shard, "is not supported with deterministic.enabled; set one of them to false");
   if (!comm.node_parts_usable())
     return ConfigError(shard, "needs the same number of ranks on every node");
   // One rank per node: the optimizer is sharded across the leaders, whose float32
@@ -51,6 +51,11 @@ namespace {
 std::optional<ConfigError> gradient_shard_refusal(const config::Config& c, const distributed::Communicator& comm,
                                                   bool shares_node_memory) {
   if (std::optional<ConfigError> refusal = optimizer_shard_refusal(c, comm, shares_node_memory)) return refusal;
+  // Deterministic mode sums the whole gradient exactly (its chunks' terms on a fixed-point
+  // grid), not a unit at a time into parts.
+  if (c.deterministic.enabled)
+    return ConfigError("reduce.shard", "\"gradients\" is not supported with deterministic.enabled (its exact sum is of "
+                                       "the whole gradient); use reduce.shard \"optimizer\", which gives the same bits");
   // ZeRO-2 sums each unit into its owners' parts (Note [gradients staged by unit]): across the
   // world's parts, whose sum on a node of several ranks runs through the node's shared memory,
   // uncompressed.
@@ -76,6 +81,16 @@ std::optional<ConfigError> shard_refusal(const config::Config& c, const distribu
   if (c.reduce.shard_gradients) return gradient_shard_refusal(c, comm, shares_node_memory);
   if (c.reduce.shard_optimizer) return optimizer_shard_refusal(c, comm, shares_node_memory);
   return std::nullopt;
+}
+
+distributed::ShardScope step_shard_scope(const config::Config& c, const distributed::Communicator& comm,
+                                         bool shares_node_memory, bool compressed) {
+  // Deterministic mode's step keeps each rank's own parameters (it places none in the node's
+  // shared window: SynchronizedStep does), and the world's parts on nodes of several ranks
+  // are exchanged through that window.
+  const bool parameters_in_node_memory = shares_node_memory && !c.deterministic.enabled;
+  return distributed::shard_scope(comm, c.reduce.shard_optimizer, parameters_in_node_memory, compressed,
+                                  c.reduce.shard_gradients);
 }
 
 void check_modes_combine(const config::Config& c, const distributed::Communicator& comm, bool shares_node_memory) {

@@ -144,9 +144,7 @@ Trainer<T>::Trainer(const config::Config& config, distributed::Communicator& com
   const bool shares_node_memory = replica_.reducer.shares_node_memory();
   const bool compressed = replica_.reducer.compression() != distributed::Compression::kNone;
   check_modes_combine(config, comm, shares_node_memory);
-  const distributed::ShardScope scope =
-      distributed::shard_scope(comm, config.reduce.shard_optimizer, shares_node_memory, compressed,
-                               config.reduce.shard_gradients);
+  const distributed::ShardScope scope = step_shard_scope(config, comm, shares_node_memory, compressed);
   // What this rank will hold, against memory.limit_mb before any of it is allocated.
   memory_facts_ = rank_memory_facts<T>(config, input_shape, data_, eval ? &*eval : nullptr, comm.size());
   memory_need_ = memory_need_in_scope(config, comm, scope, compressed, memory_facts_);
