@@ -14,10 +14,8 @@ template <typename T>
 Model<T>::Model(const Shape& input, const std::vector<LayerSpec>& specs, Index max_batch,
                           Index reserved_gradient_slots)
     : input_shape_(input), stack_(specs, input), max_batch_(max_batch) {
-  for (const TensorSpec& t : stack_.parameters()) {
-    tensors_.push_back({t.name, parameter_count_, t.shape});
-    parameter_count_ += shape_size(t.shape);
-  }
+  tensors_ = parameter_layout(stack_);
+  parameter_count_ = nn::parameter_count(stack_);
   tie_tensors();
   Index values = 0, counters = 0;
   for (const BufferSpec& b : stack_.buffers()) {
@@ -46,18 +44,16 @@ Model<T>::Model(const Shape& input, const std::vector<LayerSpec>& specs, Index m
   stack_.bind(memory(gradients_));
 }
 
-// Each tied tensor must name an earlier layer's tensor of the shape the layer needs. Its
-// gradients then have two writers: the owner's whole layer (in the top stack) adds to
-// them, never overwrites, and is cleared before a pass that overwrites the others.
-template <typename T>
-void Model<T>::tie_tensors() {
-  std::vector<std::pair<Index, Index>> shared;
-  for (const TiedTensor& tie : stack_.tied_tensors()) {
-    const auto target = std::find_if(tensors_.begin(), tensors_.end(),
+std::vector<ParameterTensor> resolve_ties(const std::vector<ParameterTensor>& layout,
+                                          const std::vector<TiedTensor>& ties) {
+  // Each tied tensor must name an earlier layer's tensor of the shape the layer needs.
+  std::vector<ParameterTensor> tied;
+  for (const TiedTensor& tie : ties) {
+    const auto target = std::find_if(layout.begin(), layout.end(),
                                      [&](const ParameterTensor& t) { return t.name == tie.target; });
-    if (target == tensors_.end()) {
+    if (target == layout.end()) {
       std::string names;
-      for (const auto& t : tensors_) names += (names.empty() ? "" : ", ") + t.name;
+      for (const auto& t : layout) names += (names.empty() ? "" : ", ") + t.name;
       throw ConfigError(tie.key, "'" + tie.target + "' names no tensor of the model; its tensors are " + names);
     }
     if (target->shape != tie.shape)
@@ -66,9 +62,24 @@ void Model<T>::tie_tensors() {
     if (target->offset >= tie.position)
       throw ConfigError(tie.key, "'" + tie.target + "' is not an earlier layer's tensor; a layer can use the "
                                      "tensor of a layer before it only");
-    tied_.push_back({tie.name, target->offset, target->shape});
-    shared.emplace_back(target->offset, target->offset + target->size());
+    tied.push_back({tie.name, target->offset, target->shape});
   }
+  return tied;
+}
+
+size_t layer_holding(const std::vector<Index>& bounds, Index at) {
+  size_t l = 0;
+  while (bounds[l + 1] <= at) ++l;
+  return l;
+}
+
+// A tied tensor's gradients have two writers: the owner's whole layer (in the top stack) adds
+// to them, never overwrites, and is cleared before a pass that overwrites the others.
+template <typename T>
+void Model<T>::tie_tensors() {
+  tied_ = resolve_ties(tensors_, stack_.tied_tensors());
+  std::vector<std::pair<Index, Index>> shared;
+  for (const ParameterTensor& t : tied_) shared.emplace_back(t.offset, t.offset + t.size());
   stack_.share_gradients(shared);
 }
 
@@ -129,10 +140,8 @@ void Model<T>::bind_layers() {
   // A tensor's gradient lies in its layer's memory, at its place within the layer.
   const std::vector<Index>& bounds = stack_.layer_parameter_offsets();
   for (size_t t = 0; t < tensors_.size(); ++t) {
-    const Index at = tensors_[t].offset;
-    size_t l = 0;
-    while (bounds[l + 1] <= at) ++l;
-    tensor_gradients_[t] = layer_gradients_[l] + (at - bounds[l]);
+    const size_t l = layer_holding(bounds, tensors_[t].offset);
+    tensor_gradients_[t] = layer_gradients_[l] + (tensors_[t].offset - bounds[l]);
   }
   stack_.bind(m, layer_gradients_);
 }

@@ -41,6 +41,28 @@ Index parameter_count(const Sequential<T>& stack) {
   return count;
 }
 
+// The stack's trained tensors laid out in one buffer, in order: each one's name, offset and
+// shape (the Model's tensors()).
+template <typename T>
+std::vector<ParameterTensor> parameter_layout(const Sequential<T>& stack) {
+  std::vector<ParameterTensor> layout;
+  Index offset = 0;
+  for (const TensorSpec& t : stack.parameters()) {
+    layout.push_back({t.name, offset, t.shape});
+    offset += shape_size(t.shape);
+  }
+  return layout;
+}
+
+// The tied tensors found in the layout: each under the layer's name for it, at its target's
+// offset and shape (the Model's tied_tensors()). ConfigError naming the tie's key when its
+// target is no tensor of the layout, has another shape, or is not an earlier layer's.
+std::vector<ParameterTensor> resolve_ties(const std::vector<ParameterTensor>& layout,
+                                          const std::vector<TiedTensor>& ties);
+
+// The layer whose parameters [bounds[l], bounds[l + 1]) hold offset `at` (at < bounds.back()).
+size_t layer_holding(const std::vector<Index>& bounds, Index at);
+
 // The model's own layers as units of its parameter buffer: layer l holds [bounds[l],
 // bounds[l + 1]) (a residual with its whole body), and tied[l] says whether a later layer is
 // tied to one of its tensors, so that its gradients have a second writer (Model::tie_tensors).
@@ -52,17 +74,8 @@ struct LayerUnits {
 template <typename T>
 LayerUnits layer_units(const Sequential<T>& stack) {
   LayerUnits units{stack.layer_parameter_offsets(), std::vector<char>(stack.size(), 0)};
-  std::vector<std::pair<std::string, Index>> offsets;  // each tensor's name and offset
-  Index offset = 0;
-  for (const TensorSpec& t : stack.parameters()) {
-    offsets.emplace_back(t.name, offset);
-    offset += shape_size(t.shape);
-  }
-  for (const TiedTensor& tie : stack.tied_tensors())
-    for (const auto& [name, at] : offsets)
-      if (name == tie.target)
-        for (size_t l = 0; l < stack.size(); ++l)
-          if (units.bounds[l] <= at && at < units.bounds[l + 1]) units.tied[l] = 1;
+  for (const ParameterTensor& tied : resolve_ties(parameter_layout(stack), stack.tied_tensors()))
+    units.tied[layer_holding(units.bounds, tied.offset)] = 1;
   return units;
 }
 
