@@ -11,6 +11,7 @@
 #include "command_args.hpp"
 #include "commands.hpp"
 #include "mpiddp/checkpoint/checkpoint.hpp"
+#include "mpiddp/checkpoint/checkpoint_parts.hpp"
 #include "mpiddp/config/config.hpp"
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/inference/text_generator.hpp"
@@ -66,6 +67,9 @@ int generate_command(int argc, char** argv) {
     const std::string path = std::filesystem::is_directory(args.weights)
                                  ? checkpoint::resolve_resume_path(args.weights, "")
                                  : args.weights;
+    if (checkpoint::is_parts_checkpoint(path))
+      throw Error(kExitCheckpoint, "'" + path + "' is a checkpoint in parts: export its weights first "
+                                   "(mpiddp export " + path + " W.safetensors) and generate from W.safetensors");
     std::optional<io::Json> config;
     if (!args.config.empty()) config = config::read_config_file(args.config);
     const auto generator = inference::load_text_generator(path, config ? &*config : nullptr);

@@ -102,10 +102,8 @@ void check_vocabulary(const std::string& carried, const RunIdentity& identity, c
 
 void prune_checkpoints(const config::CheckpointConfig& settings) {
   if (settings.keep <= 0) return;
-  std::error_code error;
   const auto all = list_checkpoints(settings.dir);
-  // A checkpoint that cannot be removed is only wasted space; one in parts is a directory.
-  for (size_t i = 0; i + static_cast<size_t>(settings.keep) < all.size(); ++i) fs::remove_all(all[i], error);
+  for (size_t i = 0; i + static_cast<size_t>(settings.keep) < all.size(); ++i) remove_checkpoint(all[i]);
 }
 
 template <typename T>
@@ -125,8 +123,7 @@ std::string write_best_checkpoint(const config::CheckpointConfig& settings, cons
                                   optim::UpdateRule<T>& optimizer, const WriteProbes& probes) {
   const std::string path = best_checkpoint_path(settings.dir);
   write_training_state(path, settings, position, identity, model, optimizer, probes.before_rename);
-  std::error_code error;
-  fs::remove_all(best_parts_path(settings.dir), error);  // a best in parts of checkpoint.format's other value
+  remove_checkpoint(best_parts_path(settings.dir));  // a best in parts of checkpoint.format's other value
   return path;
 }
 

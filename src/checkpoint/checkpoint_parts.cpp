@@ -23,9 +23,11 @@
 //     name and its metadata): a damaged part, a missing one, or one of another checkpoint
 //     copied in is refused, naming the file, when it is read; the index's slices must cover
 //     every tensor exactly once.
-//   - The best checkpoint is rewritten in place: its parts' names carry the write's id, so a
-//     new write never overwrites the parts the current index names, and the old ones are
-//     removed only after the new index has landed.
+//   - The best checkpoint is rewritten in place: its parts' names carry the write's id, which
+//     a number drawn afresh for each write makes unique (a run restarted from an earlier
+//     checkpoint writes the same step's best again), so a new write never overwrites the
+//     parts the current index names, and the old ones are removed only after the new index
+//     has landed.
 #include "mpiddp/checkpoint/checkpoint_parts.hpp"
 
 #include <algorithm>
@@ -54,6 +56,9 @@ constexpr const char* kIndexName = "index.json";
 constexpr const char* kIndexKey = "mpiddp_checkpoint_parts";  // the index format's version
 constexpr int kIndexVersion = 1;
 constexpr const char* kPartMetadataKey = "mpiddp_checkpoint_part";
+// The most elements an index may give one tensor: 2^40, far beyond a model that trains here,
+// and small enough that its bytes and every offset into them fit in 64 bits.
+constexpr uint64_t kMaxTensorElements = uint64_t{1} << 40;
 
 std::string part_file_name(int part, int parts, const std::string& id) {
   char name[96];
@@ -102,15 +107,30 @@ std::string range_text(int64_t begin, int64_t end) {
   return "[" + std::to_string(begin) + ", " + std::to_string(end) + ")";
 }
 
-// The names of a checkpoint's tensors, in a file checkpoint's order.
+// A checkpoint's tensors, name and shape, in a file checkpoint's order: the parameters, the
+// tied names, the buffers, and each optimizer state buffer (by name) laid out as the parameters.
 template <typename T>
-std::vector<std::string> tensor_order(const nn::Model<T>& model, optim::UpdateRule<T>& local) {
+std::vector<std::pair<std::string, std::vector<int64_t>>> state_tensors(const nn::Model<T>& model,
+                                                                        const std::vector<std::string>& buffers) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> tensors;
+  auto add = [&](const std::string& name, const std::vector<Index>& shape) {
+    tensors.emplace_back(name, std::vector<int64_t>(shape.begin(), shape.end()));
+  };
+  for (const auto& t : model.tensors()) add(t.name, t.shape);
+  for (const auto& t : model.tied_tensors()) add(t.name, t.shape);
+  for (const auto& b : model.buffer_tensors()) add(b.name, b.shape);
+  for (const auto& buffer : buffers)
+    for (const auto& t : model.tensors()) add(kOptimizerPrefix + buffer + "." + t.name, t.shape);
+  return tensors;
+}
+
+// The names of the optimizer's state buffers (momentum_buffer, exp_avg, ..., ema) from a
+// rule over any part: a rule over an empty part holds no buffer of its own, but its type and
+// ema say which it would hold.
+template <typename T>
+std::vector<std::string> state_buffer_names(optim::UpdateRule<T>& rule) {
   std::vector<std::string> names;
-  for (const auto& t : model.tensors()) names.push_back(t.name);
-  for (const auto& t : model.tied_tensors()) names.push_back(t.name);
-  for (const auto& b : model.buffer_tensors()) names.push_back(b.name);
-  for (const auto& buffer : local.state_buffers())
-    for (const auto& t : model.tensors()) names.push_back(kOptimizerPrefix + buffer.name + "." + t.name);
+  for (const auto& buffer : rule.state_buffers()) names.push_back(buffer.name);
   return names;
 }
 
@@ -131,9 +151,10 @@ bool is_parts_checkpoint(const std::string& path) {
   return fs::is_directory(path, error) && fs::is_regular_file(parts_index_path(path), error);
 }
 
-std::string parts_write_id(const RunIdentity& identity, const std::string& checkpoint, int64_t step) {
+std::string parts_write_id(const RunIdentity& identity, const std::string& checkpoint, int64_t step, uint64_t nonce) {
   const std::string what = identity.config.dump() + "\n" + identity.model + "\n" + std::to_string(identity.world_size) +
-                           "\n" + fs::path(checkpoint).filename().string() + "\n" + std::to_string(step);
+                           "\n" + fs::path(checkpoint).filename().string() + "\n" + std::to_string(step) + "\n" +
+                           std::to_string(nonce);
   return hex64(fnv1a(what));
 }
 
@@ -174,8 +195,7 @@ template <typename T>
 void write_parts_index(const std::string& checkpoint, const std::string& id, const TrainingPosition& position,
                        const RunIdentity& identity, const nn::Model<T>& model, optim::UpdateRule<T>& local,
                        const std::vector<io::Json>& parts, const std::function<void()>& before_rename) {
-  io::Json buffers = io::Json::array();
-  for (const auto& buffer : local.state_buffers()) buffers.push_back(buffer.name);
+  const std::vector<std::string> buffers = state_buffer_names(local);
   io::Json state = detail::checkpoint_state(position, identity, local.steps(), buffers);
   if (!position.evaluations.is_null()) state["evaluations"] = position.evaluations;
 
@@ -194,12 +214,14 @@ void write_parts_index(const std::string& checkpoint, const std::string& id, con
   // In a file checkpoint's order (the parameters, the tied names, the buffers, the optimizer's
   // state), so that an export of either format writes the same bytes.
   io::Json tensors = io::Json::object();
-  for (const auto& name : tensor_order(model, local)) {
+  for (const auto& [name, shape] : state_tensors(model, buffers)) {
     auto found = described.find(name);
     if (found == described.end()) throw Error(kExitFailure, "checkpoint in parts: no part holds tensor '" + name + "'");
     tensors[name] = std::move(found->second);
     described.erase(found);
   }
+  // A state buffer that rank 0's part lacks (none today: part 0 is never empty) still goes in.
+  for (auto& [name, entry] : described) tensors[name] = std::move(entry);
   io::Json index = {{kIndexKey, kIndexVersion}, {"id", id}, {"mpiddp_checkpoint", state}};
   if (!identity.vocabulary.empty()) index["vocabulary"] = identity.vocabulary;
   index["parts"] = files;
@@ -212,13 +234,16 @@ void write_parts_index(const std::string& checkpoint, const std::string& id, con
 
 std::vector<std::string> remove_unindexed_files(const std::string& checkpoint) {
   std::vector<std::string> removed;
-  std::error_code error;
-  const auto bytes = io::read_whole_file(parts_index_path(checkpoint), kExitCheckpoint);
-  const io::Json index = io::Json::parse(bytes.begin(), bytes.end(), nullptr, /*allow_exceptions=*/false);
-  if (!index.is_object() || !index.contains("parts") || !index["parts"].is_array()) return removed;  // not ours to judge
   std::set<std::string> named = {kIndexName};
-  for (const auto& f : index["parts"])
-    if (f.is_string()) named.insert(f.get<std::string>());
+  try {
+    // Only an index this version reads names what is kept: a damaged one, or one of a later
+    // format, leaves the directory as it is.
+    const PartsCheckpoint index(checkpoint, io::read_whole_file(parts_index_path(checkpoint), kExitCheckpoint));
+    for (const auto& file : index.part_files()) named.insert(file);
+  } catch (const Error&) {
+    return removed;
+  }
+  std::error_code error;
   for (const auto& entry : fs::directory_iterator(checkpoint, error)) {
     const std::string name = entry.path().filename().string();
     if (!named.count(name) && entry.is_regular_file(error) && fs::remove(entry.path(), error)) removed.push_back(name);
@@ -253,7 +278,6 @@ PartsCheckpoint::PartsCheckpoint(std::string checkpoint, const std::vector<char>
       refuse(index_path_, "corrupt: a part's name " + f.dump() + " is not a file name in the checkpoint's directory");
     part_files_.push_back(f.get<std::string>());
   }
-  readers_.resize(part_files_.size());
   if (!parsed.contains("tensors") || !parsed["tensors"].is_object())
     refuse(index_path_, "corrupt: the index has no tensors");
   const int64_t parts = static_cast<int64_t>(part_files_.size());
@@ -267,11 +291,13 @@ PartsCheckpoint::PartsCheckpoint(std::string checkpoint, const std::vector<char>
     tensor.dtype = dtype_from_name(entry["dtype"].get<std::string>(), index_path_, where);
     tensor.elements = 1;
     for (const auto& d : entry["shape"]) {
-      if (!d.is_number_unsigned() || d.get<uint64_t>() > (uint64_t{1} << 40))
-        refuse(index_path_, "corrupt: " + where + " has the shape " + entry["shape"].dump());
-      tensor.shape.push_back(d.get<int64_t>());
-      tensor.elements *= tensor.shape.back();
-      if (tensor.elements > (int64_t{1} << 40)) refuse(index_path_, "corrupt: " + where + " is impossibly large");
+      if (!d.is_number_unsigned()) refuse(index_path_, "corrupt: " + where + " has the shape " + entry["shape"].dump());
+      // Checked before it multiplies, so that no product of extents wraps.
+      const uint64_t extent = d.get<uint64_t>();
+      if (extent != 0 && static_cast<uint64_t>(tensor.elements) > kMaxTensorElements / extent)
+        refuse(index_path_, "corrupt: " + where + " of shape " + entry["shape"].dump() + " is impossibly large");
+      tensor.shape.push_back(static_cast<int64_t>(extent));
+      tensor.elements *= static_cast<int64_t>(extent);
     }
     for (const auto& s : entry["slices"]) {
       if (!s.is_object()) refuse(index_path_, "corrupt: a slice of " + where + " is not an object");
@@ -309,14 +335,16 @@ PartsCheckpoint::PartsCheckpoint(std::string checkpoint, const std::vector<char>
 }
 
 io::SafetensorsReader& PartsCheckpoint::part(int index) {
-  auto& reader = readers_[static_cast<size_t>(index)];
-  if (reader) return *reader;
+  // One part open at a time: a rank reads every part's parameters, and a checkpoint of a
+  // thousand ranks would otherwise hold a thousand files open.
+  if (reader_ && reader_index_ == index) return *reader_;
+  reader_.reset();
   const std::string file = (fs::path(path_) / part_files_[static_cast<size_t>(index)]).string();
   std::error_code error;
   if (!fs::is_regular_file(file, error))
     refuse(file, "a missing part: the index '" + index_path_ + "' names it as part " + std::to_string(index) + " of " +
                      std::to_string(part_files_.size()));
-  reader = std::make_unique<io::SafetensorsReader>(file, kExitCheckpoint);
+  auto reader = std::make_unique<io::SafetensorsReader>(file, kExitCheckpoint);
   const auto meta = reader->metadata().find(kPartMetadataKey);
   const io::Json identity = meta == reader->metadata().end()
                                 ? io::Json()
@@ -329,7 +357,9 @@ io::SafetensorsReader& PartsCheckpoint::part(int index) {
   if (identity["part"] != index)
     refuse(file, "it says it is part " + identity["part"].dump() + ", the index '" + index_path_ +
                      "' names it as part " + std::to_string(index));
-  return *reader;
+  reader_ = std::move(reader);
+  reader_index_ = index;
+  return *reader_;
 }
 
 template <typename T>
@@ -387,15 +417,16 @@ TrainingPosition restore_parts(PartsCheckpoint& checkpoint, const RunIdentity& i
     detail::check_vocabulary(checkpoint.vocabulary(), identity, index);
 
     // The index holds exactly the model's tensors and the optimizer's, in the model's shapes.
-    std::map<std::string, std::vector<int64_t>> expected;
-    auto expect = [&](const std::vector<nn::ParameterTensor>& layout, const std::string& prefix) {
-      for (const auto& t : layout) expected[prefix + t.name] = std::vector<int64_t>(t.shape.begin(), t.shape.end());
-    };
-    expect(model.tensors(), "");
-    expect(model.tied_tensors(), "");
-    for (const auto& b : model.buffer_tensors()) expected[b.name] = std::vector<int64_t>(b.shape.begin(), b.shape.end());
+    // The optimizer's buffers are the writer's (checked equal to this run's by the config):
+    // this rank's part may be empty, and a rule over an empty part holds none.
+    std::vector<std::string> buffer_names;
+    for (const auto& name : state.at("optimizer_buffers")) buffer_names.push_back(name.get<std::string>());
     const auto buffers = local.state_buffers();
-    for (const auto& buffer : buffers) expect(model.tensors(), kOptimizerPrefix + buffer.name + ".");
+    for (const auto& buffer : buffers)
+      if (std::find(buffer_names.begin(), buffer_names.end(), buffer.name) == buffer_names.end())
+        refuse(index, "it lacks the optimizer's state '" + buffer.name + "'");
+    std::map<std::string, std::vector<int64_t>> expected;
+    for (auto& [name, shape] : state_tensors(model, buffer_names)) expected[name] = std::move(shape);
     std::string missing, extra;
     for (const auto& [name, shape] : expected) {
       const auto found = checkpoint.tensors().find(name);

@@ -54,6 +54,14 @@ std::vector<std::string> list_checkpoints(const std::string& dir) {
   return paths;
 }
 
+void remove_checkpoint(const std::string& path) {
+  std::error_code error;
+  // A checkpoint in parts loses its index first: a kill halfway leaves a directory that is no
+  // checkpoint (and that the next start clears), never one that looks whole but lacks parts.
+  if (fs::is_directory(path, error)) fs::remove(parts_index_path(path), error);
+  fs::remove_all(path, error);  // a checkpoint that cannot be removed is only wasted space
+}
+
 std::vector<std::string> remove_stale_temporaries(const std::string& dir) {
   std::vector<std::string> removed;
   std::error_code error;
@@ -90,9 +98,15 @@ std::string resolve_resume_path(const std::string& spec, const std::string& chec
       throw Error(kExitConfig, "--resume best needs checkpoint.dir in the config (or give "
                                "the checkpoint's path)");
     const std::string best = best_checkpoint_path(checkpoint_dir);
-    // The best checkpoint in parts, when checkpoint.format is "parts" (writing one format's best
-    // removes the other's).
-    if (is_parts_checkpoint(best_parts_path(checkpoint_dir))) return best_parts_path(checkpoint_dir);
+    // The best checkpoint in parts, when checkpoint.format is "parts". Writing one format's best
+    // removes the other's; a kill between the two leaves both, and the newer is the best.
+    const std::string parts = best_parts_path(checkpoint_dir);
+    if (is_parts_checkpoint(parts)) {
+      std::error_code error;
+      const bool file_newer = fs::is_regular_file(best, error) &&
+                              fs::last_write_time(best, error) > fs::last_write_time(parts_index_path(parts), error);
+      return file_newer ? best : parts;
+    }
     if (!fs::is_regular_file(best))
       throw Error(kExitCheckpoint, "--resume best: no best checkpoint '" + best +
                                        "' (checkpoint.keep_best writes it at the first evaluation)");

@@ -157,6 +157,12 @@ void parse_layout(const char* header_text, uint64_t header_bytes, uint64_t data_
          " bytes after the last tensor (damaged file?)");
 }
 
+const StoredTensor* find_tensor(const std::vector<StoredTensor>& tensors, const std::string& name) {
+  for (const auto& t : tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
 // The header's length from a file's first 8 bytes, checked against the file's size.
 template <typename Fail>
 uint64_t header_length(const char* first8, uint64_t size, Fail fail) {
@@ -205,9 +211,7 @@ SafetensorsReader::SafetensorsReader(std::string path, int error_code)
 }
 
 const StoredTensor* SafetensorsReader::find(const std::string& tensor_name) const {
-  for (const auto& t : tensors_)
-    if (t.name == tensor_name) return &t;
-  return nullptr;
+  return find_tensor(tensors_, tensor_name);
 }
 
 void SafetensorsReader::read_bytes(const StoredTensor& tensor, std::vector<char>& out) {
@@ -220,9 +224,7 @@ void SafetensorsReader::read_bytes(const StoredTensor& tensor, std::vector<char>
 }
 
 const StoredTensor* SafetensorsFile::find(const std::string& tensor_name) const {
-  for (const auto& t : tensors_)
-    if (t.name == tensor_name) return &t;
-  return nullptr;
+  return find_tensor(tensors_, tensor_name);
 }
 
 namespace {

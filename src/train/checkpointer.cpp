@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <random>
 #include <filesystem>
 #include <system_error>
 #include <utility>
@@ -180,7 +182,14 @@ void Checkpointer<T>::write_parts(const checkpoint::TrainingPosition& position,
     if (static_cast<int>(r) == comm_.rank()) mine = parts;
     ++parts;
   }
-  const std::string id = checkpoint::parts_write_id(identity_, path, position.step);
+  // A number drawn by rank 0 for this write makes its id unique (Note [checkpoints in parts]).
+  const std::vector<char> drawn = distributed::bytes_from_rank0(comm_, [] {
+    const uint64_t nonce = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+    return std::vector<char>(reinterpret_cast<const char*>(&nonce), reinterpret_cast<const char*>(&nonce) + 8);
+  });
+  uint64_t nonce = 0;
+  std::memcpy(&nonce, drawn.data(), sizeof nonce);
+  const std::string id = checkpoint::parts_write_id(identity_, path, position.step, nonce);
   std::string described;
   distributed::on_every_rank(comm_, [&] {
     if (mine < 0) return;
@@ -195,9 +204,8 @@ void Checkpointer<T>::write_parts(const checkpoint::TrainingPosition& position,
       if (!d.empty()) written.push_back(io::Json::parse(d));
     checkpoint::write_parts_index(path, id, position, identity_, model_, optimizer_.local(), written,
                                   probes.before_rename);
-    std::error_code error;
     if (best) {
-      std::filesystem::remove(checkpoint::best_checkpoint_path(dir), error);  // a best file of checkpoint.format "file"
+      checkpoint::remove_checkpoint(checkpoint::best_checkpoint_path(dir));  // a best file of checkpoint.format "file"
     } else {
       if (probes.before_pruning) probes.before_pruning();
       checkpoint::prune_checkpoints(config_.checkpoint);

@@ -57,6 +57,7 @@ struct Written {
     for (Index i = 0; i < model.buffer_value_count(); ++i) model.buffer_values()[i] = 0.25 * static_cast<double>(i + 1);
     for (Index i = 0; i < model.buffer_counter_count(); ++i) model.buffer_counters()[i] = 40 + i;
     rule = optim::make_update_rule<double>(adam(), model.parameter_count());
+    rule->keep_average(0.9, 1);  // ema's average: a third state buffer
     double value = 1.0;
     for (auto& buffer : rule->state_buffers())
       for (double& v : *buffer.values) v = (value += 0.125);
@@ -65,7 +66,7 @@ struct Written {
     position.epoch = 2;
     position.batch = 3;
     position.step = step;
-    const std::string id = parts_write_id(identity, dir, step);
+    const std::string id = parts_write_id(identity, dir, step, 0);
     const Index cuts[4] = {0, 5, 19, model.parameter_count()};
     std::vector<io::Json> parts;
     for (int p = 0; p < 3; ++p)
@@ -82,6 +83,7 @@ std::vector<char> index_of(const std::string& dir) {
 std::string refusal(const Written& w, const std::vector<char>& index) {
   nn::Model<double> model({3}, kSpecs, 2);
   auto rule = optim::make_update_rule<double>(adam(), model.parameter_count());
+  rule->keep_average(0.9, 1);  // as the writer's
   try {
     PartsCheckpoint parts(w.dir, index);
     restore_parts(parts, w.identity, model, *rule, 0);
@@ -100,6 +102,7 @@ TEST(CheckpointParts, ARankWhosePartIsCutElsewhereRestoresItsPartBitForBit) {
   nn::Model<double> model({3}, kSpecs, 2);
   model.initialize(99);
   auto local = optim::make_update_rule<double>(adam(), 20);
+  local->keep_average(0.9, 1);
   PartsCheckpoint parts(w.dir, index_of(w.dir));
   const TrainingPosition position = restore_parts(parts, w.identity, model, *local, 3);
   EXPECT_EQ(position.epoch, 2);
@@ -112,9 +115,22 @@ TEST(CheckpointParts, ARankWhosePartIsCutElsewhereRestoresItsPartBitForBit) {
     EXPECT_EQ(model.buffer_counters()[i], w.model.buffer_counters()[i]);
   auto whole = w.rule->state_buffers();
   auto held = local->state_buffers();
-  ASSERT_EQ(held.size(), 2u);  // exp_avg, exp_avg_sq
+  ASSERT_EQ(held.size(), 3u);  // exp_avg, exp_avg_sq, ema
   for (size_t b = 0; b < held.size(); ++b)
     for (Index i = 0; i < 20; ++i) EXPECT_EQ((*held[b].values)[i], (*whole[b].values)[3 + i]) << held[b].name << " " << i;
+}
+
+TEST(CheckpointParts, ARankWhosePartIsEmptyRestoresTheParametersAlone) {
+  // The last of many ranks over few parameters holds no state: its rule has no buffer of
+  // its own (ema's average is empty), yet the checkpoint's are this run's.
+  const Written w("parts_empty");
+  nn::Model<double> model({3}, kSpecs, 2);
+  auto local = optim::make_update_rule<double>(adam(), 0);
+  local->keep_average(0.9, 1);
+  PartsCheckpoint parts(w.dir, index_of(w.dir));
+  restore_parts(parts, w.identity, model, *local, 34);
+  EXPECT_EQ(std::memcmp(model.parameters(), w.model.parameters(), 34 * sizeof(double)), 0);
+  EXPECT_EQ(local->steps(), 7);
 }
 
 TEST(CheckpointParts, TheIndexListsEachTensorsSlicesInAFileCheckpointsOrder) {
@@ -129,7 +145,7 @@ TEST(CheckpointParts, TheIndexListsEachTensorsSlicesInAFileCheckpointsOrder) {
   EXPECT_EQ(weight.slices[1].begin, 5);
   EXPECT_EQ(weight.slices[1].end, 12);
   EXPECT_EQ(parts.names().front(), "0.weight");
-  EXPECT_EQ(parts.names().back(), "optimizer.exp_avg_sq.3.bias");
+  EXPECT_EQ(parts.names().back(), "optimizer.ema.3.bias");
   EXPECT_EQ(parts.tensors().at("1.num_batches_tracked").dtype, io::TensorDtype::kI64);
 }
 

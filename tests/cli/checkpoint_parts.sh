@@ -66,6 +66,12 @@ cmp -s <(tensor_bytes "$WORK/g2.safetensors") <(tensor_bytes "$WORK/file2.safete
 cmp -s <(tensor_bytes "$WORK/g2.ema.safetensors") <(tensor_bytes "$WORK/file2.ema.safetensors") ||
   fail "export: the parts' average differs from the file checkpoint's"
 
+# mpiddp generate takes weights: a checkpoint in parts is named, with the export to make.
+expect_checkpoint_refusal "generate from parts" "is a checkpoint in parts: export its weights first" \
+  "$MPIDDP" generate "$WORK/g2/$ck6.parts" --prompt "line" --tokens 4
+"$MPIDDP" generate "$WORK/g2.safetensors" --config "$WORK/gpt.json" --prompt "line" --tokens 4 > /dev/null ||
+  fail "generate from the parts' exported weights failed"
+
 # Written at N under one mode, resumed at M under another: the run that the file checkpoint of
 # the same step of the unsharded run at N (the same bits: the sharded modes change none) gives
 # at M.

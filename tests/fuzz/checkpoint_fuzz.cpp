@@ -24,6 +24,7 @@
 #include "mpiddp/nn/model.hpp"
 #include "mpiddp/optim/update_rule.hpp"
 #include "mpiddp/checkpoint/checkpoint.hpp"
+#include "checkpoint_run.hpp"
 #include "temp_input.hpp"
 
 using namespace mpiddp;
@@ -33,36 +34,20 @@ namespace {
 
 constexpr const char* kMetadataKey = "mpiddp_checkpoint";
 
-// The run every input is resumed into: a 2-linear2-tanh-linear1 model (9 parameters) with
-// Adam (two state buffers), float32, 4 steps of 2 per epoch. make_seeds.sh writes metadata
+// The run every input is resumed into (checkpoint_run.hpp). make_seeds.sh writes metadata
 // that matches it.
-struct Run {
-  nn::Model<float> model{{2}, nn::parse_layer_list(io::Json::parse(
-      R"([{"type": "linear", "out": 2}, {"type": "tanh"}, {"type": "linear", "out": 1}])")), 2};
-  std::unique_ptr<optim::UpdateRule<float>> optimizer =
-      optim::make_update_rule<float>(optim::OptimizerConfig{"adam"}, model.parameter_count());
-  checkpoint::RunIdentity identity;
-  std::string dir = std::string(access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp") +
-                    "/mpiddp-fuzz-checkpoint-" + std::to_string(getpid());
+struct Run : fuzz::CheckpointRun {
   std::vector<io::TensorToWrite> tensors;  // the genuine checkpoint's, pointing into `genuine`
   std::string checksum;                    // its data_checksum
   io::SafetensorsFile genuine;
 
-  Run() : genuine(make_genuine()) {
+  Run() : CheckpointRun("checkpoint"), genuine(make_genuine()) {
     for (const auto& t : genuine.tensors())
       tensors.push_back({t.name, t.dtype, t.shape, genuine.data() + t.begin});
     checksum = Json::parse(genuine.metadata().at(kMetadataKey)).at("data_checksum");
   }
-  ~Run() { std::filesystem::remove_all(dir); }
 
   io::SafetensorsFile make_genuine() {
-    identity.model = model.describe();
-    identity.dtype = "float32";
-    identity.config = {{"seed", 1}};
-    identity.global_batch = 2;
-    identity.train_samples = 8;
-    identity.steps_per_epoch = 4;
-    model.initialize(1);
     const config::CheckpointConfig settings{dir};
     const std::string path = checkpoint::write_checkpoint(settings, {1, 2, 2}, identity, model, *optimizer);
     return io::read_safetensors(path, kExitCheckpoint);
@@ -71,17 +56,11 @@ struct Run {
 
 // Resumes from `file` as --resume does, then exports it as mpiddp export does.
 void read_checkpoint(Run& run, const std::string& path) {
-  try {
+  fuzz::refused_or_read([&] {
     const io::SafetensorsFile file = io::read_safetensors(path, kExitCheckpoint);
     checkpoint::restore_checkpoint(file, run.identity, run.model, *run.optimizer);
-  } catch (const Error& e) {
-    if (e.code() != kExitCheckpoint) throw;
-  }
-  try {
-    checkpoint::export_checkpoint_weights(path, run.dir + "/export.safetensors");
-  } catch (const Error& e) {
-    if (e.code() != kExitCheckpoint) throw;
-  }
+  });
+  fuzz::refused_or_read([&] { checkpoint::export_checkpoint_weights(path, run.dir + "/export.safetensors"); });
 }
 
 }  // namespace

@@ -8,8 +8,6 @@
 //   even: the whole index (any bytes);
 //   odd:  a JSON merge patch (RFC 7396) applied to the genuine index, so that the fuzzer
 //         changes a slice, a part's name or a metadata field of an otherwise valid index.
-#include <unistd.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -22,37 +20,22 @@
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/io/atomic_file.hpp"
 #include "mpiddp/io/json_reader.hpp"
-#include "mpiddp/nn/model.hpp"
-#include "mpiddp/optim/update_rule.hpp"
+#include "checkpoint_run.hpp"
 
 using namespace mpiddp;
 using io::Json;
 
 namespace {
 
-// The run every index is resumed into: a 2-linear2-tanh-linear1 model (9 parameters) with
-// Adam (two state buffers), float32, cut in two parts at parameter 5 (in 0.bias).
-struct Run {
-  nn::Model<float> model{{2}, nn::parse_layer_list(io::Json::parse(
-      R"([{"type": "linear", "out": 2}, {"type": "tanh"}, {"type": "linear", "out": 1}])")), 2};
-  std::unique_ptr<optim::UpdateRule<float>> optimizer =
-      optim::make_update_rule<float>(optim::OptimizerConfig{"adam"}, model.parameter_count());
-  checkpoint::RunIdentity identity;
-  std::string dir = std::string(access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp") +
-                    "/mpiddp-fuzz-parts-" + std::to_string(getpid());
+// The run every index is resumed into (checkpoint_run.hpp), its checkpoint cut in two parts at
+// parameter 5 (in 0.bias).
+struct Run : fuzz::CheckpointRun {
   std::string checkpoint = checkpoint::parts_checkpoint_path(dir, 2);
   Json genuine;
 
-  Run() {
-    identity.model = model.describe();
-    identity.dtype = "float32";
-    identity.config = {{"seed", 1}};
-    identity.global_batch = 2;
-    identity.train_samples = 8;
-    identity.steps_per_epoch = 4;
-    model.initialize(1);
+  Run() : CheckpointRun("parts") {
     std::filesystem::create_directories(checkpoint);
-    const std::string id = checkpoint::parts_write_id(identity, checkpoint, 2);
+    const std::string id = checkpoint::parts_write_id(identity, checkpoint, 2, 0);
     std::vector<Json> parts;
     for (int p = 0; p < 2; ++p)
       parts.push_back(checkpoint::write_part({checkpoint, id, p, 2, p == 0 ? 0 : 5, p == 0 ? 5 : 9, p == 0}, model,
@@ -61,23 +44,16 @@ struct Run {
     const auto bytes = io::read_whole_file(checkpoint::parts_index_path(checkpoint), kExitCheckpoint);
     genuine = Json::parse(bytes.begin(), bytes.end());
   }
-  ~Run() { std::filesystem::remove_all(dir); }
 };
 
 // Resumes from the index as --resume does, then exports the checkpoint as mpiddp export does.
 void read_index(Run& run, const std::string& index) {
-  try {
+  fuzz::refused_or_read([&] {
     checkpoint::PartsCheckpoint parts(run.checkpoint, std::vector<char>(index.begin(), index.end()));
     checkpoint::restore_parts(parts, run.identity, run.model, *run.optimizer, 0);
-  } catch (const Error& e) {
-    if (e.code() != kExitCheckpoint) throw;
-  }
+  });
   std::ofstream(checkpoint::parts_index_path(run.checkpoint), std::ios::binary | std::ios::trunc) << index;
-  try {
-    checkpoint::export_checkpoint_weights(run.checkpoint, run.dir + "/export.safetensors");
-  } catch (const Error& e) {
-    if (e.code() != kExitCheckpoint) throw;
-  }
+  fuzz::refused_or_read([&] { checkpoint::export_checkpoint_weights(run.checkpoint, run.dir + "/export.safetensors"); });
 }
 
 }  // namespace

@@ -92,6 +92,8 @@ std::string write_best_checkpoint(const config::CheckpointConfig& settings, cons
                                   const RunIdentity& identity, const nn::Model<T>& model,
                                   optim::UpdateRule<T>& optimizer, const WriteProbes& probes = {});
 
+// Removes a checkpoint of either format (nothing when there is none). Rank 0.
+void remove_checkpoint(const std::string& path);
 // Removes the oldest checkpoints of settings.dir beyond the newest settings.keep (0: none), in
 // either format (a checkpoint in parts is a directory). Rank 0.
 void prune_checkpoints(const config::CheckpointConfig& settings);

@@ -45,9 +45,10 @@ struct PartToWrite {
 };
 
 // The id of the write of the checkpoint `checkpoint` (a path) at `step` by the run `identity`:
-// 16 hex digits, the same for the same write on every rank, and another for another run,
-// step or world size.
-std::string parts_write_id(const RunIdentity& identity, const std::string& checkpoint, int64_t step);
+// 16 hex digits, the same on every rank given the same nonce (rank 0's draw, shared), and
+// another for another write.
+std::string parts_write_id(const RunIdentity& identity, const std::string& checkpoint, int64_t step,
+                           uint64_t nonce);
 
 // Writes one part (atomically): of each tensor, the parameters and each optimizer state
 // buffer's values in [part.begin, part.end), stored unpadded under the tensor's name (the
@@ -103,6 +104,8 @@ class PartsCheckpoint {
   const std::map<std::string, Tensor>& tensors() const { return tensors_; }
   // Their names in the index's order.
   const std::vector<std::string>& names() const { return order_; }
+  // The part files it names, in part order.
+  const std::vector<std::string>& part_files() const { return part_files_; }
 
   // Elements [begin, end) of the tensor `name` into out, from the slices that hold them, each
   // slice checked against its checksum. T = int64_t reads counters, and only counters.
@@ -124,7 +127,8 @@ class PartsCheckpoint {
   io::Json state_;
   std::string vocabulary_;
   std::vector<std::string> part_files_;
-  std::vector<std::unique_ptr<io::SafetensorsReader>> readers_;  // opened on first read
+  std::unique_ptr<io::SafetensorsReader> reader_;  // the part read last, open
+  int reader_index_ = -1;
   std::map<std::string, Tensor> tensors_;
   std::vector<std::string> order_;
   std::vector<char> bytes_;  // a slice as stored, reused

@@ -91,7 +91,8 @@ class Optimizer {
   // divergence.action = resync: every rank's state becomes rank 0's replica's. Collective.
   void broadcast_from_rank0();
 
-  // The state this rank holds (for tests: its size is the part's).
+  // The state this rank holds, over its part [begin(), end()): what a checkpoint in parts writes
+  // of it (train/checkpointer.hpp), and for tests.
   optim::UpdateRule<T>& local() { return *rule_; }
 
  private:
