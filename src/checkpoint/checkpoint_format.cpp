@@ -98,6 +98,23 @@ void check_vocabulary(const std::string& carried, const RunIdentity& identity, c
                      ", the config's data are encoded by " + tokenizer_summary(identity.vocabulary));
 }
 
+Exported exported_as(const std::string& tensor_name) {
+  const std::string average_prefix = kOptimizerPrefix + std::string("ema.");  // ema.decay's state
+  if (tensor_name.rfind(kOptimizerPrefix, 0) != 0) return {ExportedAs::kWeight, tensor_name};
+  if (tensor_name.rfind(average_prefix, 0) == 0) return {ExportedAs::kAverage, tensor_name.substr(average_prefix.size())};
+  return {ExportedAs::kNothing, ""};
+}
+
+std::map<std::string, std::string> exported_metadata(const io::Json& state, const std::string& vocabulary,
+                                                     const std::string& checkpoint, const std::string& path) {
+  std::map<std::string, std::string> metadata = {{"producer", std::string("mpiddp ") + MPIDDP_VERSION},
+                                                 {"model", checkpoint_text(state, "model", path)},
+                                                 {"exported_from", checkpoint}};
+  if (state.contains("config")) metadata[kConfigKey] = state["config"].dump();
+  if (!vocabulary.empty()) metadata[kVocabularyKey] = vocabulary;
+  return metadata;
+}
+
 }  // namespace detail
 
 void prune_checkpoints(const config::CheckpointConfig& settings) {
@@ -178,19 +195,15 @@ size_t export_checkpoint_weights(const std::string& checkpoint, const std::strin
   if (hex64(fnv1a(file.data(), file.data_bytes())) != checkpoint_text(state, "data_checksum", checkpoint))
     refuse(checkpoint, "corrupt: the data checksum does not match");
   std::vector<io::TensorToWrite> parameters, average;
-  const std::string average_prefix = kOptimizerPrefix + std::string("ema.");  // ema.decay's state
   for (const auto& t : file.tensors()) {
-    if (t.name.rfind(kOptimizerPrefix, 0) != 0)
-      parameters.push_back({t.name, t.dtype, t.shape, file.data() + t.begin});
-    else if (t.name.rfind(average_prefix, 0) == 0)
-      average.push_back({t.name.substr(average_prefix.size()), t.dtype, t.shape, file.data() + t.begin});
+    const detail::Exported exported = detail::exported_as(t.name);
+    if (exported.as == detail::ExportedAs::kNothing) continue;
+    (exported.as == detail::ExportedAs::kWeight ? parameters : average)
+        .push_back({exported.name, t.dtype, t.shape, file.data() + t.begin});
   }
-  std::map<std::string, std::string> metadata = {{"producer", std::string("mpiddp ") + MPIDDP_VERSION},
-                                                 {"model", checkpoint_text(state, "model", checkpoint)},
-                                                 {"exported_from", checkpoint}};
-  if (state.contains("config")) metadata[kConfigKey] = state["config"].dump();
   const auto vocabulary = file.metadata().find(kVocabularyKey);
-  if (vocabulary != file.metadata().end()) metadata[kVocabularyKey] = vocabulary->second;
+  const auto metadata = detail::exported_metadata(
+      state, vocabulary == file.metadata().end() ? "" : vocabulary->second, checkpoint, checkpoint);
   io::write_safetensors(weights, parameters, metadata);
   // The average of the weights (ema.decay) beside them, under the parameters' names.
   if (!average.empty()) io::write_safetensors(average_weights_path(weights), average, metadata);

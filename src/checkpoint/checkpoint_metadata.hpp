@@ -3,6 +3,7 @@
 // version, the optimizer's tensor prefix, and how a checkpoint is refused.
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <string>
 
 #include "mpiddp/checkpoint/checkpoint.hpp"
@@ -57,5 +58,19 @@ io::Json checkpoint_state(const TrainingPosition& position, const RunIdentity& i
                           const io::Json& optimizer_buffers);
 // Refuses a checkpoint whose carried vocabulary (its tokenizer; "" for none) is not the run's.
 void check_vocabulary(const std::string& carried, const RunIdentity& identity, const std::string& path);
+
+// What mpiddp export makes of a checkpoint's tensor: a weight (a parameter or buffer, under its
+// own name), ema's average of one (under the parameter's name, in W.ema.safetensors), or
+// nothing (the optimizer's other state).
+enum class ExportedAs { kWeight, kAverage, kNothing };
+struct Exported {
+  ExportedAs as;
+  std::string name;  // the name it is written under
+};
+Exported exported_as(const std::string& tensor_name);
+// The metadata of the weights mpiddp export writes from the checkpoint `checkpoint` (metadata
+// `state`, refused naming `path` when it lacks the model; `vocabulary` "" for none).
+std::map<std::string, std::string> exported_metadata(const io::Json& state, const std::string& vocabulary,
+                                                     const std::string& checkpoint, const std::string& path);
 
 }  // namespace mpiddp::checkpoint::detail

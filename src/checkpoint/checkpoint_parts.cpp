@@ -52,7 +52,6 @@ using detail::refuse;
 
 namespace {
 
-constexpr const char* kIndexName = "index.json";
 constexpr const char* kIndexKey = "mpiddp_checkpoint_parts";  // the index format's version
 constexpr int kIndexVersion = 1;
 constexpr const char* kPartMetadataKey = "mpiddp_checkpoint_part";
@@ -135,21 +134,6 @@ std::vector<std::string> state_buffer_names(optim::UpdateRule<T>& rule) {
 }
 
 }  // namespace
-
-std::string parts_checkpoint_path(const std::string& dir, int64_t step) {
-  char name[64];
-  std::snprintf(name, sizeof name, "step-%012lld.parts", static_cast<long long>(step));
-  return (fs::path(dir) / name).string();
-}
-
-std::string best_parts_path(const std::string& dir) { return (fs::path(dir) / "best.parts").string(); }
-
-std::string parts_index_path(const std::string& checkpoint) { return (fs::path(checkpoint) / kIndexName).string(); }
-
-bool is_parts_checkpoint(const std::string& path) {
-  std::error_code error;
-  return fs::is_directory(path, error) && fs::is_regular_file(parts_index_path(path), error);
-}
 
 std::string parts_write_id(const RunIdentity& identity, const std::string& checkpoint, int64_t step, uint64_t nonce) {
   const std::string what = identity.config.dump() + "\n" + identity.model + "\n" + std::to_string(identity.world_size) +
@@ -234,7 +218,7 @@ void write_parts_index(const std::string& checkpoint, const std::string& id, con
 
 std::vector<std::string> remove_unindexed_files(const std::string& checkpoint) {
   std::vector<std::string> removed;
-  std::set<std::string> named = {kIndexName};
+  std::set<std::string> named = {fs::path(parts_index_path(checkpoint)).filename().string()};
   try {
     // Only an index this version reads names what is kept: a damaged one, or one of a later
     // format, leaves the directory as it is.
@@ -466,26 +450,18 @@ TrainingPosition restore_parts(PartsCheckpoint& checkpoint, const RunIdentity& i
 size_t export_parts_weights(const std::string& checkpoint, const std::string& weights) {
   const std::string index_path = parts_index_path(checkpoint);
   PartsCheckpoint parts(checkpoint, io::read_whole_file(index_path, kExitCheckpoint, "mpiddp export"));
-  const io::Json& state = parts.state();
   // The parameters under their names, and the average of ema.decay under the parameters' names.
-  const std::string average_prefix = kOptimizerPrefix + std::string("ema.");
   std::vector<io::TensorToWrite> parameters, average;
   std::vector<std::string> parameter_names, average_names;
   for (const auto& name : parts.names()) {
     const auto& tensor = parts.tensors().at(name);
-    if (name.rfind(kOptimizerPrefix, 0) != 0) {
-      parameters.push_back({name, tensor.dtype, tensor.shape, nullptr});
-      parameter_names.push_back(name);
-    } else if (name.rfind(average_prefix, 0) == 0) {
-      average.push_back({name.substr(average_prefix.size()), tensor.dtype, tensor.shape, nullptr});
-      average_names.push_back(name);
-    }
+    const detail::Exported exported = detail::exported_as(name);
+    if (exported.as == detail::ExportedAs::kNothing) continue;
+    const bool weight = exported.as == detail::ExportedAs::kWeight;
+    (weight ? parameters : average).push_back({exported.name, tensor.dtype, tensor.shape, nullptr});
+    (weight ? parameter_names : average_names).push_back(name);
   }
-  std::map<std::string, std::string> metadata = {{"producer", std::string("mpiddp ") + MPIDDP_VERSION},
-                                                 {"model", detail::checkpoint_text(state, "model", index_path)},
-                                                 {"exported_from", checkpoint}};
-  if (state.contains("config")) metadata[kConfigKey] = state["config"].dump();
-  if (!parts.vocabulary().empty()) metadata[kVocabularyKey] = parts.vocabulary();
+  const auto metadata = detail::exported_metadata(parts.state(), parts.vocabulary(), checkpoint, index_path);
   // One tensor at a time: the header first, then each tensor assembled from its slices.
   auto write = [&](const std::string& path, const std::vector<io::TensorToWrite>& tensors,
                    const std::vector<std::string>& names) {

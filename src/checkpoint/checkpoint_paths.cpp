@@ -1,5 +1,6 @@
-// Where checkpoints live: their file names, the ones a directory holds, the temporaries a
-// crash left, and what --resume names (include/mpiddp/checkpoint/checkpoint.hpp).
+// Where checkpoints live: their file names (a file's, and a checkpoint in parts' directory and
+// index), the ones a directory holds, the temporaries a crash left, and what --resume names
+// (include/mpiddp/checkpoint/checkpoint.hpp, checkpoint_parts.hpp).
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -26,15 +27,33 @@ int64_t step_of_file_name(const std::string& name, const std::string& tail = ".s
   return std::stoll(digits);
 }
 
-}  // namespace
-
-std::string checkpoint_path(const std::string& dir, int64_t step) {
+// "<dir>/step-000000000016<tail>": the name step_of_file_name reads back.
+std::string step_path(const std::string& dir, int64_t step, const char* tail) {
   char name[64];
-  std::snprintf(name, sizeof name, "step-%012lld.safetensors", static_cast<long long>(step));
+  std::snprintf(name, sizeof name, "step-%012lld%s", static_cast<long long>(step), tail);
   return (fs::path(dir) / name).string();
 }
 
+constexpr const char* kPartsIndexName = "index.json";
+
+}  // namespace
+
+std::string checkpoint_path(const std::string& dir, int64_t step) { return step_path(dir, step, ".safetensors"); }
+
 std::string best_checkpoint_path(const std::string& dir) { return (fs::path(dir) / "best").string(); }
+
+std::string parts_checkpoint_path(const std::string& dir, int64_t step) { return step_path(dir, step, ".parts"); }
+
+std::string best_parts_path(const std::string& dir) { return (fs::path(dir) / "best.parts").string(); }
+
+std::string parts_index_path(const std::string& checkpoint) {
+  return (fs::path(checkpoint) / kPartsIndexName).string();
+}
+
+bool is_parts_checkpoint(const std::string& path) {
+  std::error_code error;
+  return fs::is_directory(path, error) && fs::is_regular_file(parts_index_path(path), error);
+}
 
 std::vector<std::string> list_checkpoints(const std::string& dir) {
   std::vector<std::pair<int64_t, std::string>> found;
