@@ -167,7 +167,7 @@ TrainingPosition restore_checkpoint(const io::SafetensorsFile& file, const RunId
     detail::check_vocabulary(carried == file.metadata().end() ? "" : carried->second, identity, path);
 
     std::set<std::string> expected = state_tensor_names(model);
-    load_named_tensors(file, model.tensors(), model.parameters(), kExitCheckpoint);
+    load_parameters(file, model, kExitCheckpoint);
     load_buffer_tensors(file, model, kExitCheckpoint);
     for (const auto& buffer : optimizer.state_buffers()) {
       const std::string prefix = kOptimizerPrefix + buffer.name + ".";

@@ -31,6 +31,7 @@
 #include "mpiddp/checkpoint/checkpoint_parts.hpp"
 
 #include <algorithm>
+#include <cassert>
 #include <cstdio>
 #include <filesystem>
 #include <set>
@@ -146,9 +147,13 @@ template <typename T>
 io::Json write_part(const PartToWrite& part, const nn::Model<T>& model, optim::UpdateRule<T>& local,
                     Index local_begin) {
   std::vector<SliceToWrite> slices;
-  add_slices(slices, model.tensors(), model.parameters(), 0, part.begin, part.end, "");
+  // The model holds all P, or (reduce.shard "parameters") the part this rank writes.
+  assert(model.parameter_part_begin() <= part.begin && part.end <= model.parameter_part_end());
+  const T* parameters = model.parameter_part();
+  const Index held_from = model.parameter_part_begin();
+  add_slices(slices, model.tensors(), parameters, held_from, part.begin, part.end, "");
   // A state_dict's second names of tied tensors, as a file checkpoint holds them.
-  add_slices(slices, model.tied_tensors(), model.parameters(), 0, part.begin, part.end, "");
+  add_slices(slices, model.tied_tensors(), parameters, held_from, part.begin, part.end, "");
   if (part.buffers) {
     for (const auto& b : buffer_tensors(model)) {
       int64_t elements = 1;
@@ -425,7 +430,12 @@ TrainingPosition restore_parts(PartsCheckpoint& checkpoint, const RunIdentity& i
     if (!missing.empty()) refuse(index, "it lacks the tensors " + missing);
     if (!extra.empty()) refuse(index, "it has tensors the model does not have: " + extra);
 
-    for (const auto& t : model.tensors()) checkpoint.read(t.name, 0, t.size(), model.parameters() + t.offset);
+    // The parameters the model holds: all P, or its part (Model::parameter_part).
+    const Index held_begin = model.parameter_part_begin(), held_end = model.parameter_part_end();
+    for (const auto& t : model.tensors()) {
+      const Index lo = std::max(held_begin, t.offset), hi = std::min(held_end, t.offset + t.size());
+      if (lo < hi) checkpoint.read(t.name, lo - t.offset, hi - t.offset, model.parameter_part() + (lo - held_begin));
+    }
     for (const auto& b : buffer_layout(model.buffer_tensors(), nn::BufferType::kReal))
       checkpoint.read(b.name, 0, b.size(), model.buffer_values() + b.offset);
     for (const auto& b : buffer_layout(model.buffer_tensors(), nn::BufferType::kInt64))

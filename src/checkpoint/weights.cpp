@@ -28,7 +28,7 @@ std::vector<io::TensorToWrite> named_tensors(const std::vector<nn::ParameterTens
 template <typename T>
 void load_named_tensors(const io::SafetensorsFile& file,
                         const std::vector<nn::ParameterTensor>& layout, T* values,
-                        int error_code, const std::string& prefix) {
+                        int error_code, const std::string& prefix, Index held_begin, Index held_end) {
   std::string problems;
   auto report = [&](const std::string& problem) { problems += (problems.empty() ? "" : "; ") + problem; };
   for (const auto& expected : layout) {
@@ -44,7 +44,15 @@ void load_named_tensors(const io::SafetensorsFile& file,
       report("tensor '" + name + "' is " + io::dtype_name(stored->dtype) +
              " in the file but the model keeps it as " + io::dtype_name(io::dtype_of<T>()));
     } else {
-      file.read(*stored, values + expected.offset);
+      const Index first = expected.offset, end = expected.offset + expected.size();
+      const Index lo = std::max(held_begin, first), hi = std::min(held_end, end);
+      if (lo == first && hi == end) {
+        file.read(*stored, values + (first - held_begin));
+      } else if (lo < hi) {  // a tensor the held part cuts: read whole, keep the part's share
+        std::vector<T> whole(static_cast<size_t>(expected.size()));
+        file.read(*stored, whole.data());
+        std::copy(whole.begin() + (lo - first), whole.begin() + (hi - first), values + (lo - held_begin));
+      }
     }
   }
   if (!problems.empty())
@@ -89,14 +97,16 @@ template <typename T>
 void check_tied_tensors(const io::SafetensorsFile& file, const nn::Model<T>& model, int error_code) {
   for (const nn::ParameterTensor& tied : model.tied_tensors()) {
     if (!file.find(tied.name)) continue;
-    nn::ParameterTensor alone = tied;
-    alone.offset = 0;
-    std::vector<T> values(static_cast<size_t>(tied.size()));
+    const auto target = std::find_if(model.tensors().begin(), model.tensors().end(),
+                                     [&](const nn::ParameterTensor& t) { return t.offset == tied.offset; });
+    // The second name against the target's values in the file (which the model loaded).
+    nn::ParameterTensor alone = tied, target_alone = *target;
+    alone.offset = target_alone.offset = 0;
+    std::vector<T> values(static_cast<size_t>(tied.size())), target_values(values.size());
     load_named_tensors(file, {alone}, values.data(), error_code);
+    load_named_tensors(file, {target_alone}, target_values.data(), error_code);
     // Bit patterns, so that a NaN equals itself.
-    if (std::memcmp(values.data(), model.parameters() + tied.offset, values.size() * sizeof(T)) != 0) {
-      const auto target = std::find_if(model.tensors().begin(), model.tensors().end(),
-                                       [&](const nn::ParameterTensor& t) { return t.offset == tied.offset; });
+    if (std::memcmp(values.data(), target_values.data(), values.size() * sizeof(T)) != 0) {
       throw Error(static_cast<ExitCode>(error_code),
                   "'" + file.name() + "': tensor '" + tied.name + "' is tied to '" + target->name +
                       "' in the model, but the file holds other values under the two names");
@@ -155,10 +165,16 @@ std::string average_weights_path(const std::string& path) {
 }
 
 template <typename T>
+void load_parameters(const io::SafetensorsFile& file, nn::Model<T>& model, int error_code) {
+  load_named_tensors(file, model.tensors(), model.parameter_part(), error_code, "", model.parameter_part_begin(),
+                     model.parameter_part_end());
+}
+
+template <typename T>
 void load_weights(const std::string& path, nn::Model<T>& model) {
   try {
     const io::SafetensorsFile file = io::read_safetensors(path, kExitData);
-    load_named_tensors(file, model.tensors(), model.parameters(), kExitData);
+    load_parameters(file, model, kExitData);
     check_tied_tensors(file, model, kExitData);
     load_buffer_tensors(file, model, kExitData);
     reject_unexpected_tensors(file, state_tensor_names(model), kExitData);
@@ -172,7 +188,8 @@ void load_weights(const std::string& path, nn::Model<T>& model) {
       const std::vector<nn::ParameterTensor>&, const T*, const std::string&);                   \
   template void load_named_tensors<T>(const io::SafetensorsFile&,                               \
                                       const std::vector<nn::ParameterTensor>&, T*, int,         \
-                                      const std::string&);                                      \
+                                      const std::string&, Index, Index);                        \
+  template void load_parameters<T>(const io::SafetensorsFile&, nn::Model<T>&, int);          \
   template std::vector<io::TensorToWrite> buffer_tensors<T>(const nn::Model<T>&);         \
   template void load_buffer_tensors<T>(const io::SafetensorsFile&, nn::Model<T>&, int);    \
   template std::set<std::string> state_tensor_names<T>(const nn::Model<T>&);               \
@@ -184,6 +201,6 @@ MPIDDP_INSTANTIATE(double)
 #undef MPIDDP_INSTANTIATE
 template void load_named_tensors<int64_t>(const io::SafetensorsFile&,
                                           const std::vector<nn::ParameterTensor>&, int64_t*, int,
-                                          const std::string&);
+                                          const std::string&, Index, Index);
 
 }  // namespace mpiddp::checkpoint

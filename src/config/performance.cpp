@@ -14,8 +14,9 @@ namespace {
 
 // reduce.shard names what the ranks cut among themselves; reduce.shard_optimizer true is the
 // older spelling of "optimizer" and stays. "gradients" (ZeRO-2) cuts the optimizer's state with
-// the gradients. Issue 47's "parameters" (ZeRO-3) is named, and refused until it exists,
-// rather than run as something else.
+// the gradients, "parameters" (ZeRO-3) the parameters too, gathered a unit at a time:
+// reduce.shard_unit "block" (a model's own layer, a residual with its whole body). "layer"
+// (each layer inside a block apart) is named by issue 47 and refused until it exists.
 // reduce.shard is read only when given, so the resolved config (and its hash) of a config
 // without it stays what it was.
 void parse_shard(io::JsonSection& reduce, Config& c) {
@@ -27,12 +28,18 @@ void parse_shard(io::JsonSection& reduce, Config& c) {
     throw ConfigError(reduce.key_path("shard_optimizer"),
                       "is the older spelling of reduce.shard \"optimizer\"; give reduce.shard alone");
   const std::string shard = reduce.choice("shard", "none", {"none", "optimizer", "gradients", "parameters"});
-  if (shard == "parameters")
-    throw ConfigError(reduce.key_path("shard"),
-                      "\"parameters\" (ZeRO-3) is not in this version of mpiddp; \"gradients\" (ZeRO-2) shards "
-                      "the gradients and the optimizer's state, \"optimizer\" (ZeRO-1) the optimizer's state alone");
-  c.reduce.shard_optimizer = shard == "optimizer" || shard == "gradients";
-  c.reduce.shard_gradients = shard == "gradients";
+  c.reduce.shard_optimizer = shard != "none";
+  c.reduce.shard_gradients = shard == "gradients" || shard == "parameters";
+  c.reduce.shard_parameters = shard == "parameters";
+  if (reduce.has("shard_unit")) {
+    if (!c.reduce.shard_parameters)
+      throw ConfigError(reduce.key_path("shard_unit"), "applies to reduce.shard \"parameters\" only");
+    c.reduce.shard_unit = reduce.choice("shard_unit", "block", {"block", "layer"});
+    if (c.reduce.shard_unit == "layer")
+      throw ConfigError(reduce.key_path("shard_unit"),
+                        "\"layer\" (each layer inside a residual block gathered apart) is not in this version of "
+                        "mpiddp; \"block\" gathers a model's own layer, a residual block with its whole body, at a time");
+  }
 }
 
 }  // namespace

@@ -60,6 +60,7 @@ constexpr KindName kKinds[] = {
     {Collective::kScatteredSum, "scattered_sum", "MPI_Ialltoallv(scattered sum)"},
     {Collective::kWorldAllgather, "world_allgather", "MPI_Allgatherv(world parts)"},
     {Collective::kWorldGather, "world_gather", "MPI_Gatherv(world parts)"},
+    {Collective::kUnitGather, "unit_gather", "MPI_Iallgatherv(a unit's parameters)"},
 };
 
 const KindName* find_kind(Collective c) {

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <thread>
 #include <string>
+#include <vector>
 
 #include "mpi_check.hpp"
 #include "mpi_compressed_sum.hpp"
@@ -32,6 +33,13 @@ struct MpiCommunicator::PendingSum {
   bool gathered;     // a kMpi sum among nodes of one rank, through ScatteredSum::start_gathered
   // A start_scattered_sum through the node's shared window (shared too): its parts.
   const std::vector<size_t>* parts = nullptr;
+};
+
+struct MpiCommunicator::PendingGather {
+  MPI_Request request = MPI_REQUEST_NULL;
+  bool waited = true;              // false from start_gather to wait_gather: its handle is taken
+  size_t bytes = 0;                // the whole unit's, for the watchdog
+  std::vector<int> counts, offsets;  // (size) by world rank, in bytes: rank r sends part part_of_rank_[r]
 };
 
 // Every MPI call goes through here: a failure says which call, on which rank, and what to
@@ -181,7 +189,47 @@ void* MpiCommunicator::share_on_node(const void* data, size_t bytes) {
   return shared_->share_on_node(data, bytes);
 }
 
+int MpiCommunicator::start_gather(void* data, const std::vector<size_t>& begins) {
+  if (size_ == 1) return -1;
+  // A gather waited for is free again: no more are ever made than are in flight at once.
+  size_t free = 0;
+  while (free < gathers_.size() && !gathers_[free].waited) ++free;
+  if (free == gathers_.size()) gathers_.emplace_back();
+  PendingGather& gather = gathers_[free];
+  gather.waited = false;
+  mpi_count(begins.back(), "MPI_Iallgatherv");  // every offset then fits too
+  gather.bytes = begins.back();
+  gather.counts.resize(static_cast<size_t>(size_));
+  gather.offsets.resize(static_cast<size_t>(size_));
+  for (size_t r = 0; r < static_cast<size_t>(size_); ++r) {
+    const auto p = static_cast<size_t>(part_of_rank_[r]);
+    gather.offsets[r] = static_cast<int>(begins[p]);
+    gather.counts[r] = static_cast<int>(begins[p + 1] - begins[p]);
+  }
+  // In place: this rank's part is where every rank's copy of the unit keeps it.
+  check_mpi(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, gather.counts.data(), gather.offsets.data(),
+                            MPI_BYTE, MPI_COMM_WORLD, &gather.request),
+            "MPI_Iallgatherv(a unit's parameters)");
+  return static_cast<int>(free);
+}
+
+void MpiCommunicator::wait_gather(int handle) {
+  if (handle < 0) return;
+  PendingGather& gather = gathers_.at(static_cast<size_t>(handle));
+  InCollective scope(*watchdog_, Collective::kUnitGather, gather.bytes);
+  check_mpi(MPI_Wait(&gather.request, MPI_STATUS_IGNORE), "MPI_Wait(a unit's parameters)");
+  gather.waited = true;
+}
+
 void MpiCommunicator::progress() {
+  // A started gather advances only inside MPI calls too (Open MPI's progress engine runs
+  // every pending request on any test).
+  for (PendingGather& gather : gathers_) {
+    if (gather.request == MPI_REQUEST_NULL) continue;
+    int done = 0;
+    check_mpi(MPI_Test(&gather.request, &done, MPI_STATUS_IGNORE), "MPI_Test(a unit's parameters)");
+    if (!done) break;
+  }
   for (PendingSum& sum : pending_) {
     if (sum.compressed >= 0) {
       if (!compressed_->advance(sum.compressed)) return;

@@ -85,7 +85,7 @@ void Linear<T>::bind(const LayerMemory<T>& memory) {
     const std::vector<ParameterTensor>& tensors = *memory.model_tensors;
     for (size_t t = 0; t < tensors.size(); ++t)
       if (tensors[t].name == tied_to_) {
-        weight_ = memory.model_parameters + tensors[t].offset;
+        weight_ = (*memory.tensor_parameters)[t];
         weight_grad_ = (*memory.tensor_gradients)[t];
       }
   }

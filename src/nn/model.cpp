@@ -12,7 +12,7 @@ Index ParameterTensor::size() const { return shape_size(shape); }
 
 template <typename T>
 Model<T>::Model(const Shape& input, const std::vector<LayerSpec>& specs, Index max_batch,
-                          Index reserved_gradient_slots)
+                Index reserved_gradient_slots, std::optional<ParameterPart> part)
     : input_shape_(input), stack_(specs, input), max_batch_(max_batch) {
   tensors_ = parameter_layout(stack_);
   parameter_count_ = nn::parameter_count(stack_);
@@ -28,8 +28,23 @@ Model<T>::Model(const Shape& input, const std::vector<LayerSpec>& specs, Index m
     offset += shape_size(b.shape);
     buffer_tensors_.push_back(std::move(tensor));
   }
-  own_parameters_.assign(parameter_count_, T(0));
-  parameters_ = own_parameters_.data();
+  if (part) {
+    assert(0 <= part->begin && part->begin <= part->end && part->end <= parameter_count_);
+    part_begin_ = part->begin;
+    part_end_ = part->end;
+    own_parameters_.assign(part_end_ - part_begin_, T(0));
+    const std::vector<Index>& bounds = stack_.layer_parameter_offsets();
+    Index largest = 0;
+    for (size_t l = 0; l < stack_.size(); ++l) largest = std::max(largest, bounds[l + 1] - bounds[l]);
+    placeholder_.assign(largest, T(0));
+    layer_parameters_.assign(stack_.size(), nullptr);
+    for (size_t l = 0; l < stack_.size(); ++l)
+      if (bounds[l + 1] > bounds[l]) layer_parameters_[l] = placeholder_.data();
+  } else {
+    own_parameters_.assign(parameter_count_, T(0));
+    parameters_ = own_parameters_.data();
+    part_end_ = parameter_count_;
+  }
   gradient_count_ = parameter_count_ + reserved_gradient_slots;
   own_gradients_ = UntouchedZeros<T>(static_cast<size_t>(gradient_count_));
   gradients_ = own_gradients_.data();
@@ -41,7 +56,7 @@ Model<T>::Model(const Shape& input, const std::vector<LayerSpec>& specs, Index m
   transient_.assign(stack_.transient_bytes(max_batch_), std::byte{0});
   output_.assign(outputs() * max_batch_, T(0));
   output_gradient_.assign(outputs() * max_batch_, T(0));
-  stack_.bind(memory(gradients_));
+  bind_layers();
 }
 
 std::vector<ParameterTensor> resolve_ties(const std::vector<ParameterTensor>& layout,
@@ -89,7 +104,10 @@ LayerMemory<T> Model<T>::memory(T* gradients) {
   m.parameters = parameters_;
   m.gradients = gradients;
   m.model_tensors = &tensors_;
-  m.model_parameters = parameters_;
+  tensor_parameters_.resize(tensors_.size());
+  for (size_t t = 0; t < tensors_.size(); ++t)
+    tensor_parameters_[t] = parameters_ ? parameters_ + tensors_[t].offset : nullptr;
+  m.tensor_parameters = &tensor_parameters_;
   tensor_gradients_.resize(tensors_.size());
   for (size_t t = 0; t < tensors_.size(); ++t) tensor_gradients_[t] = gradients ? gradients + tensors_[t].offset : nullptr;
   m.tensor_gradients = &tensor_gradients_;
@@ -118,7 +136,7 @@ void Model<T>::adopt_parameters(T* memory_at) {
 
 template <typename T>
 void Model<T>::bind_gradient_views(T* memory_at) {
-  stack_.bind(memory(memory_at ? memory_at : gradients_));
+  bind_layers(memory_at ? memory_at : gradients_);
 }
 
 template <typename T>
@@ -131,19 +149,27 @@ void Model<T>::bind_unit_gradients(const std::vector<T*>& layer_gradients) {
 }
 
 template <typename T>
-void Model<T>::bind_layers() {
-  if (layer_gradients_.empty()) {
-    stack_.bind(memory(gradients_));
-    return;
-  }
-  LayerMemory<T> m = memory(nullptr);
-  // A tensor's gradient lies in its layer's memory, at its place within the layer.
+void Model<T>::bind_unit_parameters(const std::vector<T*>& layer_parameters) {
+  assert(parameters_ == nullptr && layer_parameters.size() == stack_.size());
+  layer_parameters_ = layer_parameters;
+  bind_layers();
+  AlignedVector<T>().swap(placeholder_);
+}
+
+template <typename T>
+void Model<T>::bind_layers(T* gradients) {
+  LayerMemory<T> m = memory(layer_gradients_.empty() ? gradients : nullptr);
+  // A tensor's gradient (staged by unit) and its values (gathered by unit) lie in its layer's
+  // memory, at its place within the layer.
   const std::vector<Index>& bounds = stack_.layer_parameter_offsets();
   for (size_t t = 0; t < tensors_.size(); ++t) {
     const size_t l = layer_holding(bounds, tensors_[t].offset);
-    tensor_gradients_[t] = layer_gradients_[l] + (tensors_[t].offset - bounds[l]);
+    const Index within = tensors_[t].offset - bounds[l];
+    if (!layer_gradients_.empty()) tensor_gradients_[t] = layer_gradients_[l] + within;
+    if (!layer_parameters_.empty()) tensor_parameters_[t] = layer_parameters_[l] + within;
   }
-  stack_.bind(m, layer_gradients_);
+  stack_.bind_units(m, layer_parameters_.empty() ? nullptr : &layer_parameters_,
+                    layer_gradients_.empty() ? nullptr : &layer_gradients_);
 }
 
 template <typename T>
@@ -154,7 +180,16 @@ std::string Model<T>::describe() const {
 template <typename T>
 void Model<T>::initialize(uint64_t seed) {
   Rng rng(mix_seed(seed, 0x1417));  // the "init" stream of the run seed
-  stack_.initialize(rng);
+  if (parameters_ != nullptr) return stack_.initialize(rng);
+  // A part: each layer's parameters whole in turn, in the layers' order (the same draws as a
+  // whole model's), and the part's share of them kept.
+  const std::vector<Index>& bounds = stack_.layer_parameter_offsets();
+  for (size_t l = 0; l < stack_.size(); ++l) {
+    stack_.initialize_layer(l, rng);
+    const Index lo = std::max(bounds[l], part_begin_), hi = std::min(bounds[l + 1], part_end_);
+    if (lo < hi)
+      std::copy_n(layer_parameters_[l] + (lo - bounds[l]), hi - lo, own_parameters_.data() + (lo - part_begin_));
+  }
 }
 
 template <typename T>

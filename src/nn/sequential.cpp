@@ -133,17 +133,20 @@ double Sequential<T>::multiply_adds_per_sample() const {
 
 template <typename T>
 void Sequential<T>::bind(const LayerMemory<T>& memory) {
-  bind_layers(memory, nullptr);
+  bind_layers(memory, nullptr, nullptr);
 }
 
 template <typename T>
-void Sequential<T>::bind(const LayerMemory<T>& memory, const std::vector<T*>& layer_gradients) {
-  assert(layer_gradients.size() == layers_.size());
-  bind_layers(memory, &layer_gradients);
+void Sequential<T>::bind_units(const LayerMemory<T>& memory, const std::vector<T*>* layer_parameters,
+                               const std::vector<T*>* layer_gradients) {
+  assert(!layer_parameters || layer_parameters->size() == layers_.size());
+  assert(!layer_gradients || layer_gradients->size() == layers_.size());
+  bind_layers(memory, layer_parameters, layer_gradients);
 }
 
 template <typename T>
-void Sequential<T>::bind_layers(const LayerMemory<T>& memory, const std::vector<T*>* layer_gradients) {
+void Sequential<T>::bind_layers(const LayerMemory<T>& memory, const std::vector<T*>* layer_parameters,
+                                const std::vector<T*>* layer_gradients) {
   max_batch_ = memory.max_batch;
   std::byte* scratch = memory.scratch;
   activations_.clear();
@@ -157,7 +160,7 @@ void Sequential<T>::bind_layers(const LayerMemory<T>& memory, const std::vector<
   int64_t* counters = memory.counters;
   for (size_t l = 0; l < layers_.size(); ++l) {
     LayerMemory<T> own = memory;
-    own.parameters = memory.parameters + parameter_offsets_[l];
+    own.parameters = layer_parameters ? (*layer_parameters)[l] : memory.parameters + parameter_offsets_[l];
     own.gradients = layer_gradients ? (*layer_gradients)[l] : memory.gradients + parameter_offsets_[l];
     own.buffers = buffers;
     own.counters = counters;
@@ -173,7 +176,7 @@ void Sequential<T>::bind_layers(const LayerMemory<T>& memory, const std::vector<
 
 template <typename T>
 void Sequential<T>::initialize(Rng& rng) {
-  for (auto& layer : layers_) layer->initialize(rng);
+  for (size_t l = 0; l < layers_.size(); ++l) initialize_layer(l, rng);
 }
 
 template <typename T>

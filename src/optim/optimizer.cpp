@@ -87,30 +87,52 @@ double Optimizer<T>::step_on_part(T* params, const T* part_gradients, double lr)
 }
 
 template <typename T>
+double Optimizer<T>::step_on_parameter_part(T* part_parameters, const T* part_gradients, double lr) {
+  assert(held_begin_ == begin_ && held_end_ == end_);
+  return update_part(part_parameters, part_gradients, part_gradients, lr);
+}
+
+template <typename T>
 double Optimizer<T>::update(T* params, const T* held, const T* part, double lr) {
+  const double norm = update_part(params + begin_, held, part, lr);
+  exchange_->allgather(params, part_bytes_);  // sharded: every rank again holds all P
+  return norm;
+}
+
+template <typename T>
+double Optimizer<T>::update_part(T* part_params, const T* held, const T* part, double lr) {
   double norm = std::numeric_limits<double>::quiet_NaN();
   T gradient_scale = T(1);
   if (config_.clip_grad_norm > 0.0) {
     norm = gradient_norm(held, held_end_ - held_begin_, parameters_, *exchange_);
     gradient_scale = optim::clip_coefficient<T>(norm, config_.clip_grad_norm);
   }
-  rule_->step(params + begin_, part, lr, gradient_scale);
-  exchange_->allgather(params, part_bytes_);  // sharded: every rank again holds all P
+  rule_->step(part_params, part, lr, gradient_scale);
   return norm;
 }
 
 template <typename T>
 void Optimizer<T>::swap_in_average(T* params, T* kept) {
-  const std::vector<T>& average = *rule_->average();
-  std::copy(params + begin_, params + end_, kept);
-  std::copy(average.begin(), average.end(), params + begin_);
+  swap_in_average_part(params + begin_, kept);
   exchange_->allgather(params, part_bytes_);
 }
 
 template <typename T>
 void Optimizer<T>::restore_parameters(T* params, const T* kept) {
-  std::copy(kept, kept + (end_ - begin_), params + begin_);
+  restore_parameter_part(params + begin_, kept);
   exchange_->allgather(params, part_bytes_);
+}
+
+template <typename T>
+void Optimizer<T>::swap_in_average_part(T* part_params, T* kept) {
+  const std::vector<T>& average = *rule_->average();
+  std::copy(part_params, part_params + (end_ - begin_), kept);
+  std::copy(average.begin(), average.end(), part_params);
+}
+
+template <typename T>
+void Optimizer<T>::restore_parameter_part(T* part_params, const T* kept) {
+  std::copy(kept, kept + (end_ - begin_), part_params);
 }
 
 template <typename T>

@@ -51,7 +51,8 @@ io::Json RunRecord::run_record(const RunFacts& facts) const {
   // Among whom the optimizer's parts are cut.
   record["reduce_shard_across"] = distributed::shard_scope_name(facts.shard_scope);
   // What the ranks cut among themselves (reduce.shard).
-  record["reduce_shard"] = config_.reduce.shard_gradients                     ? "gradients"
+  record["reduce_shard"] = config_.reduce.shard_parameters                    ? "parameters"
+                          : config_.reduce.shard_gradients                     ? "gradients"
                           : facts.shard_scope != distributed::ShardScope::kNone ? "optimizer"
                                                                                 : "none";
   // What a rank holds, by kind, as checked against memory.limit_mb before the model was built.

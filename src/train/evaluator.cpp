@@ -124,9 +124,9 @@ nn::EvalSums Evaluator<T>::evaluate_average() {
   // The average takes the parameters' place in the one parameter buffer for the evaluation
   // (every layer reads its views of it), and the parameters come back bit for bit. The
   // evaluations end in an allreduce, so no rank reads the buffer when another swaps it.
-  parts_.optimizer.swap_in_average(parts_.model.parameters(), live_parameters_.data());
+  parts_.step.swap_in_average(live_parameters_.data());
   const nn::EvalSums sums = parts_.step.evaluate(evaluation_set_);
-  parts_.optimizer.restore_parameters(parts_.model.parameters(), live_parameters_.data());
+  parts_.step.restore_parameters(live_parameters_.data());
   return sums;
 }
 

@@ -6,6 +6,7 @@
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/distributed/communicator.hpp"
 #include "mpiddp/optim/optimizer.hpp"
+#include "mpiddp/train/step_strategy.hpp"
 
 namespace mpiddp::train {
 
@@ -20,6 +21,7 @@ MemoryLayout memory_layout(const config::Config& config, distributed::Communicat
                             (config.optimizer.ema_decay > 0.0 && !config.save_weights.empty());
   layout.gathers_whole_state = layout.optimizer_parts > 1 && writes_state;
   layout.gradients_in_parts = config.reduce.shard_gradients;
+  layout.parameters_in_parts = config.reduce.shard_parameters;
   const int world = comm.size();
   if (compressed) layout.reduction_bytes_per_value += 4.0;
   // The scattered sum's receive buffers: between nodes only (on one node the ranks sum in the
@@ -44,14 +46,19 @@ MemoryNeed memory_need(const optim::OptimizerConfig& optimizer, bool prefetch, c
   const double gradients = static_cast<double>(facts.gradient_values);
   const double whole_state = optim::state_values_per_parameter(optimizer) * p * value;
   MemoryNeed need;
-  need.parameters = p * value + static_cast<double>(facts.weight_copy_bytes);
+  // The largest part (the first: optim::part_begin rounds the parts up to whole lines), and the
+  // staging: of the gradients by unit, and of the parameters gathered by unit, planned alike.
+  const double part = static_cast<double>(optim::part_begin(facts.parameters, layout.optimizer_parts, 1, facts.value_bytes));
+  const double staging = static_cast<double>(facts.staging_values);
+  // ZeRO-3: the model is built holding its part alone (and, until the step binds the units'
+  // staging, a placeholder of the largest unit's: less than the staging).
+  need.parameters = (layout.parameters_in_parts ? (part + staging) * value : p * value) +
+                    static_cast<double>(facts.weight_copy_bytes);
   if (layout.gradients_in_parts) {
-    // The largest part (the first: optim::part_begin rounds the parts up to whole lines) and
-    // the staging; between nodes the sums in flight (at most the staging's) receive the
-    // others' shares of this rank's part of them.
-    const double part = static_cast<double>(optim::part_begin(facts.parameters, layout.optimizer_parts, 1, facts.value_bytes));
-    const double staging = static_cast<double>(facts.staging_values);
-    need.gradients = (part + staging) * value + staging * layout.reduction_bytes_per_value;
+    // The gradients' staging ends with the loss and stop slots. Between nodes the sums in
+    // flight (at most the staging's) receive the others' shares of this rank's part of them.
+    const double gradient_staging = staging + static_cast<double>(kReservedSlots);
+    need.gradients = (part + gradient_staging) * value + gradient_staging * layout.reduction_bytes_per_value;
   } else {
     need.gradients = gradients * value + gradients * layout.reduction_bytes_per_value;
   }

@@ -49,6 +49,12 @@ ShardedGradientsStep<T>::~ShardedGradientsStep() {
 
 template <typename T>
 GemmChoice ShardedGradientsStep<T>::start(int threads) {
+  bind_gradient_staging();
+  return SynchronizedStep<T>::start(threads);
+}
+
+template <typename T>
+void ShardedGradientsStep<T>::bind_gradient_staging() {
   // The units' staging, then the loss and stop slots (Note [the loss rides with the gradients]).
   const auto values = static_cast<size_t>(staging_plan_.values() + kReservedSlots);
   staging_ = reducer_.allocate_shared_buffer(values);
@@ -61,7 +67,6 @@ GemmChoice ShardedGradientsStep<T>::start(int threads) {
   for (const GradientStaging::Unit& unit : staging_plan_.units) layer_gradients[unit.layer] = staging_of(unit);
   this->model_.bind_unit_gradients(layer_gradients);
   this->model_.install_hooks(this);
-  return SynchronizedStep<T>::start(threads);
 }
 
 template <typename T>

@@ -14,7 +14,7 @@ namespace mpiddp::train {
 
 template <typename T>
 StepGuard<T>::StepGuard(const config::FaultConfig& policy, distributed::Communicator& comm, nn::Model<T>& model,
-                        optim::Optimizer<T>& optimizer, const StepStrategy<T>& step, record::RunLogWriter& log,
+                        optim::Optimizer<T>& optimizer, StepStrategy<T>& step, record::RunLogWriter& log,
                         bool quiet)
     : policy_(policy), comm_(comm), model_(model), optimizer_(optimizer), step_(step), log_(log), quiet_(quiet) {
   // Rank 0's parameters arrive for the replica check in pieces of at most 256 Ki values
@@ -64,6 +64,10 @@ void StepGuard<T>::nonfinite_step(int64_t step, int64_t epoch, const StepOutcome
 
 template <typename T>
 void StepGuard<T>::verify_replicas(int64_t step, bool at_end, ReplicaReport* report_out) {
+  if (const std::optional<ReplicaReport> from_parts = step_.report_from_parts()) {
+    if (report_out) *report_out = *from_parts;
+    return;
+  }
   // Before and after a resync alike, rank 0's parameters come through the scratch in pieces.
   const auto check = [&] {
     return check_replicas<T>(comm_, model_.parameters(), model_.parameter_count(),

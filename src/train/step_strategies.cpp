@@ -2,6 +2,7 @@
 // (include/mpiddp/train/step_strategy.hpp).
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "mpiddp/core/error.hpp"
@@ -11,6 +12,7 @@
 #include "mpiddp/train/fault_injecting_step.hpp"
 #include "mpiddp/train/local_step.hpp"
 #include "mpiddp/train/sharded_gradients_step.hpp"
+#include "mpiddp/train/sharded_parameters_step.hpp"
 
 namespace mpiddp::train {
 
@@ -46,31 +48,53 @@ std::optional<ConfigError> optimizer_shard_refusal(const config::Config& c, cons
 
 namespace {
 
-// Why reduce.shard "gradients" could not serve this config on this layout, or nothing: the
-// optimizer shard's refusals and ZeRO-2's own.
+// Why reduce.shard "gradients" (or "parameters", `mode`, which sums its gradients alike) could
+// not serve this config on this layout, or nothing: the optimizer shard's refusals and ZeRO-2's own.
 std::optional<ConfigError> gradient_shard_refusal(const config::Config& c, const distributed::Communicator& comm,
-                                                  bool shares_node_memory) {
+                                                  bool shares_node_memory, const std::string& mode) {
   if (std::optional<ConfigError> refusal = optimizer_shard_refusal(c, comm, shares_node_memory)) return refusal;
   // Deterministic mode sums the whole gradient exactly (its chunks' terms on a fixed-point
   // grid), not a unit at a time into parts.
   if (c.deterministic.enabled)
-    return ConfigError("reduce.shard", "\"gradients\" is not supported with deterministic.enabled (its exact sum is of "
-                                       "the whole gradient); use reduce.shard \"optimizer\", which gives the same bits");
+    return ConfigError("reduce.shard", mode + " is not supported with deterministic.enabled (its exact sum is of "
+                                              "the whole gradient); use reduce.shard \"optimizer\", which gives the same bits");
   // ZeRO-2 sums each unit into its owners' parts (Note [gradients staged by unit]): across the
   // world's parts, whose sum on a node of several ranks runs through the node's shared memory,
   // uncompressed.
   if (comm.ranks_on_node() > 1 && !shares_node_memory)
-    return ConfigError("reduce.algorithm", "\"mpi\" is not supported with reduce.shard \"gradients\" when a node runs "
+    return ConfigError("reduce.algorithm", "\"mpi\" is not supported with reduce.shard " + mode + " when a node runs "
                                            "several ranks: their gradients are summed in the node's shared memory; "
                                            "use \"auto\" or \"shm\"");
   if (distributed::parse_compression(c.reduce.compress) != distributed::Compression::kNone &&
       comm.ranks_on_node() < comm.size())
-    return ConfigError("reduce.compress", "\"bf16\" is not supported with reduce.shard \"gradients\": its sums "
+    return ConfigError("reduce.compress", "\"bf16\" is not supported with reduce.shard " + mode + ": its sums "
                                           "into the ranks' parts have no bf16 form; set one of them off");
   // Injected faults write into the whole gradient buffer, which no rank holds here.
   if (c.faults.inject.enabled())
-    return ConfigError("debug.fail_kind", "injected faults are not supported with reduce.shard \"gradients\" in "
+    return ConfigError("debug.fail_kind", "injected faults are not supported with reduce.shard " + mode + " in "
                                           "this version of mpiddp; use reduce.shard \"optimizer\"");
+  return std::nullopt;
+}
+
+// Why reduce.shard "parameters" could not serve this config: ZeRO-2's refusals, and what needs
+// the whole parameters on a rank, which no rank holds after the start (Note [parameters
+// gathered by unit]).
+std::optional<ConfigError> parameter_shard_refusal(const config::Config& c, const distributed::Communicator& comm,
+                                                   bool shares_node_memory) {
+  const std::string mode = "\"parameters\"";
+  if (std::optional<ConfigError> refusal = gradient_shard_refusal(c, comm, shares_node_memory, mode)) return refusal;
+  if (!c.checkpoint.dir.empty() && c.checkpoint.format == "file")
+    return ConfigError("checkpoint.format", "\"file\" gathers the whole model on rank 0 to write it, which "
+                                            "reduce.shard \"parameters\" never holds; use \"parts\" (each rank writes "
+                                            "its own part; mpiddp export assembles the weights)");
+  if (!c.save_weights.empty())
+    return ConfigError("save_weights", "writes the whole model from rank 0, which reduce.shard \"parameters\" never "
+                                       "holds; write checkpoints with checkpoint.format \"parts\" and mpiddp export "
+                                       "the last one");
+  if (c.precision != "float32")
+    return ConfigError("compute.precision", "\"" + c.precision + "\" is not supported with reduce.shard "
+                                            "\"parameters\" in this version of mpiddp (its bf16 copies of the weights "
+                                            "are of the whole model); use \"float32\" or reduce.shard \"gradients\"");
   return std::nullopt;
 }
 
@@ -78,7 +102,8 @@ std::optional<ConfigError> gradient_shard_refusal(const config::Config& c, const
 
 std::optional<ConfigError> shard_refusal(const config::Config& c, const distributed::Communicator& comm,
                                          bool shares_node_memory) {
-  if (c.reduce.shard_gradients) return gradient_shard_refusal(c, comm, shares_node_memory);
+  if (c.reduce.shard_parameters) return parameter_shard_refusal(c, comm, shares_node_memory);
+  if (c.reduce.shard_gradients) return gradient_shard_refusal(c, comm, shares_node_memory, "\"gradients\"");
   if (c.reduce.shard_optimizer) return optimizer_shard_refusal(c, comm, shares_node_memory);
   return std::nullopt;
 }
@@ -103,6 +128,7 @@ template <typename T>
 std::unique_ptr<StepStrategy<T>> make_mode_step(const StepParts<T>& parts) {
   if (parts.config.deterministic.enabled) return std::make_unique<DeterministicStep<T>>(parts);
   if (!parts.config.sync) return std::make_unique<LocalStep<T>>(parts);
+  if (parts.config.reduce.shard_parameters) return std::make_unique<ShardedParametersStep<T>>(parts);
   if (parts.config.reduce.shard_gradients) return std::make_unique<ShardedGradientsStep<T>>(parts);
   return std::make_unique<DataParallelStep<T>>(parts);
 }

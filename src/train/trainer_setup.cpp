@@ -78,7 +78,7 @@ MemoryFacts rank_memory_facts(const config::Config& config, const nn::Shape& inp
   facts.value_bytes = sizeof(T);
   if (config.precision != "float32") facts.weight_copy_bytes = static_cast<size_t>(size.parameters) * sizeof(uint16_t);
   facts.step_bytes = step_working_bytes<T>(config, world, size.parameters, size.buffer_values);
-  facts.staging_values = plan_gradient_staging(size.units).values() + kReservedSlots;
+  facts.staging_values = plan_gradient_staging(size.units).values();
   return facts;
 }
 
@@ -151,9 +151,15 @@ Trainer<T>::Trainer(const config::Config& config, distributed::Communicator& com
   check_memory_limit(config.memory_limit_mb, memory_need_,
                      comm.size() > 1 && scope == distributed::ShardScope::kNone &&
                          !optimizer_shard_refusal(config, comm, shares_node_memory));
+  replica_.optimizer = std::make_unique<optim::Optimizer<T>>(config.optimizer, memory_facts_.parameters,
+                                                          distributed::part_exchange(comm, scope));
   // Extra gradient slots carry the loss and the stop vote (kReservedSlots, step_strategy.hpp).
+  // With reduce.shard "parameters" the model holds the optimizer's part of the parameters
+  // alone, from the start (Note [parameters gathered by unit]).
+  std::optional<nn::ParameterPart> part;
+  if (config.reduce.shard_parameters) part = nn::ParameterPart{replica_.optimizer->begin(), replica_.optimizer->end()};
   replica_.model = std::make_unique<nn::Model<T>>(input_shape, config.layers, data_.batch_per_rank,
-                                               kReservedSlots);
+                                                  kReservedSlots, part);
   plan_reduction(replica_.reducer, *replica_.model);
   replica_.loss = nn::build_loss<T>(config.loss);
   check_data_fits(config, data_.set, "data.train", *replica_.model);
@@ -169,8 +175,6 @@ Trainer<T>::Trainer(const config::Config& config, distributed::Communicator& com
   if (data_.sampler.per_rank() == 0)
     throw ConfigError("data.train.samples", "fewer samples than ranks with drop_last: every "
                                             "rank would get an empty epoch");
-  replica_.optimizer = std::make_unique<optim::Optimizer<T>>(config.optimizer, replica_.model->parameter_count(),
-                                                          distributed::part_exchange(comm, scope));
   if (config.optimizer.decay == optim::DecayRule::kMatrices) replica_.optimizer->exempt_from_decay(vectors_and_scalars(*replica_.model));
   replica_.pipeline = std::make_unique<BatchPipeline<T>>(*replica_.model, *replica_.loss, data_.set, data_.batch_per_rank,
                                           std::max<Index>(data_.set.outputs, eval ? eval->outputs : 0),

@@ -29,8 +29,11 @@ void Trainer<T>::start() {
   evaluator_->restore(position_.evaluations);
   // Rank 0's initial parameters are everyone's: replicas start identical even if a rank's
   // initialisation differed (another build, another libm), and init.weights is read there.
-  comm_.broadcast(replica_.model->parameters(),
-                  static_cast<size_t>(replica_.model->parameter_count()) * sizeof(T), 0);
+  // A model holding its part of the parameters alone (reduce.shard "parameters") has no
+  // replicas: each value has one owner, which made or read it itself.
+  if (replica_.model->parameters() != nullptr)
+    comm_.broadcast(replica_.model->parameters(),
+                    static_cast<size_t>(replica_.model->parameter_count()) * sizeof(T), 0);
   broadcast_buffers(comm_, *replica_.model);
   const uint64_t mine = mix_seed(config_hash(config_), fnv1a(replica_.model->describe()));
   const auto all = comm_.allgather(mine);

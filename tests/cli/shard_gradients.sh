@@ -107,5 +107,4 @@ expect_refusal debug.fail_kind run_np 2 train "${BASE[@]}" "${SHARD[@]}" --set d
   --set debug.fail_rank=0 --set debug.fail_step=2
 MPIDDP_TEST_RANKS_PER_NODE=1 expect_refusal reduce.compress run_np 2 train "${BASE[@]}" "${SHARD[@]}" \
   --set reduce.compress='"bf16"'
-expect_refusal reduce.shard run_np 1 train "${BASE[@]}" --set reduce.shard='"parameters"'
 echo "PASS"

@@ -159,7 +159,8 @@ grep -q '"reduce_shard":"none"' "$d.whole.jsonl" || fail "unsharded run record l
 same_run "$d.whole" "$d.shard_key" "reduce.shard \"optimizer\" at np=2"
 expect_config_error "config: reduce.shard: needs sync true" --set reduce.shard='"optimizer"' --set sync=false
 expect_config_error "config: reduce.shard_optimizer: is the older spelling" --set reduce.shard='"optimizer"' "${SHARD[@]}"
-expect_config_error "config: reduce.shard: \"parameters\" (ZeRO-3)" --set reduce.shard='"parameters"'
+expect_config_error "config: reduce.shard_unit: \"layer\"" --set reduce.shard='"parameters"' --set reduce.shard_unit='"layer"'
+expect_config_error "config: reduce.shard_unit: applies to reduce.shard \"parameters\" only" --set reduce.shard='"optimizer"' --set reduce.shard_unit='"block"'
 # The float32 reduce-scatter has no bf16 form.
 MPIDDP_TEST_RANKS_PER_NODE=1 expect_config_error "reduce.compress" "${SHARD[@]}" --set reduce.compress=bf16
 # The node's ranks share one copy of the parameters: one replica cannot be perturbed alone.

@@ -212,7 +212,7 @@ TEST(Config, HashIgnoresTheLogPathOnly) {
 }
 
 // reduce.shard names the mode; reduce.shard_optimizer stays the older spelling of "optimizer";
-// both at once, and the modes not built yet, are exit 2 naming the key. Neither key, nor
+// both at once, and reduce.shard_unit "layer" (not built yet), are exit 2 naming the key. Neither key, nor
 // memory.limit_mb, enters the resolved config unless given (old configs keep their hash).
 TEST(Config, ReduceShardAndItsOlderSpelling) {
   const auto with_override = [](const std::string& assignment) {
@@ -230,7 +230,21 @@ TEST(Config, ReduceShardAndItsOlderSpelling) {
   EXPECT_TRUE(gradients.reduce.shard_optimizer);
   EXPECT_TRUE(gradients.reduce.shard_gradients);
   EXPECT_FALSE(parse_config(with_override("reduce.shard=\"optimizer\"")).reduce.shard_gradients);
-  EXPECT_EQ(override_error_key("reduce.shard=\"parameters\""), "reduce.shard");
+  // "parameters" (ZeRO-3) cuts the parameters too, gathered a unit at a time: reduce.shard_unit
+  // "block" (the default); "layer" is not built, and the key is for "parameters" alone.
+  const Config parameters = parse_config(with_override("reduce.shard=\"parameters\""));
+  EXPECT_TRUE(parameters.reduce.shard_optimizer);
+  EXPECT_TRUE(parameters.reduce.shard_gradients);
+  EXPECT_TRUE(parameters.reduce.shard_parameters);
+  EXPECT_EQ(parameters.reduce.shard_unit, "block");
+  EXPECT_FALSE(gradients.reduce.shard_parameters);
+  EXPECT_EQ(parse_config(with_override("reduce.shard=\"parameters\"")).resolved["reduce"].contains("shard_unit"), false);
+  EXPECT_EQ(test::overrides_error_key({"reduce.shard=\"parameters\"", "reduce.shard_unit=\"layer\""}),
+            "reduce.shard_unit");
+  EXPECT_EQ(test::overrides_error_key({"reduce.shard=\"parameters\"", "reduce.shard_unit=\"tensor\""}),
+            "reduce.shard_unit");
+  EXPECT_EQ(test::overrides_error_key({"reduce.shard=\"gradients\"", "reduce.shard_unit=\"block\""}),
+            "reduce.shard_unit");
   EXPECT_EQ(test::overrides_error_key({"reduce.shard=\"optimizer\"", "reduce.shard_optimizer=true"}),
             "reduce.shard_optimizer");
   const Config plain = parse_config(default_experiment());

@@ -5,7 +5,8 @@
 # (shared memory inside a node, MPI between nodes), and the gradients crossed the link: n2's
 # link counters grew by at least the bytes one allreduce per step must send (under MPICH too:
 # a transport that took the nodes for one machine would carry them through shared memory,
-# around the link; launch/local-cluster/start.sh gives each node its own boot id). Bad input ends with a clear error, never a
+# around the link; launch/local-cluster/start.sh gives each node its own boot id); and so does
+# 2 x 2 under reduce.shard "parameters" (ZeRO-3), its gathers over the link. Bad input ends with a clear error, never a
 # hang: a global batch the ranks cannot share; a node whose link is down when the job starts.
 # stop.sh removes every namespace and process and may be called twice.
 # Skips (exit 77) without root, network namespaces, or Slurm and munge.
@@ -49,6 +50,28 @@ for per_node in 1 2; do
   done
   echo "2 nodes x $per_node: job $job, $(grep -o '"reduction":{[^}]*}' "$log"); n2's link carried $link_bytes bytes (gradients at least $min_bytes); $(tail -n 1 "$WORK/compare-$per_node.txt")"
 done
+
+# reduce.shard "parameters" (ZeRO-3) across the two nodes: each of the 4 ranks holds a quarter
+# of the parameters, a unit's gathered over the link before its forward and its backward, and
+# the job still reproduces the np=1 baseline. The link carries at least the gathers' share:
+# per step each unit comes to n2's ranks from n1's twice (forward and backward), half the
+# parameters each time, besides the gradients' reduce-scatter.
+rc=0 link_before=$(cluster_link_bytes n2)
+job=$(submit 2 --quiet --set reduce.shard=parameters) || rc=$?
+link_bytes=$(( $(cluster_link_bytes n2) - link_before ))
+log="$WORK/runs/slurm-$job/train.jsonl"
+[ "$rc" -eq 0 ] || { cat "$WORK/job-$job.out" >&2 || true; fail "2x2 parameters: job '$job' exit code $rc"; }
+grep -q '"reduce_shard":"parameters"' "$log" || fail "2x2 parameters: the run record does not say reduce_shard parameters"
+grep -q '"reduce_shard_across":"world"' "$log" || fail "2x2 parameters: the parts are not the world's"
+run_record_check "$log" '"n1","n1","n2","n2"' shm mpi
+steps=$(grep -o '"kind":"end","steps":[0-9]*' "$log" | grep -o '[0-9]*$')
+parameters=$(grep -o '"parameters":[0-9]*' "$log" | head -n 1 | grep -o '[0-9]*$')
+min_bytes=$(( 2 * steps * parameters * 4 ))
+[ "$link_bytes" -ge "$min_bytes" ] ||
+  fail "2x2 parameters: n2's link carried $link_bytes bytes, less than the $min_bytes bytes of $steps steps' gathers"
+"$MPIDDP" compare "$WORK/baseline.jsonl" "$log" > "$WORK/compare-parameters.txt" ||
+  { cat "$WORK/compare-parameters.txt"; fail "2x2 parameters: the job does not match the np=1 baseline"; }
+echo "2 nodes x 2, reduce.shard parameters: job $job; n2's link carried $link_bytes bytes (gathers at least $min_bytes); $(tail -n 1 "$WORK/compare-parameters.txt")"
 
 # A global batch that 4 ranks cannot share: the config error, on every rank, exit 2.
 rc=0

@@ -494,5 +494,75 @@ TEST(InitStd, WithoutItTheDrawsArePyTorchsDefaultsAsBefore) {
   EXPECT_EQ(std::memcmp(with.parameters() + 28, without.parameters() + 20, 10 * sizeof(double)), 0);
 }
 
+// ZeRO-3 (a Model built with a ParameterPart, Note [parameters gathered by unit]): the model
+// keeps a part of its parameters alone, never all P; initialised a layer at a time in a
+// placeholder, its part holds the whole model's values there, bit for bit. Bound to memory of
+// each layer's own (Model::bind_unit_parameters), a tensor tied to a layer (the GPT's head)
+// reading the owner's, and that memory holding what a gather brings (the whole model's
+// values), a pass gives every gradient the whole model's, bit for bit; with the first layer's
+// memory changed, the gradients change too.
+void expect_unit_parameters_are_read(const char* json, const Shape& input,
+                                     const std::function<void(Model<double>&, const PassContext&)>& pass) {
+  SCOPED_TRACE(json);
+  Model<double> whole(input, specs(json), kBatch);
+  const Index count = whole.parameter_count(), begin = 3, end = count - 2;  // a part cut anywhere
+  Model<double> parted(input, specs(json), kBatch, 0, ParameterPart{begin, end});
+  EXPECT_EQ(parted.parameters(), nullptr);
+  EXPECT_EQ(parted.parameter_part_begin(), begin);
+  EXPECT_EQ(parted.parameter_part_end(), end);
+  whole.initialize(5);
+  parted.initialize(5);
+  for (Index i = begin; i < end; ++i) ASSERT_EQ(parted.parameter_part()[i - begin], whole.parameters()[i]) << i;
+  pass(whole, PassContext{});
+  const LayerUnits units = parted.units();
+  const size_t layers = units.bounds.size() - 1;
+  std::vector<std::vector<double>> gradients(layers), parameters(layers);
+  std::vector<double*> layer_gradients(layers, nullptr), layer_parameters(layers, nullptr);
+  for (size_t l = 0; l < layers; ++l) {
+    const auto first = static_cast<size_t>(units.bounds[l]), last = static_cast<size_t>(units.bounds[l + 1]);
+    if (first == last) continue;
+    gradients[l].assign(last - first, 0.0);
+    parameters[l].assign(whole.parameters() + first, whole.parameters() + last);  // as gathered
+    layer_gradients[l] = gradients[l].data();
+    layer_parameters[l] = parameters[l].data();
+  }
+  parted.bind_unit_gradients(layer_gradients);
+  parted.bind_unit_parameters(layer_parameters);
+  PassContext overwrite;
+  overwrite.overwrite_gradients = true;
+  pass(parted, overwrite);
+  for (size_t l = 0; l < layers; ++l)
+    for (size_t i = 0; i < gradients[l].size(); ++i)
+      EXPECT_EQ(gradients[l][i], whole.gradients()[static_cast<size_t>(units.bounds[l]) + i]) << "layer " << l << ", " << i;
+  // The first layer's parameters halved where the layers read them: the gradients change.
+  for (double& p : parameters[0]) p *= 0.5;
+  for (auto& g : gradients) std::fill(g.begin(), g.end(), 0.0);
+  pass(parted, overwrite);
+  double moved = 0.0;
+  for (size_t l = 0; l < layers; ++l)
+    for (size_t i = 0; i < gradients[l].size(); ++i)
+      moved = std::max(moved, std::abs(gradients[l][i] - whole.gradients()[static_cast<size_t>(units.bounds[l]) + i]));
+  EXPECT_GT(moved, 1e-6);
+}
+
+TEST(TiedLinear, ParametersKeptInPartsAreReadFromTheirUnits) {
+  expect_unit_parameters_are_read(kTiedGpt, {kPositions}, [](Model<double>& model, const PassContext& context) {
+    const BatchTargets<double> targets{nullptr, kLabels.data(), kPositions};
+    CrossEntropyLoss<double> loss;
+    const auto out = model.forward(context, gpt_input());
+    loss.forward_backward(out, targets, model.output_gradient());
+    model.backward(context, gpt_input());
+  });
+  for (const char* json : {kTiedToALinear, kTiedIntoAResidual, kTiedFromAResidual})
+    expect_unit_parameters_are_read(json, {3, 4}, [](Model<double>& model, const PassContext& context) {
+      const std::vector<double> x = test_values(12 * kBatch, 1), t = test_values(12 * kBatch, 2);
+      const ConstMatrixView<double> xs(x.data(), 12, kBatch);
+      MseLoss<double> mse;
+      const auto out = model.forward(context, xs);
+      mse.forward_backward(out, {t.data(), nullptr}, model.output_gradient());
+      model.backward(context, xs);
+    });
+}
+
 }  // namespace
 }  // namespace mpiddp::nn

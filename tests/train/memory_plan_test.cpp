@@ -46,12 +46,16 @@ TEST(MemoryPlan, NeedByKindByHand) {
   // The reducer's buffers, 4 bytes per gradient value (bf16 between nodes): 1002 · (4 + 4).
   EXPECT_EQ(memory_need(adamw, true, thousand_parameters(), {1, false, 4.0}).gradients, 8016.0);
   // ZeRO-2: the largest part (1000 cut in 2 runs of whole 64-byte lines: 512 values) and the
-  // staging (300 values) in place of the 1002: (512 + 300) · 4; the scattered sums' buffers
-  // count the staging's values, 2 bytes each here: + 600.
+  // staging (300 values, then the loss and stop slots: 302) in place of the 1002: (512 + 302)
+  // · 4; the scattered sums' buffers count the staging's values, 2 bytes each here: + 604.
   MemoryFacts staged = thousand_parameters();
   staged.staging_values = 300;
-  EXPECT_EQ(memory_need(adamw, true, staged, {2, false, 0.0, true}).gradients, 3248.0);
-  EXPECT_EQ(memory_need(adamw, true, staged, {2, false, 2.0, true}).gradients, 3848.0);
+  EXPECT_EQ(memory_need(adamw, true, staged, {2, false, 0.0, true}).gradients, 3256.0);
+  EXPECT_EQ(memory_need(adamw, true, staged, {2, false, 2.0, true}).gradients, 3860.0);
+  EXPECT_EQ(memory_need(adamw, true, staged, {2, false, 0.0, true}).parameters, 4000.0);
+  // ZeRO-3: the parameters likewise, their part and the staging without slots: (512 + 300) · 4.
+  EXPECT_EQ(memory_need(adamw, true, staged, {2, false, 0.0, true, true}).parameters, 3248.0);
+  EXPECT_EQ(memory_need(adamw, true, staged, {2, false, 0.0, true, true}).gradients, 3256.0);
   // bf16's copies of the weights with the parameters.
   MemoryFacts copies = thousand_parameters();
   copies.weight_copy_bytes = 2000;

@@ -3,6 +3,7 @@
 // the flat buffer and named safetensors tensors. The names are a PyTorch nn.Sequential
 // state_dict's ("0.weight" [out, in], "0.bias" [out], "2.weight", ...), optionally behind a
 // prefix, so a state_dict saved from PyTorch loads as it is and ours load in PyTorch.
+#include <limits>
 #include <map>
 #include <set>
 #include <string>
@@ -22,11 +23,19 @@ std::vector<io::TensorToWrite> named_tensors(const std::vector<nn::ParameterTens
 // Fills `values` (P) from the tensors named prefix + tensor name, converting F32 <-> F64;
 // T = int64_t reads I64 tensors (counters), and a real tensor never fills a counter or back.
 // Every missing or mis-shaped tensor is reported, with its name and both shapes, in one
-// Error(error_code).
+// Error(error_code). With a held range, `values` are [held_begin, held_end) of the P alone
+// (a model holding its part of the parameters): of each tensor only what lies there is
+// written, and every tensor is checked all the same.
 template <typename T>
 void load_named_tensors(const io::SafetensorsFile& file,
                         const std::vector<nn::ParameterTensor>& layout, T* values,
-                        int error_code, const std::string& prefix = "");
+                        int error_code, const std::string& prefix = "", Index held_begin = 0,
+                        Index held_end = std::numeric_limits<Index>::max());
+
+// The model's parameters from the file's tensors of their names: those it holds
+// (Model::parameter_part), all P or its part.
+template <typename T>
+void load_parameters(const io::SafetensorsFile& file, nn::Model<T>& model, int error_code);
 
 // An Error(error_code) listing the file's tensors whose names are not in `expected`.
 void reject_unexpected_tensors(const io::SafetensorsFile& file,

@@ -144,6 +144,15 @@ class Communicator {
   virtual int start_scattered_sum(void* data, ElementType type, double scale,
                                   const std::vector<size_t>& begins) = 0;
 
+  // reduce.shard "parameters" (ZeRO-3): a unit's parameters gathered from their owners'
+  // parts (Note [parameters gathered by unit] in train/sharded_parameters_step.hpp). In place:
+  // rank r holds part p = world_part(), bytes [begins[p], begins[p + 1]) of data; once waited
+  // for, every rank holds every part. Non-blocking, so that the next unit's parameters travel
+  // while one computes; begins (size() + 1, in bytes) must stay alive and unchanged until
+  // wait_gather. Every rank starts the same gathers in the same order among its collectives.
+  // Returns a handle for wait_gather (-1 with one rank: nothing to do).
+  virtual int start_gather(void* data, const std::vector<size_t>& begins) = 0;
+  virtual void wait_gather(int handle) = 0;
   // Lets started sums advance without blocking: MPI progresses non-blocking collectives
   // only inside MPI calls, so the trainer calls this between layers of the backward pass.
   virtual void progress() = 0;

@@ -32,6 +32,7 @@ enum class Collective : int64_t {
   kScatteredSum,       // reduce.shard_optimizer across the leaders: the gradients' reduce-scatter
   kWorldAllgather,     // reduce.shard_optimizer across the leaders: the updated parameter parts
   kWorldGather,        // reduce.shard_optimizer across the leaders: the state parts, for a checkpoint
+  kUnitGather,         // reduce.shard "parameters": a unit's parameters gathered from the parts
 };
 // "MPI_Allreduce(float, sum)": the MPI call, for the watchdog's report.
 const char* collective_name(Collective c);

@@ -34,6 +34,11 @@ struct ReduceConfig {
   // state (shard_optimizer is then true): reduce.shard "gradients", the step
   // train/sharded_gradients_step.hpp.
   bool shard_gradients = false;
+  // ZeRO-3: each rank keeps its part of the parameters alone too (shard_gradients is then
+  // true): reduce.shard "parameters", the step train/sharded_parameters_step.hpp, gathering
+  // the parameters a unit at a time, the unit being reduce.shard_unit's ("block").
+  bool shard_parameters = false;
+  std::string shard_unit = "block";
 };
 
 // When one bucket's reduction was started, waited for and known done (the wait returned),

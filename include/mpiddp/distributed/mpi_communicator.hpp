@@ -43,6 +43,8 @@ class MpiCommunicator final : public Communicator {
   void gather_world_parts(const void* part, void* whole, const std::vector<size_t>& begins) override;
   int start_scattered_sum(void* data, ElementType type, double scale,
                           const std::vector<size_t>& begins) override;
+  int start_gather(void* data, const std::vector<size_t>& begins) override;
+  void wait_gather(int handle) override;
   void progress() override;
   void wait_sum(int handle) override;
   SumsFinite take_sums_finite() override;
@@ -65,6 +67,10 @@ class MpiCommunicator final : public Communicator {
   // the step's allgather allocates nothing (mpi_node_parts.cpp).
   std::vector<int> part_counts_, part_offsets_;
   std::vector<int> part_of_rank_;     // (size_) each world rank's world_part()
+  // start_gather's, by handle (defined in the .cpp); kept, so that a step's gathers allocate
+  // nothing once the first step has made as many as are ever in flight.
+  struct PendingGather;
+  std::vector<PendingGather> gathers_;
   // What the sums waited for since take_sums_finite last ran saw of their values.
   bool sums_waited_ = false, sums_unchecked_ = false, sums_not_finite_ = false;
   std::unique_ptr<MpiWatchdog> watchdog_;  // tracks every collective, see mpi_watchdog.hpp

@@ -97,7 +97,9 @@ struct LayerMemory {
   Index max_batch = 0;
   // The whole model's tensors and buffers, where a layer finds the tensors it is tied to.
   const std::vector<ParameterTensor>* model_tensors = nullptr;
-  T* model_parameters = nullptr;
+  // (model tensors) where each tensor's values lie: at its offset in the model's parameter
+  // buffer, or, with the parameters gathered by unit (Model::keep_parameter_part), in its unit's.
+  const std::vector<T*>* tensor_parameters = nullptr;
   // (model tensors) where each tensor's gradient lies: at its offset in the model's gradient
   // buffer, or, with the gradients staged by unit (Model::bind_unit_gradients), in its unit's.
   const std::vector<T*>* tensor_gradients = nullptr;

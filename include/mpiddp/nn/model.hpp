@@ -7,6 +7,7 @@
 // Activation memory is sized once for max_batch samples: forward and backward only write
 // into memory made here, so a training step allocates nothing.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -96,13 +97,22 @@ ModelSize model_size(const Shape& input, const std::vector<LayerSpec>& specs, In
   return {parameter_count(stack), buffer_values, activation_bytes(stack, max_batch), layer_units(stack)};
 }
 
+// The parameters [begin, end) of P that a model keeps alone (reduce.shard "parameters").
+struct ParameterPart {
+  Index begin = 0, end = 0;
+};
+
 template <typename T>
 class Model {
  public:
   // reserved_gradient_slots: extra elements after the P gradients, reduced together with
   // them by the trainer (see Note [the loss rides with the gradients] in train/data_parallel_step.cpp).
+  // part: Note [parameters gathered by unit] (train/sharded_parameters_step.hpp): the model
+  // keeps these parameters alone (parameter_part()), never all P: parameters() is null, and
+  // until bind_unit_parameters its layers read their parameters in a placeholder the size of
+  // the largest layer's, where initialize() makes each layer's in turn.
   Model(const Shape& input, const std::vector<LayerSpec>& specs, Index max_batch,
-             Index reserved_gradient_slots = 0);
+        Index reserved_gradient_slots = 0, std::optional<ParameterPart> part = std::nullopt);
 
   const Shape& input_shape() const { return input_shape_; }
   const Shape& output_shape() const { return stack_.output_shape(); }
@@ -141,8 +151,15 @@ class Model {
     return scratch_.size() + transient_.size() + (output_.size() + output_gradient_.size()) * sizeof(T);
   }
 
+  // All P parameters; null where the model keeps a part of them alone.
   T* parameters() { return parameters_; }
   const T* parameters() const { return parameters_; }
+  // The parameters [parameter_part_begin(), parameter_part_end()) this model holds: all P, or
+  // the constructor's part.
+  T* parameter_part() { return parameters_ ? parameters_ + part_begin_ : own_parameters_.data(); }
+  const T* parameter_part() const { return parameters_ ? parameters_ + part_begin_ : own_parameters_.data(); }
+  Index parameter_part_begin() const { return part_begin_; }
+  Index parameter_part_end() const { return part_end_; }
   // P gradients followed by the reserved slots.
   T* gradients() { return gradients_; }
   const T* gradients() const { return gradients_; }
@@ -178,12 +195,20 @@ class Model {
   // tied to it into the same memory. The model's gradient buffer is given back: gradients() is
   // null from here on, and the caller clears what a pass adds to (gradients_added_to).
   void bind_unit_gradients(const std::vector<T*>& layer_gradients);
+  // Note [parameters gathered by unit]: a model that keeps a part of its parameters alone reads
+  // layer l's parameters at layer_parameters[l] (its units().bounds' count of values, the
+  // caller's, where the caller gathers them before the layer computes; null for a layer
+  // without parameters), a tensor tied to it there too. The placeholder is given back.
+  void bind_unit_parameters(const std::vector<T*>& layer_parameters);
   // The ranges of the parameter buffer [first, end) that a backward pass with
   // overwrite_gradients adds to, so that they are cleared before it (prepare_gradient_overwrite
   // clears them in the model's buffer).
   const std::vector<std::pair<Index, Index>>& gradients_added_to() const { return added_to_; }
 
   // Seeded initialisation, PyTorch's default scheme layer by layer; buffers to their start.
+  // A model keeping a part makes each layer's parameters whole in turn where its layers read
+  // them and keeps its part of them: the same values as a whole model's. Before
+  // bind_unit_parameters.
   void initialize(uint64_t seed);
   void zero_gradients();
   // Readies the gradients for a backward pass with PassContext::overwrite_gradients: clears
@@ -222,9 +247,11 @@ class Model {
   // The layers' memory, their gradients from `gradients` (the model's buffer, or another of
   // its layout).
   LayerMemory<T> memory(T* gradients);
-  // Binds the layers to the model's memory: their gradients in the model's buffer, or where
-  // bind_unit_gradients put them.
-  void bind_layers();
+  // Binds the layers to the model's memory: their parameters and gradients in the model's
+  // buffers at `gradients` (the gradient buffer, or another of its layout), or where
+  // bind_unit_parameters and bind_unit_gradients put them.
+  void bind_layers(T* gradients);
+  void bind_layers() { bind_layers(gradients_); }
   // Resolves the layers' TiedTensors into tied_ (a ConfigError names the key that does not fit).
   void tie_tensors();
 
@@ -235,14 +262,18 @@ class Model {
   Index batch_ = 0;  // batch size of the last forward
   std::vector<ParameterTensor> tensors_;
   std::vector<ParameterTensor> tied_;
+  std::vector<T*> tensor_parameters_;        // (tensors) LayerMemory::tensor_parameters
   std::vector<T*> tensor_gradients_;         // (tensors) LayerMemory::tensor_gradients
+  std::vector<T*> layer_parameters_;         // (layers) with a part: bind_unit_parameters', else the placeholder
   std::vector<T*> layer_gradients_;          // (layers) bind_unit_gradients', else empty
   // What prepare_gradient_overwrite clears: the gradients of layers that only add, and the
   // reserved slots.
   std::vector<std::pair<Index, Index>> added_to_;
   std::vector<BufferTensor> buffer_tensors_;
-  AlignedVector<T> own_parameters_;          // (P), unless placed elsewhere
-  T* parameters_ = nullptr;                  // (P): own_parameters_ or placed
+  AlignedVector<T> own_parameters_;          // (P), unless placed elsewhere; the kept part
+  T* parameters_ = nullptr;                  // (P): own_parameters_ or placed; null when parted
+  Index part_begin_ = 0, part_end_ = 0;      // parameter_part()'s: [0, P) unless parted
+  AlignedVector<T> placeholder_;             // with a part: the largest layer's parameters, until bound
   UntouchedZeros<T> own_gradients_;          // (P + reserved slots), unless placed elsewhere
   T* gradients_ = nullptr;                   // (P + reserved slots): own_gradients_ or placed
   AlignedVector<T> buffer_values_;           // the real buffers, in layer order

@@ -54,10 +54,13 @@ class Sequential final : public Layer<T> {
   // so must be cleared before it: those of the layers that cannot overwrite.
   std::vector<std::pair<Index, Index>> gradients_added_to() const;
   void bind(const LayerMemory<T>& memory) override;
-  // bind, but layer l's gradients at layer_gradients[l] (its parameters' count of values; null
-  // for a layer without parameters) rather than at memory.gradients plus its offset: the
-  // gradients staged by unit (Model::bind_unit_gradients).
-  void bind(const LayerMemory<T>& memory, const std::vector<T*>& layer_gradients);
+  // bind, but (where given) layer l's parameters at (*layer_parameters)[l] and its gradients
+  // at (*layer_gradients)[l] (its parameters' count of values each; null for a layer without
+  // parameters) rather than at memory.parameters and memory.gradients plus its offset: the
+  // gradients staged by unit (Model::bind_unit_gradients), the parameters gathered by unit
+  // (Model::bind_unit_parameters).
+  void bind_units(const LayerMemory<T>& memory, const std::vector<T*>* layer_parameters,
+                  const std::vector<T*>* layer_gradients);
   // Layer l's parameters are [offsets[l], offsets[l + 1]) of the stack's: (size() + 1).
   const std::vector<Index>& layer_parameter_offsets() const { return parameter_offsets_; }
   // Calls hooks around each of its layers' passes from now on, and tells its layers that hold
@@ -65,6 +68,8 @@ class Sequential final : public Layer<T> {
   // first_parameter: its own first parameter in the model's buffer. Null removes them.
   void install_hooks(LayerHooks* hooks, const std::string& prefix, Index first_parameter, int depth) override;
   void initialize(Rng& rng) override;
+  // Layer l's initialisation alone: initialize() is initialize_layer(0 .. size() - 1, rng).
+  void initialize_layer(size_t l, Rng& rng) { layers_[l]->initialize(rng); }
   void forward(const PassContext& context, ConstMatrixView<T> x, MatrixView<T> y) override;
   void backward(const PassContext& context, ConstMatrixView<T> x, ConstMatrixView<T> y,
                 ConstMatrixView<T> dy, MatrixView<T>* dx) override;
@@ -85,8 +90,10 @@ class Sequential final : public Layer<T> {
   Sequential(Chain layers, const Shape& input);
   static Chain build_chain(const std::vector<LayerSpec>& specs, const Shape& input);
 
-  // bind's work; layer_gradients null: every layer's gradients at memory.gradients + offset.
-  void bind_layers(const LayerMemory<T>& memory, const std::vector<T*>* layer_gradients);
+  // bind's work; layer_parameters (layer_gradients) null: every layer's parameters (gradients)
+  // at memory.parameters (memory.gradients) + its offset.
+  void bind_layers(const LayerMemory<T>& memory, const std::vector<T*>* layer_parameters,
+                   const std::vector<T*>* layer_gradients);
   // Layer l has parameters and only adds to their gradients.
   bool adds_to_gradients(size_t l) const;
   // Layer l overwrites its gradients when the pass says so.

@@ -58,6 +58,10 @@ class Optimizer {
   // (part_gradients: end() - begin() values), where the rank holds no other (reduce.shard
   // "gradients"): the optimizer must hold the gradient in parts (across the world) or whole.
   double step_on_part(T* params, const T* part_gradients, double lr);
+  // step_on_part where the rank holds its part of the parameters alone too (reduce.shard
+  // "parameters"): part_parameters are [begin(), end()), updated in place, and no part is
+  // exchanged (the units gather them as they compute). Collective only for clipping's norm.
+  double step_on_parameter_part(T* part_parameters, const T* part_gradients, double lr);
 
   // For a checkpoint: on rank 0, the state of all P parameters (the optimizer itself, or,
   // sharded, a temporary one that the parts of rank 0's node are gathered into); null on
@@ -88,6 +92,10 @@ class Optimizer {
   // rank writes only its own part, so a parameter buffer that the node's ranks share is safe.
   void swap_in_average(T* params, T* kept);
   void restore_parameters(T* params, const T* kept);
+  // The same where the rank holds its part of the parameters alone (reduce.shard "parameters"):
+  // part_params are [begin(), end()); nothing is exchanged. Local.
+  void swap_in_average_part(T* part_params, T* kept);
+  void restore_parameter_part(T* part_params, const T* kept);
   // divergence.action = resync: every rank's state becomes rank 0's replica's. Collective.
   void broadcast_from_rank0();
 
@@ -99,6 +107,8 @@ class Optimizer {
   // step's work: the norm from `held` (the gradients of [held_begin_, held_end_)), the update
   // from `part` (those of [begin_, end_)).
   double update(T* params, const T* held, const T* part, double lr);
+  // update's work on this rank's part alone: part_params are [begin_, end_); returns the norm.
+  double update_part(T* part_params, const T* held, const T* part, double lr);
   // This rank's part is all P parameters (not sharded, or a part of one).
   bool holds_whole() const { return begin_ == 0 && end_ == parameters_; }
   void keep_part_of(optim::UpdateRule<T>& whole);

@@ -50,6 +50,8 @@ class DeterministicStep final : public StepStrategy<T> {
   double compute_gradients(const Index* samples, Index count) override;
   StepOutcome reduce(double local_loss) override;
   double update(double lr) override { return parts_.optimizer.step(model_.parameters(), model_.gradients(), lr); }
+  void swap_in_average(T* kept) override { parts_.optimizer.swap_in_average(model_.parameters(), kept); }
+  void restore_parameters(const T* kept) override { parts_.optimizer.restore_parameters(model_.parameters(), kept); }
   // Fixed blocks of B/C samples, the per-block sums added exactly.
   nn::EvalSums evaluate(const data::Dataset<T>& set) override;
   void describe(io::Json& run_record) const override;

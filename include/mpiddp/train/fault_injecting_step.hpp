@@ -26,6 +26,9 @@ class FaultInjectingStep final : public StepStrategy<T> {
   double update(double lr) override;
   nn::EvalSums evaluate(const data::Dataset<T>& set) override { return inner_->evaluate(set); }
   void before_evaluation() override { inner_->before_evaluation(); }
+  void swap_in_average(T* kept) override { inner_->swap_in_average(kept); }
+  void restore_parameters(const T* kept) override { inner_->restore_parameters(kept); }
+  std::optional<ReplicaReport> report_from_parts() override { return inner_->report_from_parts(); }
   bool keeps_replicas_identical() const override { return inner_->keeps_replicas_identical(); }
   void describe(io::Json& run_record) const override { inner_->describe(run_record); }
   size_t reduction_spans_per_step(size_t buckets) const override { return inner_->reduction_spans_per_step(buckets); }

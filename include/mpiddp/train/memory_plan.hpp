@@ -17,7 +17,8 @@ namespace mpiddp::train {
 // Bytes one rank holds, by kind.
 struct MemoryNeed {
   double parameters = 0.0;       // the parameters (every rank builds its own copy, also where
-                                 // the node's ranks then share one), and bf16's copies of them
+                                 // the node's ranks then share one; ZeRO-3: this rank's part and
+                                 // the units gathered), and bf16's copies of them
   double gradients = 0.0;        // the gradient buffer with its reserved slots (ZeRO-2: this
                                  // rank's part and the staging), and the reducer's own buffers
   double optimizer_state = 0.0;  // the update rule's state (and ema's) of this rank's part, and
@@ -38,7 +39,7 @@ struct MemoryFacts {
   size_t data_bytes = 0;       // data::Dataset::bytes of the training and evaluation sets
   size_t weight_copy_bytes = 0;  // bf16 precision's copies of the weights (2 bytes each)
   double step_bytes = 0.0;     // step_working_bytes
-  Index staging_values = 0;    // ZeRO-2's staging of the gradients (GradientStaging::values)
+  Index staging_values = 0;    // ZeRO-2's staging of the gradients, ZeRO-3's of the parameters (GradientStaging::values)
   size_t value_bytes = 4;      // sizeof(T)
 };
 
@@ -54,6 +55,9 @@ struct MemoryLayout {
   // reduce.shard "gradients": a rank holds its part of the gradient and the staging, not all
   // P (Note [gradients staged by unit] in train/gradient_staging.hpp).
   bool gradients_in_parts = false;
+  // reduce.shard "parameters": the parameters likewise, their part and the units gathered
+  // (Note [parameters gathered by unit] in train/sharded_parameters_step.hpp), not all P.
+  bool parameters_in_parts = false;
 };
 
 // The need of `facts` with the optimizer cut as `scope` on comm's ranks (compressed: bf16

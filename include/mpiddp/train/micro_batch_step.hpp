@@ -21,6 +21,8 @@ class MicroBatchStep : public StepStrategy<T> {
   GemmChoice start(int threads) override;
   double compute_gradients(const Index* samples, Index count) override;
   double update(double lr) override { return parts_.optimizer.step(model_.parameters(), model_.gradients(), lr); }
+  void swap_in_average(T* kept) override { parts_.optimizer.swap_in_average(model_.parameters(), kept); }
+  void restore_parameters(const T* kept) override { parts_.optimizer.restore_parameters(model_.parameters(), kept); }
   // Rank r evaluates samples r, r+N, r+2N, ... with no padding, so each sample counts once;
   // the sums are reduced in double, which makes the result independent of N to ~1e-16.
   nn::EvalSums evaluate(const data::Dataset<T>& set) override;

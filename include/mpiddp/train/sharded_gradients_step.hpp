@@ -18,7 +18,7 @@
 namespace mpiddp::train {
 
 template <typename T>
-class ShardedGradientsStep final : public SynchronizedStep<T>, private nn::LayerHooks {
+class ShardedGradientsStep : public SynchronizedStep<T>, protected nn::LayerHooks {
  public:
   explicit ShardedGradientsStep(const StepParts<T>& parts);
   ~ShardedGradientsStep() override;
@@ -35,19 +35,27 @@ class ShardedGradientsStep final : public SynchronizedStep<T>, private nn::Layer
     return staging_plan_.units.size() * static_cast<size_t>(this->parts_.config.accumulate_steps) + 1;
   }
 
+ protected:
+  // ZeRO-3's step (sharded_parameters_step.hpp) adds the parameters' gather to these hooks.
+  void before_forward(const nn::LayerUnit& /*unit*/) override {}
+  void before_backward(const nn::LayerUnit& unit) override;
+  void after_backward(const nn::LayerUnit& unit) override;
+  // The staged unit that the hooks' unit is, or null for a unit inside one or without
+  // parameters.
+  const GradientStaging::Unit* staged(const nn::LayerUnit& unit) const;
+  const GradientStaging& staging_plan() const { return staging_plan_; }
+  // This rank's part of the averaged gradient, once reduce() has returned.
+  const T* gradient_part() const { return part_.data(); }
+  // start's own work: the staging, the model's gradient views bound to it, and the hooks.
+  // Collective.
+  void bind_gradient_staging();
+
  private:
   // The part is summed into afresh each step, and every micro-batch's backward writes its
   // unit's staging anew: its sums have gone to the part already.
   void prepare_gradients() override;
   bool gradients_start_over(Index /*micro_batch*/) const override { return true; }
 
-  void before_forward(const nn::LayerUnit& /*unit*/) override {}
-  void before_backward(const nn::LayerUnit& unit) override;
-  void after_backward(const nn::LayerUnit& unit) override;
-
-  // The staged unit that the hooks' unit is, or null for a unit inside one or without
-  // parameters.
-  const GradientStaging::Unit* staged(const nn::LayerUnit& unit) const;
   T* staging_of(const GradientStaging::Unit& unit) { return staging_ + staging_plan_.begin_of(unit); }
   // Clears what backward adds to within the unit's staging (Model::gradients_added_to).
   void clear_added_to(const GradientStaging::Unit& unit);

@@ -22,7 +22,7 @@ class StepGuard {
   // Everything given outlives the guard. log: rank 0's run log (a disabled writer elsewhere);
   // quiet: no line on stdout about replicas with sync off.
   StepGuard(const config::FaultConfig& policy, distributed::Communicator& comm, nn::Model<T>& model,
-            optim::Optimizer<T>& optimizer, const StepStrategy<T>& step, record::RunLogWriter& log, bool quiet);
+            optim::Optimizer<T>& optimizer, StepStrategy<T>& step, record::RunLogWriter& log, bool quiet);
 
   // A step whose reduction found a non-finite loss or gradient (StepOutcome::finite false):
   // names the ranks that saw it first (one small collective), writes the nonfinite record,
@@ -47,7 +47,7 @@ class StepGuard {
   distributed::Communicator& comm_;
   nn::Model<T>& model_;
   optim::Optimizer<T>& optimizer_;
-  const StepStrategy<T>& step_;
+  StepStrategy<T>& step_;
   record::RunLogWriter& log_;
   bool quiet_;
   int64_t skipped_in_a_row_ = 0, skipped_total_ = 0, resyncs_ = 0;

@@ -29,6 +29,7 @@
 #include "mpiddp/train/gemm_choice.hpp"
 #include "mpiddp/optim/optimizer.hpp"
 #include "mpiddp/train/batch_pipeline.hpp"
+#include "mpiddp/train/replica_check.hpp"
 
 namespace mpiddp::train {
 
@@ -91,9 +92,19 @@ class StepStrategy {
   virtual nn::EvalSums evaluate(const data::Dataset<T>& set) = 0;
   // Before an epoch's evaluations.
   virtual void before_evaluation() {}
+  // ema.decay: the average of the weights takes the parameters' place for an evaluation
+  // (optim::Optimizer::swap_in_average), this rank's part of the parameters kept in `kept`
+  // (its optimizer part's count of values); restore_parameters puts them back, bit for bit.
+  // Collective.
+  virtual void swap_in_average(T* kept) = 0;
+  virtual void restore_parameters(const T* kept) = 0;
   // Whether the step keeps the replicas bit-identical, so that a replica that differs is a
   // fault (sync off: each rank learns from its own shard, and they drift apart).
   virtual bool keeps_replicas_identical() const { return true; }
+  // Where no rank holds all the parameters (reduce.shard "parameters"), there are no replicas
+  // to compare: the replica check's report from the parts instead, its checksum that of the
+  // whole parameters, gathered a unit at a time. Collective. Elsewhere nothing.
+  virtual std::optional<ReplicaReport> report_from_parts() { return std::nullopt; }
   // How many reductions the trace shows in a step, given that the reducer cuts the whole
   // gradient buffer into `buckets`: those, or the mode's own (ZeRO-2: one per unit and
   // micro-batch, and the loss's).
