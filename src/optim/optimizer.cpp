@@ -125,6 +125,7 @@ void Optimizer<T>::restore_parameters(T* params, const T* kept) {
 
 template <typename T>
 void Optimizer<T>::swap_in_average_part(T* part_params, T* kept) {
+  if (end_ == begin_) return;  // an empty part: its rule holds no average
   const std::vector<T>& average = *rule_->average();
   std::copy(part_params, part_params + (end_ - begin_), kept);
   std::copy(average.begin(), average.end(), part_params);

@@ -43,8 +43,8 @@ Evaluator<T>::Evaluator(Parts parts, std::optional<data::Dataset<T>> eval)
   if (!config.checkpoint.keep_best.empty()) best_.emplace(config.checkpoint.keep_best, 0.0);
   if (config.early_stopping.enabled()) stopping_.emplace(config.early_stopping.metric, config.early_stopping.min_delta);
   // ema.decay: this rank's part of the parameters while the average is evaluated in their place.
-  if (config.optimizer.ema_decay > 0.0)
-    live_parameters_.assign(parts_.optimizer.end() - parts_.optimizer.begin(), T(0));
+  evaluates_average_ = config.optimizer.ema_decay > 0.0;
+  if (evaluates_average_) live_parameters_.assign(parts_.optimizer.end() - parts_.optimizer.begin(), T(0));
   // Bits per byte need the bytes of text behind the targets, and a loss in nats per token.
   if (evaluation_set_.tokenizer && config.loss.type == "cross_entropy") {
     const double bytes = data::mean_target_text_bytes(evaluation_set_);
@@ -74,7 +74,7 @@ EpochResult Evaluator<T>::finish_epoch(int64_t epoch, int64_t step, double train
   // The training set's sums serve as the evaluation's unless the evaluation set is another
   // set or a prefix of it; an evaluation already made at this step (eval.every_steps) is reused.
   const bool own_set = eval_ || evaluation_set_.samples < parts_.train.samples;
-  Evaluation evaluation = own_set || evaluated_step_ == step || !live_parameters_.empty()
+  Evaluation evaluation = own_set || evaluated_step_ == step || evaluates_average_
                               ? evaluation_at(step) : Evaluation{on_train, std::nullopt};
   if (!own_set) evaluation.live = on_train;  // the same set: the same sums, taken once
   const nn::EvalSums& on_eval = evaluation.live;
@@ -113,7 +113,7 @@ typename Evaluator<T>::Evaluation Evaluator<T>::evaluation_at(int64_t step) {
   if (evaluated_step_ != step) {
     parts_.step.before_evaluation();
     evaluated_.live = parts_.step.evaluate(evaluation_set_);
-    if (!live_parameters_.empty()) evaluated_.average = evaluate_average();
+    if (evaluates_average_) evaluated_.average = evaluate_average();
     evaluated_step_ = step;
   }
   return evaluated_;
@@ -121,9 +121,10 @@ typename Evaluator<T>::Evaluation Evaluator<T>::evaluation_at(int64_t step) {
 
 template <typename T>
 nn::EvalSums Evaluator<T>::evaluate_average() {
-  // The average takes the parameters' place in the one parameter buffer for the evaluation
-  // (every layer reads its views of it), and the parameters come back bit for bit. The
-  // evaluations end in an allreduce, so no rank reads the buffer when another swaps it.
+  // The average takes the parameters' place for the evaluation (in the one parameter buffer,
+  // whose views every layer reads, or, the parameters sharded, in this rank's part, from which
+  // the units are gathered), and the parameters come back bit for bit. The evaluations end in
+  // an allreduce, so no rank reads the buffer when another swaps it.
   parts_.step.swap_in_average(live_parameters_.data());
   const nn::EvalSums sums = parts_.step.evaluate(evaluation_set_);
   parts_.step.restore_parameters(live_parameters_.data());

@@ -50,8 +50,9 @@ MemoryNeed memory_need(const optim::OptimizerConfig& optimizer, bool prefetch, c
   // staging: of the gradients by unit, and of the parameters gathered by unit, planned alike.
   const double part = static_cast<double>(optim::part_begin(facts.parameters, layout.optimizer_parts, 1, facts.value_bytes));
   const double staging = static_cast<double>(facts.staging_values);
-  // ZeRO-3: the model is built holding its part alone (and, until the step binds the units'
-  // staging, a placeholder of the largest unit's: less than the staging).
+  // ZeRO-3: the model is built holding its part alone, and a placeholder of the largest unit's
+  // parameters until the step binds the units' staging (the two coexist for a moment at the
+  // step's start: not counted, less than a slot).
   need.parameters = (layout.parameters_in_parts ? (part + staging) * value : p * value) +
                     static_cast<double>(facts.weight_copy_bytes);
   if (layout.gradients_in_parts) {

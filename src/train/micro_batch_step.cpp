@@ -86,10 +86,14 @@ template <typename T>
 nn::EvalSums MicroBatchStep<T>::evaluate(const data::Dataset<T>& set) {
   nn::EvalSums sums;
   const Index n = set.samples, world = parts_.comm.size(), b = parts_.batch_per_rank;
-  for (Index first = parts_.comm.rank(); first < n; first += world * b) {
+  // Every rank walks as many rounds as the rank with the most batches.
+  const Index rounds = (n + world * b - 1) / (world * b);
+  for (Index round = 0; round < rounds; ++round) {
+    const Index first = parts_.comm.rank() + round * world * b;
     Index count = 0;
     for (Index i = first; i < n && count < b; i += world) eval_samples_[count++] = i;
-    pipeline_.add_evaluation(set, eval_samples_.data(), count, sums);
+    if (count > 0) pipeline_.add_evaluation(set, eval_samples_.data(), count, sums);
+    else evaluation_round_without_batch();
   }
   double totals[2] = {sums.loss_sum, sums.correct};
   parts_.comm.allreduce_sum(totals, 2);

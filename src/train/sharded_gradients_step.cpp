@@ -131,6 +131,7 @@ void ShardedGradientsStep<T>::collect(size_t u) {
   // This rank's part of the unit: [lo, hi) of the model's parameters.
   const Index begin = optimizer_.begin();
   const Index lo = std::max(begin, unit.first), hi = std::min(optimizer_.end(), unit.end);
+  if (lo >= hi) return;  // the unit does not meet this rank's part (which may be empty)
   const T* sum = staging_of(unit) + (lo - unit.first);
   T* part = part_.data() + (lo - begin);
   for (Index i = 0; i < hi - lo; ++i) part[i] += sum[i];

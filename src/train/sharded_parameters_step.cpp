@@ -15,8 +15,7 @@ ShardedParametersStep<T>::ShardedParametersStep(const StepParts<T>& parts)
       comm_(parts.comm),
       optimizer_(parts.optimizer),
       gathered_(this->staging_plan().units.size(), Gathered::kNo),
-      gather_handle_(this->staging_plan().units.size(), -1),
-      eval_samples_(static_cast<size_t>(parts.batch_per_rank)) {
+      gather_handle_(this->staging_plan().units.size(), -1) {
   const std::vector<size_t> part_begins = optimizer_.part_begins();
   for (const GradientStaging::Unit& unit : this->staging_plan().units) {
     const auto first = static_cast<size_t>(unit.first), end = static_cast<size_t>(unit.end);
@@ -133,26 +132,8 @@ void ShardedParametersStep<T>::restore_parameters(const T* kept) {
 }
 
 template <typename T>
-nn::EvalSums ShardedParametersStep<T>::evaluate(const data::Dataset<T>& set) {
-  // MicroBatchStep::evaluate's cut of the set, and its sums; but each rank walks as many rounds
-  // as the rank with the most, gathering every unit in a round without a batch of its own.
-  nn::EvalSums sums;
-  const Index n = set.samples, world = comm_.size(), b = this->parts_.batch_per_rank;
-  const Index rounds = (n + world * b - 1) / (world * b);
-  std::vector<Index>& samples = eval_samples_;
-  for (Index round = 0; round < rounds; ++round) {
-    const Index first = comm_.rank() + round * world * b;
-    Index count = 0;
-    for (Index i = first; i < n && count < b; i += world) samples[static_cast<size_t>(count++)] = i;
-    if (count > 0) {
-      this->pipeline_.add_evaluation(set, samples.data(), count, sums);
-    } else {
-      for (size_t u = 0; u < gathered_.size(); ++u) ensure_gathered(u);
-    }
-  }
-  double totals[2] = {sums.loss_sum, sums.correct};
-  comm_.allreduce_sum(totals, 2);
-  return {totals[0] / static_cast<double>(n), totals[1] / static_cast<double>(n)};
+void ShardedParametersStep<T>::evaluation_round_without_batch() {
+  for (size_t u = 0; u < gathered_.size(); ++u) ensure_gathered(u);
 }
 
 template <typename T>

@@ -9,7 +9,7 @@
 # other world sizes, sharded or not, as the unsharded run's do, and the unsharded run's resume
 # sharded; with accumulate_steps 2 in
 # float64 it agrees with the unsharded run to float64's rounding; with ema the averages'
-# evaluations are the unsharded run's too; the run record says
+# evaluations are the unsharded run's too, also where ranks hold empty parts; the run record says
 # "parameters" and what a rank holds; the combinations it cannot serve exit 2 naming the key.
 source "$(dirname "$0")/lib.sh"
 
@@ -66,6 +66,19 @@ run_np 3 train "${BASE[@]}" --set ema.decay=0.9 --log "$WORK/ema.whole.jsonl"
 run_np 3 train "${BASE[@]}" "${SHARD[@]}" --set ema.decay=0.9 --log "$WORK/ema.sharded.jsonl"
 same_run "$WORK/ema.whole" "$WORK/ema.sharded" "ema"
 grep -q '"eval_loss_ema":' "$WORK/ema.sharded.records" || fail "ema: no evaluation of the average"
+# A model smaller than the ranks' cache lines (7 parameters, 16 floats a line): at np 4 ranks 1
+# to 3 hold empty parts, and still take part in every gather and in ema's evaluations (a rank
+# that skipped them would leave the others waiting: the timeout).
+TINY=(--quiet --set model.layers='[{"type": "linear", "out": 1}]' --set ema.decay=0.9 --set epochs=2)
+timeout 120 "$MPIEXEC" -n 4 $MPIEXEC_FLAGS "$MPIDDP" train "${TINY[@]}" --log "$WORK/tiny.whole.jsonl"
+timeout 120 "$MPIEXEC" -n 4 $MPIEXEC_FLAGS "$MPIDDP" train "${TINY[@]}" "${SHARD[@]}" --log "$WORK/tiny.sharded.jsonl" ||
+  fail "empty parts with ema: exit code $?"
+records "$WORK/tiny.whole.jsonl" > "$WORK/tiny.whole.records"
+records "$WORK/tiny.sharded.jsonl" > "$WORK/tiny.sharded.records"
+grep -q '"eval_loss_ema":' "$WORK/tiny.sharded.records" || fail "empty parts: no evaluation of the average"
+cmp -s "$WORK/tiny.whole.records" "$WORK/tiny.sharded.records" || fail "empty parts: records differ"
+[ "$(checksum_of "$WORK/tiny.whole.jsonl")" = "$(checksum_of "$WORK/tiny.sharded.jsonl")" ] ||
+  fail "empty parts: final parameters differ"
 
 # Checkpoints in parts: each rank writes its own part of the parameters.
 PARTS=(--set checkpoint.format='"parts"' --set checkpoint.every_steps=6 --set checkpoint.keep=0)

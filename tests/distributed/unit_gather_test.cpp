@@ -1,11 +1,13 @@
 // ZeRO-3's gather of a unit's parameters (Communicator::start_gather): each rank holds its
 // part (world_part()) of a buffer cut at arbitrary bytes (one part empty with N >= 3); once
-// waited for, every rank holds every part, bit for bit, what was elsewhere untouched. Two
+// waited for, every rank holds every part, bit for bit, and the memory around the buffer is
+// untouched. Two
 // gathers in flight at once, waited in the other order, and step after step on reused
 // handles. Run at N = 1, 2, 4, as 2 emulated nodes of 2 and as 4 emulated nodes of one, where
 // world_part() differs from the world rank.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -31,19 +33,31 @@ std::vector<size_t> part_bytes(int world, size_t count) {
   return begins;
 }
 
-// The buffer as this rank holds it before the gather: its own part written, the rest NaN.
+// Guard values on either side of the gathered buffer, which no gather may write.
+constexpr size_t kGuard = 8;
+constexpr float kGuardValue = -7.5f;
+
+// The buffer as this rank holds it before the gather, at kGuard: its own part written, the
+// rest NaN, the guards around it.
 std::vector<float> own_part_only(Communicator& comm, const std::vector<size_t>& begins, int step) {
   const size_t count = begins.back() / sizeof(float);
-  std::vector<float> data(count, std::numeric_limits<float>::quiet_NaN());
+  std::vector<float> data(count + 2 * kGuard, std::numeric_limits<float>::quiet_NaN());
+  std::fill_n(data.begin(), kGuard, kGuardValue);
+  std::fill_n(data.end() - kGuard, kGuard, kGuardValue);
   const auto p = static_cast<size_t>(comm.world_part());
-  for (size_t i = begins[p] / sizeof(float); i < begins[p + 1] / sizeof(float); ++i) data[i] = owned_value(p, i, step);
+  for (size_t i = begins[p] / sizeof(float); i < begins[p + 1] / sizeof(float); ++i)
+    data[kGuard + i] = owned_value(p, i, step);
   return data;
 }
 
 void expect_every_part(const std::vector<float>& data, const std::vector<size_t>& begins, int step) {
   for (size_t p = 0; p + 1 < begins.size(); ++p)
     for (size_t i = begins[p] / sizeof(float); i < begins[p + 1] / sizeof(float); ++i)
-      ASSERT_EQ(data[i], owned_value(p, i, step)) << "part " << p << ", element " << i << ", step " << step;
+      ASSERT_EQ(data[kGuard + i], owned_value(p, i, step)) << "part " << p << ", element " << i << ", step " << step;
+  for (size_t g = 0; g < kGuard; ++g) {
+    ASSERT_EQ(data[g], kGuardValue) << "guard before, " << g;
+    ASSERT_EQ(data[data.size() - 1 - g], kGuardValue) << "guard after, " << g;
+  }
 }
 
 TEST(UnitGather, EveryRankHoldsEveryPart) {
@@ -51,7 +65,11 @@ TEST(UnitGather, EveryRankHoldsEveryPart) {
   for (const size_t count : {size_t{1000}, size_t{3}}) {  // 3: fewer elements than ranks at N = 4
     const std::vector<size_t> begins = part_bytes(comm.size(), count);
     std::vector<float> data = own_part_only(comm, begins, 0);
-    comm.wait_gather(comm.start_gather(data.data(), begins));
+    const int handle = comm.start_gather(data.data() + kGuard, begins);
+    if (comm.size() == 1) {
+      EXPECT_EQ(handle, -1);  // one part: held already
+    }
+    comm.wait_gather(handle);
     expect_every_part(data, begins, 0);
   }
 }
@@ -61,8 +79,8 @@ TEST(UnitGather, TwoInFlightWaitedInTheOtherOrderStepAfterStep) {
   const std::vector<size_t> first = part_bytes(comm.size(), 4097), second = part_bytes(comm.size(), 555);
   for (int step = 0; step < 3; ++step) {
     std::vector<float> a = own_part_only(comm, first, step), b = own_part_only(comm, second, step + 10);
-    const int ha = comm.start_gather(a.data(), first);
-    const int hb = comm.start_gather(b.data(), second);
+    const int ha = comm.start_gather(a.data() + kGuard, first);
+    const int hb = comm.start_gather(b.data() + kGuard, second);
     if (comm.size() > 1) {
       EXPECT_NE(ha, hb);
     }

@@ -53,9 +53,11 @@ done
 
 # reduce.shard "parameters" (ZeRO-3) across the two nodes: each of the 4 ranks holds a quarter
 # of the parameters, a unit's gathered over the link before its forward and its backward, and
-# the job still reproduces the np=1 baseline. The link carries at least the gathers' share:
-# per step each unit comes to n2's ranks from n1's twice (forward and backward), half the
-# parameters each time, besides the gradients' reduce-scatter.
+# the job still reproduces the np=1 baseline. The link carries more than the allreduce jobs'
+# bound: each step, n2's two ranks each receive n1's half of the first two of the default MLP's
+# three units twice (forward, backward) and of the last once (its backward reuses its forward's
+# gather), about 2 × P × 4 bytes in and as much out: twice the bound, besides the gradients'
+# reduce-scatter and the evaluations' gathers.
 rc=0 link_before=$(cluster_link_bytes n2)
 job=$(submit 2 --quiet --set reduce.shard=parameters) || rc=$?
 link_bytes=$(( $(cluster_link_bytes n2) - link_before ))
@@ -71,6 +73,9 @@ min_bytes=$(( 2 * steps * parameters * 4 ))
   fail "2x2 parameters: n2's link carried $link_bytes bytes, less than the $min_bytes bytes of $steps steps' gathers"
 "$MPIDDP" compare "$WORK/baseline.jsonl" "$log" > "$WORK/compare-parameters.txt" ||
   { cat "$WORK/compare-parameters.txt"; fail "2x2 parameters: the job does not match the np=1 baseline"; }
+for node in n1 n2; do
+  [ -z "$(node_job_pids "$node")" ] || fail "2x2 parameters: processes left on $node after job $job: $(node_job_pids "$node")"
+done
 echo "2 nodes x 2, reduce.shard parameters: job $job; n2's link carried $link_bytes bytes (gathers at least $min_bytes); $(tail -n 1 "$WORK/compare-parameters.txt")"
 
 # A global batch that 4 ranks cannot share: the config error, on every rank, exit 2.

@@ -124,6 +124,8 @@ class Evaluator {
   int64_t evaluated_step_ = -1;  // the step of evaluated_, -1: none yet
   Evaluation evaluated_;         // the evaluation set's sums at evaluated_step_
   nn::AlignedVector<T> live_parameters_;  // ema.decay: this rank's part of the parameters while the average is evaluated
+  // ema.decay is on: every rank alike (live_parameters_ is empty on a rank whose part is).
+  bool evaluates_average_ = false;
   int64_t tracked_step_ = -1;    // the step whose evaluation the trackers took last
   std::optional<ImprovementTracker> best_;      // checkpoint.keep_best
   std::optional<ImprovementTracker> stopping_;  // early_stopping

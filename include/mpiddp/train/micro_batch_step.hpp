@@ -40,6 +40,9 @@ class MicroBatchStep : public StepStrategy<T> {
   // Before the last micro-batch's backward, whose mean loss over the rank's samples is
   // `loss`: the listener that hears backward's "gradients ready", or null.
   virtual nn::GradientListener* before_last_backward(double /*loss*/) { return nullptr; }
+  // An evaluation round in which this rank has no batch left (the set does not fill the last
+  // round): nothing, or the collectives the other ranks' passes take part in (ZeRO-3's gathers).
+  virtual void evaluation_round_without_batch() {}
   Index statistics_ranks() const { return statistics_ranks_; }
 
   StepParts<T> parts_;

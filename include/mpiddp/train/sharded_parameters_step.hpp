@@ -4,7 +4,7 @@
 // the parameters, as of the gradient and of the optimizer state: the world's part
 // [optimizer.begin(), optimizer.end()), P/N values, which the model is built holding (it
 // never holds all P: nn::Model's part, initialised a layer at a time, restored and loaded
-// from checkpoints and weights a tensor's slice at a time). A unit
+// from checkpoints and weights keeping each tensor's slice). A unit
 // (reduce.shard_unit "block": one of the model's own layers, a residual with its whole body)
 // is gathered from its owners' parts just before its forward, and again just before its
 // backward, into staging memory planned as ZeRO-2's gradients are (the same plan: two slots
@@ -24,8 +24,9 @@
 // rank's forward sees the values the unsharded run's replicas hold, and the records,
 // param_checksum and checkpoints are the unsharded run's bit for bit.
 //
-// A rank evaluates as many batches as the rank with the most (a rank without a batch left
-// still gathers every unit), since each gather is a collective.
+// Every rank evaluates as many rounds as the rank with the most (MicroBatchStep::evaluate),
+// and a rank without a batch left in a round still gathers every unit, since each gather is a
+// collective.
 #include <optional>
 #include <vector>
 
@@ -46,7 +47,6 @@ class ShardedParametersStep final : public ShardedGradientsStep<T> {
   // The average in the part's place (and back): the units gathered meanwhile are gathered again.
   void swap_in_average(T* kept) override;
   void restore_parameters(const T* kept) override;
-  nn::EvalSums evaluate(const data::Dataset<T>& set) override;
   std::optional<ReplicaReport> report_from_parts() override;
   void describe(io::Json& run_record) const override;
 
@@ -55,6 +55,8 @@ class ShardedParametersStep final : public ShardedGradientsStep<T> {
 
   void before_forward(const nn::LayerUnit& unit) override;
   void before_backward(const nn::LayerUnit& unit) override;
+  // The other ranks' evaluation passes gather every unit: so does this rank.
+  void evaluation_round_without_batch() override;
 
   // The unit's parameters, in its staging: gathered now, or waited for if on their way.
   void ensure_gathered(size_t unit);
@@ -75,7 +77,6 @@ class ShardedParametersStep final : public ShardedGradientsStep<T> {
   std::vector<Gathered> gathered_;                  // (units)
   std::vector<int> gather_handle_;                  // (units) while travelling
   int slot_holder_[2] = {-1, -1};                   // the unit whose parameters each slot holds, or -1
-  std::vector<Index> eval_samples_;                 // (batch per rank) an evaluation batch's samples
 };
 
 }  // namespace mpiddp::train
