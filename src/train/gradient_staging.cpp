@@ -28,4 +28,11 @@ GradientStaging plan_gradient_staging(const nn::LayerUnits& layers) {
   return staging;
 }
 
+std::vector<size_t> parts_within_unit(const GradientStaging::Unit& unit, const std::vector<size_t>& part_begins) {
+  const auto first = static_cast<size_t>(unit.first), end = static_cast<size_t>(unit.end);
+  std::vector<size_t> begins;
+  for (const size_t at : part_begins) begins.push_back(std::clamp(at, first, end) - first);
+  return begins;
+}
+
 }  // namespace mpiddp::train

@@ -29,10 +29,7 @@ ShardedGradientsStep<T>::ShardedGradientsStep(const StepParts<T>& parts)
   slot_begins_.assign(parts_begin.size(), 0);  // the slots follow the last part
   slot_begins_.back() = kReservedSlots;
   for (const GradientStaging::Unit& unit : staging_plan_.units) {
-    const auto first = static_cast<size_t>(unit.first), end = static_cast<size_t>(unit.end);
-    std::vector<size_t> begins;
-    for (const size_t at : parts_begin) begins.push_back(std::clamp(at, first, end) - first);
-    unit_begins_.push_back(std::move(begins));
+    unit_begins_.push_back(parts_within_unit(unit, parts_begin));
     std::vector<std::pair<Index, Index>> added;
     for (const auto& [from, to] : this->model_.gradients_added_to()) {
       const Index lo = std::max(from, unit.first), hi = std::min(to, unit.end);

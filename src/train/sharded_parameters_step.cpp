@@ -18,9 +18,8 @@ ShardedParametersStep<T>::ShardedParametersStep(const StepParts<T>& parts)
       gather_handle_(this->staging_plan().units.size(), -1) {
   const std::vector<size_t> part_begins = optimizer_.part_begins();
   for (const GradientStaging::Unit& unit : this->staging_plan().units) {
-    const auto first = static_cast<size_t>(unit.first), end = static_cast<size_t>(unit.end);
-    std::vector<size_t> begins;
-    for (const size_t at : part_begins) begins.push_back((std::clamp(at, first, end) - first) * sizeof(T));
+    std::vector<size_t> begins = parts_within_unit(unit, part_begins);
+    for (size_t& at : begins) at *= sizeof(T);  // start_gather cuts bytes
     unit_byte_begins_.push_back(std::move(begins));
   }
 }

@@ -43,4 +43,9 @@ struct GradientStaging {
 // backward order, so that two consecutive ones never share a slot. A pure function.
 GradientStaging plan_gradient_staging(const nn::LayerUnits& layers);
 
+// Where each part (part_begins: (parts + 1), in parameters) begins within `unit`, relative to
+// its first parameter: (parts + 1) offsets in [0, unit.end - unit.first]. A unit's sum into the
+// parts (ZeRO-2) and its gather from them (ZeRO-3) are cut there.
+std::vector<size_t> parts_within_unit(const GradientStaging::Unit& unit, const std::vector<size_t>& part_begins);
+
 }  // namespace mpiddp::train
