@@ -105,9 +105,7 @@ io::Json needed_mb_by_shard(const train::Trainer<T>& trainer, const config::Conf
   io::Json by_shard = io::Json::object();
   for (const char* mode : {"none", "optimizer", "gradients", "parameters"}) {
     config::Config variant = config;
-    variant.reduce.shard_optimizer = std::string(mode) != "none";
-    variant.reduce.shard_gradients = std::string(mode) == "gradients" || std::string(mode) == "parameters";
-    variant.reduce.shard_parameters = std::string(mode) == "parameters";
+    variant.reduce.set_shard(mode);
     // A mode that cannot serve this config here: null.
     const bool shares = reducer.shares_node_memory();
     if (train::shard_refusal(variant, comm, shares)) {

@@ -35,6 +35,8 @@ constexpr KindStyle kKinds[] = {
     {"reduction", "#ff9f1c", "bucket reduction (in flight)"},
     {"evaluation", "#bcbd22", "evaluation"},
     {"checkpoint", "#555555", "checkpoint"},
+    {"gather", "#fdd0a2", "parameter gather (in flight)"},
+    {"gather_wait", "#a63603", "waiting for a parameter gather"},
 };
 const char* const kOtherColors[] = {"#17becf", "#e377c2", "#7f7f7f", "#aec7e8", "#98df8a"};
 

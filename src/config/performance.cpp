@@ -28,9 +28,7 @@ void parse_shard(io::JsonSection& reduce, Config& c) {
     throw ConfigError(reduce.key_path("shard_optimizer"),
                       "is the older spelling of reduce.shard \"optimizer\"; give reduce.shard alone");
   const std::string shard = reduce.choice("shard", "none", {"none", "optimizer", "gradients", "parameters"});
-  c.reduce.shard_optimizer = shard != "none";
-  c.reduce.shard_gradients = shard == "gradients" || shard == "parameters";
-  c.reduce.shard_parameters = shard == "parameters";
+  c.reduce.set_shard(shard);
   if (reduce.has("shard_unit")) {
     if (!c.reduce.shard_parameters)
       throw ConfigError(reduce.key_path("shard_unit"), "applies to reduce.shard \"parameters\" only");

@@ -15,6 +15,8 @@ const char* span_name(SpanKind kind) {
     case SpanKind::kReduction: return "reduction";
     case SpanKind::kEvaluation: return "evaluation";
     case SpanKind::kCheckpoint: return "checkpoint";
+    case SpanKind::kGather: return "gather";
+    case SpanKind::kGatherWait: return "gather_wait";
   }
   return "?";
 }
@@ -53,6 +55,13 @@ void StepTrace::bucket_reduced(const distributed::BucketTiming& timing) {
   const Clock::time_point begin = sums_in_wait_ ? timing.waited : timing.started;
   push({step_, since_origin(begin), since_origin(timing.done), static_cast<int64_t>(timing.bytes),
         static_cast<int32_t>(timing.bucket), SpanKind::kReduction});
+}
+
+void StepTrace::unit_gathered(size_t unit, size_t bytes, Clock::time_point started, Clock::time_point done) {
+  // As a bucket over MPI: in flight from its start (during the unit before it, when prefetched)
+  // to the return of its wait.
+  push({step_, since_origin(started), since_origin(done), static_cast<int64_t>(bytes), static_cast<int32_t>(unit),
+        SpanKind::kGather});
 }
 
 }  // namespace mpiddp::record

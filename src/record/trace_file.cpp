@@ -48,7 +48,27 @@ RankTrace from_bytes(const std::string& bytes) {
   return t;
 }
 
-int track_of(const TraceSpan& s) { return s.kind == SpanKind::kReduction ? 1 + s.bucket : 0; }
+// A rank's tracks: the compute track 0, then one per reduction bucket, then one per gathered
+// unit (reduce.shard "parameters"), as many as the rank's spans name.
+class Tracks {
+ public:
+  explicit Tracks(const std::vector<TraceSpan>& spans) {
+    for (const TraceSpan& s : spans) {
+      if (s.kind == SpanKind::kReduction) buckets_ = std::max(buckets_, s.bucket + 1);
+      if (s.kind == SpanKind::kGather) units_ = std::max(units_, s.bucket + 1);
+    }
+  }
+  int of(const TraceSpan& s) const {
+    if (s.kind == SpanKind::kReduction) return 1 + s.bucket;
+    if (s.kind == SpanKind::kGather) return 1 + buckets_ + s.bucket;
+    return 0;
+  }
+  int buckets() const { return buckets_; }
+  int units() const { return units_; }
+
+ private:
+  int buckets_ = 0, units_ = 0;
+};
 
 double microseconds(int64_t ns) { return static_cast<double>(ns) / 1000.0; }
 
@@ -72,18 +92,20 @@ std::string trace_json(const std::vector<RankTrace>& ranks, const config::TraceC
                               {{"name", "rank " + std::to_string(r) + " (" + rank.host + ")"}}));
     events.push_back(metadata("process_sort_index", pid, -1, {{"sort_index", pid}}));
     events.push_back(metadata("thread_name", pid, 0, {{"name", "compute"}}));
-    int buckets = 0;
-    for (const auto& s : rank.spans) buckets = std::max(buckets, track_of(s));
-    for (int b = 0; b < buckets; ++b)
+    const Tracks tracks(rank.spans);
+    for (int b = 0; b < tracks.buckets(); ++b)
       events.push_back(metadata("thread_name", pid, 1 + b,
                                 {{"name", "reduction bucket " + std::to_string(b)}}));
-    for (int tid = 0; tid <= buckets; ++tid)
+    for (int u = 0; u < tracks.units(); ++u)
+      events.push_back(metadata("thread_name", pid, 1 + tracks.buckets() + u,
+                                {{"name", "parameter gather unit " + std::to_string(u)}}));
+    for (int tid = 0; tid <= tracks.buckets() + tracks.units(); ++tid)
       events.push_back(metadata("thread_sort_index", pid, tid, {{"sort_index", tid}}));
     // Per track by start, and of two spans starting together the longer (enclosing) first,
     // so a reader can nest them in one pass.
     std::vector<TraceSpan> spans = rank.spans;
-    std::stable_sort(spans.begin(), spans.end(), [](const TraceSpan& a, const TraceSpan& b) {
-      if (track_of(a) != track_of(b)) return track_of(a) < track_of(b);
+    std::stable_sort(spans.begin(), spans.end(), [&tracks](const TraceSpan& a, const TraceSpan& b) {
+      if (tracks.of(a) != tracks.of(b)) return tracks.of(a) < tracks.of(b);
       if (a.begin_ns != b.begin_ns) return a.begin_ns < b.begin_ns;
       return a.end_ns > b.end_ns;
     });
@@ -93,9 +115,12 @@ std::string trace_json(const std::vector<RankTrace>& ranks, const config::TraceC
         args["bucket"] = s.bucket;
         args["bytes"] = s.bytes;
         args["path"] = rank.reduction_path;
+      } else if (s.kind == SpanKind::kGather) {
+        args["unit"] = s.bucket;
+        args["bytes"] = s.bytes;
       }
       events.push_back({{"ph", "X"}, {"name", span_name(s.kind)}, {"cat", span_name(s.kind)},
-                        {"pid", pid}, {"tid", track_of(s)}, {"ts", microseconds(s.begin_ns)},
+                        {"pid", pid}, {"tid", tracks.of(s)}, {"ts", microseconds(s.begin_ns)},
                         {"dur", microseconds(s.end_ns - s.begin_ns)}, {"args", std::move(args)}});
     }
   }

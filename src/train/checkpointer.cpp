@@ -72,7 +72,7 @@ checkpoint::TrainingPosition Checkpointer<T>::initial_state(const std::string& r
     // Rank 0 reads them, and the start gives them to every rank; a model holding its part of
     // the parameters alone (reduce.shard "parameters") reads its part itself, on every rank.
     const auto load = [&] { checkpoint::load_weights(config_.init_weights, model_); };
-    if (model_.parameters() != nullptr) distributed::on_rank0(comm_, load);
+    if (model_.holds_all_parameters()) distributed::on_rank0(comm_, load);
     else distributed::on_every_rank(comm_, load);
   } else {
     model_.initialize(config_.seed);

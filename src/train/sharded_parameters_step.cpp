@@ -15,7 +15,8 @@ ShardedParametersStep<T>::ShardedParametersStep(const StepParts<T>& parts)
       comm_(parts.comm),
       optimizer_(parts.optimizer),
       gathered_(this->staging_plan().units.size(), Gathered::kNo),
-      gather_handle_(this->staging_plan().units.size(), -1) {
+      gather_handle_(this->staging_plan().units.size(), -1),
+      gather_started_(this->staging_plan().units.size()) {
   const std::vector<size_t> part_begins = optimizer_.part_begins();
   for (const GradientStaging::Unit& unit : this->staging_plan().units) {
     std::vector<size_t> begins = parts_within_unit(unit, part_begins);
@@ -32,7 +33,7 @@ GemmChoice ShardedParametersStep<T>::start(int threads) {
   std::vector<T*> layer_parameters(this->model_.layers().size(), nullptr);
   for (const GradientStaging::Unit& unit : plan.units) layer_parameters[unit.layer] = staging_of(unit);
   // The model was built holding its part alone (trainer_setup.cpp), this rank's of the optimizer.
-  if (this->model_.parameters() != nullptr || this->model_.parameter_part_begin() != optimizer_.begin() ||
+  if (this->model_.holds_all_parameters() || this->model_.parameter_part_begin() != optimizer_.begin() ||
       this->model_.parameter_part_end() != optimizer_.end())
     throw Error(kExitFailure, "reduce.shard \"parameters\" needs a model built holding the optimizer's part",
                 Scope::kEveryRank);
@@ -60,6 +61,7 @@ void ShardedParametersStep<T>::start_gather(size_t u) {
   if (lo < hi)
     std::memcpy(staging + (lo - unit.first), this->model_.parameter_part() + (lo - optimizer_.begin()),
                 static_cast<size_t>(hi - lo) * sizeof(T));
+  if (trace_ != nullptr) gather_started_[u] = Clock::now();
   gather_handle_[u] = comm_.start_gather(staging, unit_byte_begins_[u]);
   gathered_[u] = Gathered::kTravelling;
 }
@@ -68,15 +70,33 @@ template <typename T>
 void ShardedParametersStep<T>::ensure_gathered(size_t u) {
   if (gathered_[u] == Gathered::kYes) return;
   if (gathered_[u] == Gathered::kNo) start_gather(u);
+  record::StepTrace* trace = trace_;
+  const Clock::time_point waiting = trace != nullptr ? Clock::now() : Clock::time_point{};
   comm_.wait_gather(gather_handle_[u]);
   gather_handle_[u] = -1;
   gathered_[u] = Gathered::kYes;
+  if (trace != nullptr) {
+    // The gather in flight on its unit's track; the wait, inside the forward or backward that
+    // needs it, on the compute track: what the prefetch did not hide.
+    const Clock::time_point done = Clock::now();
+    const GradientStaging::Unit& unit = this->staging_plan().units[u];
+    trace->unit_gathered(u, static_cast<size_t>(unit.end - unit.first) * sizeof(T), gather_started_[u], done);
+    trace->add(record::SpanKind::kGatherWait, waiting, done);
+  }
 }
 
 template <typename T>
 void ShardedParametersStep<T>::wait_all_gathers() {
   for (size_t u = 0; u < gathered_.size(); ++u)
     if (gathered_[u] == Gathered::kTravelling) ensure_gathered(u);
+}
+
+template <typename T>
+double ShardedParametersStep<T>::compute_gradients(const Index* samples, Index count) {
+  // A traced step's gathers are traced until its update: the evaluation after it gathers
+  // every unit per round, more spans than the trace keeps room for per step.
+  trace_ = this->pipeline_.phases().trace();
+  return ShardedGradientsStep<T>::compute_gradients(samples, count);
 }
 
 template <typename T>
@@ -107,6 +127,7 @@ double ShardedParametersStep<T>::update(double lr) {
   wait_all_gathers();
   const double norm = optimizer_.step_on_parameter_part(this->model_.parameter_part(), this->gradient_part(), lr);
   forget_gathered();
+  trace_ = nullptr;
   return norm;
 }
 

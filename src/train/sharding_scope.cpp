@@ -18,7 +18,7 @@ namespace {
 template <typename T>
 void share_parameters_on_node(distributed::GradientReducer<T>& reducer, nn::Model<T>& model) {
   // reduce.shard "parameters": each rank holds its part alone, and no rank all of them.
-  if (model.parameters() == nullptr) return;
+  if (!model.holds_all_parameters()) return;
   if (T* copy = reducer.share_on_node(model.parameters(), static_cast<size_t>(model.parameter_count())))
     model.adopt_parameters(copy);
 }

@@ -31,7 +31,7 @@ void Trainer<T>::start() {
   // initialisation differed (another build, another libm), and init.weights is read there.
   // A model holding its part of the parameters alone (reduce.shard "parameters") has no
   // replicas: each value has one owner, which made or read it itself.
-  if (replica_.model->parameters() != nullptr)
+  if (replica_.model->holds_all_parameters())
     comm_.broadcast(replica_.model->parameters(),
                     static_cast<size_t>(replica_.model->parameter_count()) * sizeof(T), 0);
   broadcast_buffers(comm_, *replica_.model);

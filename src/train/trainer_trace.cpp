@@ -18,7 +18,7 @@ void Trainer<T>::start_trace(int64_t total_steps) {
   // A step's spans: the step, zero_grad, data/forward/backward per micro-batch, the wait,
   // the optimizer, each bucket's reduction, and after it at most an evaluation and two
   // checkpoints (mid-epoch and end of epoch).
-  const size_t buckets = step_->reduction_spans_per_step(
+  const size_t buckets = step_->communication_spans_per_step(
       replica_.reducer.bucket_count(static_cast<size_t>(replica_.model->gradient_count())));
   const size_t per_step = 2 + 3 * static_cast<size_t>(config_.accumulate_steps) + 2 + buckets + 3;
   observer_.trace().reserve(last - first + 1, per_step);

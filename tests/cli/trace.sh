@@ -27,6 +27,23 @@ run_np 3 train --quiet "${wide[@]}" --set batch.global=48 --log "$WORK/np3.jsonl
 "$TRACE_CHECK" "$WORK/np3.json" "$WORK/np3.jsonl" 3 7 3 || fail "np=3 trace"
 grep -qF '"path":"shm"' "$WORK/np3.json" || fail "the np=3 trace names no shm path"
 
+# ZeRO-3 at np=2: each unit's gather on its own track, each with its wait on the compute track,
+# and in every step a gather that travelled before its wait began (the prefetch).
+run_np 2 train --quiet "${wide[@]}" --set reduce.shard='"parameters"' --log "$WORK/zero3.jsonl" \
+  --trace "$WORK/zero3.json" --set 'trace.steps=[2,9]'
+"$TRACE_CHECK" "$WORK/zero3.json" "$WORK/zero3.jsonl" 2 9 2 --expect-gathers > "$WORK/zero3.out" ||
+  fail "ZeRO-3 trace"
+cat "$WORK/zero3.out"
+grep -qF "gathers, " "$WORK/zero3.out" || fail "trace_check counted no gathers"
+for part in '"name":"parameter gather unit 0"' '"name":"gather_wait"' '"unit":1,'; do
+  grep -qF -- "$part" "$WORK/zero3.json" || fail "the ZeRO-3 trace lacks $part"
+done
+"$MPIDDP" timeline "$WORK/zero3.json" -o "$WORK/zero3.svg" > /dev/null
+for part in ">parameter gather (in flight)</text>" ">waiting for a parameter gather</text>" \
+            ">parameter gather unit 0</text>"; do
+  grep -qF -- "$part" "$WORK/zero3.svg" || fail "the ZeRO-3 timeline lacks $part"
+done
+
 # One rank: no reduction at all, still a valid trace (config key instead of the option).
 run_np 1 train --quiet "${wide[@]}" --log "$WORK/np1.jsonl" --set trace.path="$WORK/np1.json"
 "$TRACE_CHECK" "$WORK/np1.json" "$WORK/np1.jsonl" 2 16 1 || fail "np=1 trace"

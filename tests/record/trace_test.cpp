@@ -2,6 +2,11 @@
 // times, and the Chrome trace document rank 0 writes (docs/log-format.md).
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "../support/config_errors.hpp"
 #include "mpiddp/config/config.hpp"
 #include "mpiddp/record/step_trace.hpp"
@@ -126,6 +131,50 @@ TEST(TraceFile, ProcessesTracksAndSortedMicrosecondSpans) {
   EXPECT_EQ(x_ts, (std::vector<double>{1.0, 1.0, 1.5, 2.0, 1.2}));
   EXPECT_EQ(doc["otherData"]["dropped_spans"], 1);
   EXPECT_EQ(doc["otherData"]["steps"], io::Json::parse("[2, 21]"));
+}
+
+TEST(StepTrace, GatherSpansRunFromTheStartToTheWaitsReturn) {
+  const auto origin = StepTrace::Clock::time_point{};
+  StepTrace trace(config::TraceConfig{"t.json", 1, 10});
+  trace.reserve(1, 4);
+  trace.unit_gathered(5, 1024, origin + 20us, origin + 35us);
+  ASSERT_EQ(trace.spans().size(), 1u);
+  EXPECT_EQ(trace.spans()[0].begin_ns, 20000);
+  EXPECT_EQ(trace.spans()[0].end_ns, 35000);
+  EXPECT_EQ(trace.spans()[0].bucket, 5);  // the unit
+  EXPECT_EQ(trace.spans()[0].bytes, 1024);
+  EXPECT_EQ(trace.spans()[0].kind, SpanKind::kGather);
+}
+
+TEST(TraceFile, GathersGoOnTheirUnitsTracksAfterTheBuckets) {
+  // Two bucket tracks (1, 2), then unit u's gathers on track 3 + u; the waits on the compute track.
+  RankTrace r0{"hostA", "shm", 0, {}};
+  r0.spans = {{2, 1000, 9000, 0, -1, SpanKind::kStep},
+              {2, 3000, 3500, 0, -1, SpanKind::kGatherWait},
+              {2, 2000, 3500, 4096, 1, SpanKind::kGather},
+              {2, 1500, 2000, 512, 0, SpanKind::kGather},
+              {2, 6000, 7000, 256, 1, SpanKind::kReduction}};
+  const io::Json doc = io::Json::parse(trace_json({r0}, config::TraceConfig{"t.json", 2, 21}));
+  std::map<int, std::string> track_names;
+  std::vector<std::pair<std::string, int>> x;  // (name, tid)
+  for (const io::Json& e : doc["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "thread_name") track_names[e["tid"].get<int>()] = e["args"]["name"];
+    if (e["ph"] == "X") {
+      x.emplace_back(e["name"], e["tid"]);
+      if (e["name"] == "gather" && e["tid"] == 4) {
+        EXPECT_EQ(e["args"]["unit"], 1);
+        EXPECT_EQ(e["args"]["bytes"], 4096);
+        EXPECT_EQ(e["dur"], 1.5);
+      }
+    }
+  }
+  EXPECT_EQ(track_names, (std::map<int, std::string>{{0, "compute"},
+                                                      {1, "reduction bucket 0"},
+                                                      {2, "reduction bucket 1"},
+                                                      {3, "parameter gather unit 0"},
+                                                      {4, "parameter gather unit 1"}}));
+  EXPECT_EQ(x, (std::vector<std::pair<std::string, int>>{
+                   {"step", 0}, {"gather_wait", 0}, {"reduction", 2}, {"gather", 3}, {"gather", 4}}));
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// trace_check TRACE.json LOG.jsonl FIRST LAST WORLD [--expect-overlap]: checks a trace file
+// trace_check TRACE.json LOG.jsonl FIRST LAST WORLD [--expect-overlap] [--expect-gathers]: checks a trace file
 // of `mpiddp train --trace` (docs/log-format.md) against the run's log, for cli_trace.
 // Prints what failed and exits 1, or prints a summary and exits 0. Checked:
 //   - valid JSON with a traceEvents list; ranks 0..WORLD-1 are the processes, named "rank R (";
@@ -8,7 +8,11 @@
 //     check + optimizer) add up to its step span within 5 %, and rank 0's step span is the log's
 //     step time_s within 5 %;
 //   - with WORLD > 1 every rank-step has bucket reductions (bytes > 0, a known path, on the
-//     track 1 + bucket), and with --expect-overlap one of them starts before backward ends, in every one.
+//     track 1 + bucket), and with --expect-overlap one of them starts before backward ends, in every one;
+//   - gathers (reduce.shard "parameters") lie off the compute track, each with its unit and
+//     bytes > 0, and their waits on it; with --expect-gathers every rank-step has both, and a
+//     unit's gather starts before the wait for it (the prefetch) in every one. The share of the
+//     gathers' time that no wait exposed is printed.
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -40,12 +44,22 @@ struct Span {
 
 int main(int argc, char** argv) {
   if (argc < 6) {
-    std::fprintf(stderr, "usage: trace_check TRACE.json LOG.jsonl FIRST LAST WORLD [--expect-overlap]\n");
+    std::fprintf(stderr, "usage: trace_check TRACE.json LOG.jsonl FIRST LAST WORLD [--expect-overlap] "
+                         "[--expect-gathers]\n");
     return 2;
   }
   const long first = std::stol(argv[3]), last = std::stol(argv[4]);
   const int world = std::stoi(argv[5]);
-  const bool expect_overlap = argc > 6 && std::string(argv[6]) == "--expect-overlap";
+  bool expect_overlap = false, expect_gathers = false;
+  for (int i = 6; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "--expect-overlap") expect_overlap = true;
+    else if (flag == "--expect-gathers") expect_gathers = true;
+    else {
+      std::fprintf(stderr, "trace_check: unknown option %s\n", argv[i]);
+      return 2;
+    }
+  }
   std::ifstream in(argv[1]);
   const json doc = json::parse(in, nullptr, false);
   if (doc.is_discarded() || !doc.is_object() || !doc.contains("traceEvents") ||
@@ -99,6 +113,8 @@ int main(int argc, char** argv) {
   struct StepSums {
     double step = -1, parts = 0, backward_end = -1, first_bucket_start = 1e300;
     int buckets = 0;
+    int gathers = 0, waits = 0, prefetched = 0;
+    double gather_time = 0, wait_time = 0;
   };
   const std::set<std::string> parts = {"zero_grad", "data", "forward", "backward",
                                        "reduction_wait", "check", "optimizer"};
@@ -121,7 +137,28 @@ int main(int argc, char** argv) {
       if (s.args->at("bytes").get<long>() <= 0) fail("a bucket of no bytes");
       if (!paths.count(s.args->at("path").get<std::string>())) fail("a bucket with an unknown path");
       if (s.tid != 1 + s.args->at("bucket").get<int>()) fail("a bucket on the wrong track");
+    } else if (s.name == "gather") {
+      ++sums.gathers;
+      sums.gather_time += s.dur;
+      if (s.args->at("bytes").get<long>() <= 0) fail("a gather of no bytes");
+      if (s.args->at("unit").get<int>() < 0) fail("a gather of no unit");
+      if (s.tid < 1) fail("a gather on the compute track");
+    } else if (s.name == "gather_wait") {
+      ++sums.waits;
+      sums.wait_time += s.dur;
+      if (s.tid != 0) fail("a gather's wait off the compute track");
     }
+  }
+  // A gather that began before its wait did (by more than the clock readings between them)
+  // was prefetched: it travelled while the unit before it computed.
+  for (const Span& g : spans) {
+    if (g.name != "gather") continue;
+    const double end = g.ts + g.dur;
+    for (const Span& w : spans)
+      if (w.name == "gather_wait" && w.pid == g.pid && std::fabs(w.ts + w.dur - end) < kEps && w.ts > g.ts + 1.0) {
+        ++steps[{g.pid, g.args->at("step").get<long>()}].prefetched;
+        break;
+      }
   }
 
   std::map<long, double> logged;  // step -> time_s, from the log's step records
@@ -132,8 +169,8 @@ int main(int argc, char** argv) {
       logged[record.at("step").get<long>()] = record.at("time_s").get<double>();
   }
 
-  int overlapped = 0;
-  double worst_sum = 0, worst_log = 0;
+  int overlapped = 0, gathered = 0;
+  double worst_sum = 0, worst_log = 0, gather_time = 0, wait_time = 0;
   for (int r = 0; r < world; ++r)
     for (long step = first; step <= last; ++step) {
       const auto it = steps.find({r, step});
@@ -149,6 +186,13 @@ int main(int argc, char** argv) {
         fail(where + ": its spans add up to " + std::to_string(s.parts) + " us of a " +
              std::to_string(s.step) + " us step");
       if (world > 1 && s.buckets == 0) fail(where + " has no bucket reduction");
+      if (s.waits != s.gathers) fail(where + ": " + std::to_string(s.gathers) + " gathers but " +
+                                     std::to_string(s.waits) + " waits for them");
+      if (expect_gathers && (s.gathers == 0 || s.prefetched == 0))
+        fail(where + ": " + std::to_string(s.gathers) + " gathers, " + std::to_string(s.prefetched) + " prefetched");
+      gathered += s.gathers;
+      gather_time += s.gather_time;
+      wait_time += s.wait_time;
       if (s.first_bucket_start < s.backward_end) ++overlapped;
       if (r == 0) {
         if (!logged.count(step)) {
@@ -168,7 +212,11 @@ int main(int argc, char** argv) {
          " rank-steps started a bucket reduction while backward ran");
   if (failures) return 1;
   std::printf("trace_check: OK: %d ranks, steps %ld-%ld, %zu spans; step sums within %.2f %%, "
-              "log times within %.2f %%; %d rank-steps overlapped\n",
+              "log times within %.2f %%; %d rank-steps overlapped",
               world, first, last, spans.size(), 100 * worst_sum, 100 * worst_log, overlapped);
+  if (gathered > 0)
+    std::printf("; %d gathers, %.1f %% of their time hidden behind compute", gathered,
+                100.0 * (1.0 - wait_time / gather_time));
+  std::printf("\n");
   return 0;
 }

@@ -39,6 +39,14 @@ struct ReduceConfig {
   // the parameters a unit at a time, the unit being reduce.shard_unit's ("block").
   bool shard_parameters = false;
   std::string shard_unit = "block";
+
+  // The three flags for reduce.shard `mode` ("none", "optimizer", "gradients" or
+  // "parameters"), each mode sharding what the one before it does, and more.
+  void set_shard(const std::string& mode) {
+    shard_optimizer = mode != "none";
+    shard_gradients = mode == "gradients" || mode == "parameters";
+    shard_parameters = mode == "parameters";
+  }
 };
 
 // When one bucket's reduction was started, waited for and known done (the wait returned),

@@ -153,6 +153,9 @@ class Model {
 
   // All P parameters; null where the model keeps a part of them alone.
   T* parameters() { return parameters_; }
+  // Whether it holds all P (a replica), or was built holding a part alone (reduce.shard
+  // "parameters"): then each value has one owner, and nothing is broadcast or shared.
+  bool holds_all_parameters() const { return parameters_ != nullptr; }
   const T* parameters() const { return parameters_; }
   // The parameters [parameter_part_begin(), parameter_part_end()) this model holds: all P, or
   // the constructor's part.

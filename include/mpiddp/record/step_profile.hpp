@@ -80,6 +80,8 @@ class PhaseClock {
     if (trace_) trace_->add(kind, last_, now);
     last_ = now;
   }
+  // The step's trace while it is traced, else null: for spans off the laps' track.
+  StepTrace* trace() const { return trace_; }
   // The end of the last lap; without laps, now.
   Clock::time_point last_or_now() const { return on_ ? last_ : Clock::now(); }
 

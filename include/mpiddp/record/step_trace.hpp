@@ -32,6 +32,8 @@ enum class SpanKind : uint8_t {
   kReduction,      // one bucket's reduction (on its own track)
   kEvaluation,     // the epoch's evaluation (after a selected step)
   kCheckpoint,     // writing a checkpoint (rank 0, after a selected step)
+  kGather,         // one unit's parameters gathered (reduce.shard "parameters"; on its unit's track)
+  kGatherWait,     // waiting for a unit's gather before its forward or backward (the exposed part)
 };
 
 // The span's name in the trace file ("step", "zero_grad", "data", ...).
@@ -43,8 +45,8 @@ struct TraceSpan {
   int64_t step;      // the step it belongs to (evaluation, checkpoint: the step before)
   int64_t begin_ns;
   int64_t end_ns;
-  int64_t bytes;     // kReduction: the bucket's size; else 0
-  int32_t bucket;    // kReduction: the bucket's index; else -1
+  int64_t bytes;     // kReduction: the bucket's size; kGather: the unit's; else 0
+  int32_t bucket;    // kReduction: the bucket's index; kGather: the unit's; else -1
   SpanKind kind;
 };
 
@@ -74,6 +76,8 @@ class StepTrace final : public distributed::ReductionListener {
 
   void add(SpanKind kind, Clock::time_point begin, Clock::time_point end);
   void bucket_reduced(const distributed::BucketTiming& timing) override;
+  // A unit's parameters, `bytes` of them, gathered from `started` to the return of its wait.
+  void unit_gathered(size_t unit, size_t bytes, Clock::time_point started, Clock::time_point done);
 
   // The spans recorded so far (a copy, for the end of the run).
   std::vector<TraceSpan> spans() const {

@@ -31,7 +31,7 @@ class FaultInjectingStep final : public StepStrategy<T> {
   std::optional<ReplicaReport> report_from_parts() override { return inner_->report_from_parts(); }
   bool keeps_replicas_identical() const override { return inner_->keeps_replicas_identical(); }
   void describe(io::Json& run_record) const override { inner_->describe(run_record); }
-  size_t reduction_spans_per_step(size_t buckets) const override { return inner_->reduction_spans_per_step(buckets); }
+  size_t communication_spans_per_step(size_t buckets) const override { return inner_->communication_spans_per_step(buckets); }
 
  private:
   // The step being computed: the training pass's, which the loop sets before each step.

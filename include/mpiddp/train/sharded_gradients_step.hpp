@@ -31,7 +31,7 @@ class ShardedGradientsStep : public SynchronizedStep<T>, protected nn::LayerHook
   StepOutcome reduce(double local_loss) override;
   double update(double lr) override;
   void describe(io::Json& run_record) const override;
-  size_t reduction_spans_per_step(size_t /*buckets*/) const override {
+  size_t communication_spans_per_step(size_t /*buckets*/) const override {
     return staging_plan_.units.size() * static_cast<size_t>(this->parts_.config.accumulate_steps) + 1;
   }
 

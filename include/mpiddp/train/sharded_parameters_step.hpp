@@ -27,6 +27,7 @@
 // Every rank evaluates as many rounds as the rank with the most (MicroBatchStep::evaluate),
 // and a rank without a batch left in a round still gathers every unit, since each gather is a
 // collective.
+#include <chrono>
 #include <optional>
 #include <vector>
 
@@ -43,15 +44,22 @@ class ShardedParametersStep final : public ShardedGradientsStep<T> {
   // Collective: ZeRO-2's staging, then the model reads its units' parameters where this step
   // gathers them; then what every synchronized step does.
   GemmChoice start(int threads) override;
+  double compute_gradients(const Index* samples, Index count) override;
   double update(double lr) override;
   // The average in the part's place (and back): the units gathered meanwhile are gathered again.
   void swap_in_average(T* kept) override;
   void restore_parameters(const T* kept) override;
   std::optional<ReplicaReport> report_from_parts() override;
   void describe(io::Json& run_record) const override;
+  // ZeRO-2's, and per micro-batch each unit's gather and its wait, in forward and in backward.
+  size_t communication_spans_per_step(size_t buckets) const override {
+    return ShardedGradientsStep<T>::communication_spans_per_step(buckets) +
+           4 * this->staging_plan().units.size() * static_cast<size_t>(this->parts_.config.accumulate_steps);
+  }
 
  private:
   enum class Gathered : char { kNo, kTravelling, kYes };
+  using Clock = std::chrono::steady_clock;
 
   void before_forward(const nn::LayerUnit& unit) override;
   void before_backward(const nn::LayerUnit& unit) override;
@@ -76,6 +84,8 @@ class ShardedParametersStep final : public ShardedGradientsStep<T> {
   std::vector<std::vector<size_t>> unit_byte_begins_;  // (units) (parts + 1) the parts within each unit, in bytes
   std::vector<Gathered> gathered_;                  // (units)
   std::vector<int> gather_handle_;                  // (units) while travelling
+  std::vector<Clock::time_point> gather_started_;   // (units) in a traced step, when each gather began
+  record::StepTrace* trace_ = nullptr;              // from a traced step's gradients to its update, else null
   int slot_holder_[2] = {-1, -1};                   // the unit whose parameters each slot holds, or -1
 };
 

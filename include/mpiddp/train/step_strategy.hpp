@@ -105,10 +105,10 @@ class StepStrategy {
   // to compare: the replica check's report from the parts instead, its checksum that of the
   // whole parameters, gathered a unit at a time. Collective. Elsewhere nothing.
   virtual std::optional<ReplicaReport> report_from_parts() { return std::nullopt; }
-  // How many reductions the trace shows in a step, given that the reducer cuts the whole
-  // gradient buffer into `buckets`: those, or the mode's own (ZeRO-2: one per unit and
-  // micro-batch, and the loss's).
-  virtual size_t reduction_spans_per_step(size_t buckets) const { return buckets; }
+  // How many transfers the trace shows in a step, given that the reducer cuts the whole
+  // gradient buffer into `buckets`: those reductions, or the mode's own (ZeRO-2: one per unit
+  // and micro-batch, and the loss's; ZeRO-3: those, and its gathers and their waits).
+  virtual size_t communication_spans_per_step(size_t buckets) const { return buckets; }
   // What the run record says of the mode (deterministic: its chunks and pass).
   virtual void describe(io::Json& /*run_record*/) const {}
 };
