@@ -12,9 +12,16 @@
 #   train shard    the same with reduce.shard_optimizer: at 2 x 1 the optimizer sharded
 #                  across the leaders (the gradients reduce-scattered, the updated parameters
 #                  allgathered; sync_exposed_ms + optimizer_ms against the unsharded run's)
+#   train MODE     with SHARD_MODES="gradients parameters": the training bench under
+#                  reduce.shard MODE (ZeRO-2, ZeRO-3), against the train line
+#   trace          with TRACE_DIR set and "parameters" among SHARD_MODES: one epoch of `mpiddp
+#                  train` under ZeRO-3 with --trace (steps 3-22) into TRACE_DIR, checked and
+#                  summed by trace_check (the share of the gathers' time hidden behind compute)
 # Usage (root): bench/cluster.sh [--rate RATE] [WORKLOAD...]   (default: mlp wide)
 #   --rate RATE   limit each node's link (launch/local-cluster/start.sh --rate)
-# Environment: MPIDDP (default build/mpiddp).
+# Environment: MPIDDP (default build/mpiddp), SHARD_MODES, TRACE_DIR, TRACE_CHECK (default
+# build/tests/trace_check), TRAIN_ONLY=1 (no reduce lines: --reduce-only needs a model of
+# fixed inputs, not a GPT's tokens).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 start_args=()
@@ -42,10 +49,24 @@ run() {  # run LABEL PER_NODE WORKLOAD ARGS...
 }
 for workload in "${workloads[@]}"; do
   for per_node in 1 2; do
-    run "reduce auto" "$per_node" "$workload" --reduce-only
-    run "reduce plain" "$per_node" "$workload" --reduce-only --set reduce.algorithm=mpi \
-      --set reduce.bucket_cap_mb=1024 --set reduce.first_bucket_mb=1024
+    if [ "${TRAIN_ONLY:-0}" != 1 ]; then
+      run "reduce auto" "$per_node" "$workload" --reduce-only
+      run "reduce plain" "$per_node" "$workload" --reduce-only --set reduce.algorithm=mpi \
+        --set reduce.bucket_cap_mb=1024 --set reduce.first_bucket_mb=1024
+    fi
     run train "$per_node" "$workload"
     run "train shard" "$per_node" "$workload" --set reduce.shard_optimizer=true
+    for mode in ${SHARD_MODES:-}; do
+      run "train $mode" "$per_node" "$workload" --set reduce.shard="\"$mode\""
+    done
+    if [ -n "${TRACE_DIR:-}" ] && [[ " ${SHARD_MODES:-} " == *" parameters "* ]]; then
+      trace="$TRACE_DIR/$workload-2x$per_node"
+      srun --mpi="$srun_mpi" -N 2 --ntasks-per-node="$per_node" --cpus-per-task=1 \
+        "$mpiddp" train "$here/$workload.json" --quiet --set threads=1 --set reduce.shard='"parameters"' \
+        --set epochs=1 --log "$trace.jsonl" --trace "$trace.json" --set 'trace.steps=[3,22]'
+      printf '%-13s 2x%s %-5s ' trace "$per_node" "$workload"
+      "${TRACE_CHECK:-$here/../build/tests/trace_check}" "$trace.json" "$trace.jsonl" 3 22 $((2 * per_node)) \
+        --expect-gathers
+    fi
   done
 done
