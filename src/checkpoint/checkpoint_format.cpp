@@ -146,7 +146,7 @@ std::string write_best_checkpoint(const config::CheckpointConfig& settings, cons
 
 template <typename T>
 TrainingPosition restore_checkpoint(const io::SafetensorsFile& file, const RunIdentity& identity,
-                                    nn::Model<T>& model, optim::UpdateRule<T>& optimizer) {
+                                    nn::Model<T>& model, optim::UpdateRule<T>& optimizer, Index state_begin) {
   const std::string& path = file.name();
   const auto meta = file.metadata().find(kMetadataKey);
   if (meta == file.metadata().end())
@@ -159,7 +159,7 @@ TrainingPosition restore_checkpoint(const io::SafetensorsFile& file, const RunId
     refuse(path, "format version " + state["format"].dump() + " is not " +
                      std::to_string(kFormatVersion) + " (written by another mpiddp version)");
   try {
-    if (hex64(fnv1a(file.data(), file.data_bytes())) != state.at("data_checksum").get<std::string>())
+    if (hex64(file.data_checksum()) != state.at("data_checksum").get<std::string>())
       refuse(path, "corrupt: the data checksum does not match (the file was damaged after it "
                    "was written)");
     const TrainingPosition position = detail::resume_position(state, identity, path);
@@ -171,7 +171,9 @@ TrainingPosition restore_checkpoint(const io::SafetensorsFile& file, const RunId
     load_buffer_tensors(file, model, kExitCheckpoint);
     for (const auto& buffer : optimizer.state_buffers()) {
       const std::string prefix = kOptimizerPrefix + buffer.name + ".";
-      load_named_tensors(file, model.tensors(), buffer.values->data(), kExitCheckpoint, prefix);
+      const auto held = static_cast<Index>(buffer.values->size());
+      load_named_tensors(file, model.tensors(), buffer.values->data(), kExitCheckpoint, prefix, state_begin,
+                         state_begin + held);
       const auto names = tensor_names(model.tensors(), prefix);
       expected.insert(names.begin(), names.end());
     }
@@ -192,7 +194,7 @@ size_t export_checkpoint_weights(const std::string& checkpoint, const std::strin
   const io::Json state = io::Json::parse(meta->second, nullptr, /*allow_exceptions=*/false);
   if (!state.is_object())
     refuse(checkpoint, "corrupt: its mpiddp_checkpoint metadata is not a JSON object");
-  if (hex64(fnv1a(file.data(), file.data_bytes())) != checkpoint_text(state, "data_checksum", checkpoint))
+  if (hex64(file.data_checksum()) != checkpoint_text(state, "data_checksum", checkpoint))
     refuse(checkpoint, "corrupt: the data checksum does not match");
   std::vector<io::TensorToWrite> parameters, average;
   for (const auto& t : file.tensors()) {
@@ -219,7 +221,7 @@ size_t export_checkpoint_weights(const std::string& checkpoint, const std::strin
                                                 optim::UpdateRule<T>&, const WriteProbes&);     \
   template TrainingPosition restore_checkpoint<T>(const io::SafetensorsFile&,                  \
                                                   const RunIdentity&, nn::Model<T>&,      \
-                                                  optim::UpdateRule<T>&);
+                                                  optim::UpdateRule<T>&, Index);
 MPIDDP_INSTANTIATE(float)
 MPIDDP_INSTANTIATE(double)
 #undef MPIDDP_INSTANTIATE

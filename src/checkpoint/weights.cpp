@@ -48,10 +48,8 @@ void load_named_tensors(const io::SafetensorsFile& file,
       const Index lo = std::max(held_begin, first), hi = std::min(held_end, end);
       if (lo == first && hi == end) {
         file.read(*stored, values + (first - held_begin));
-      } else if (lo < hi) {  // a tensor the held part cuts: read whole, keep the part's share
-        std::vector<T> whole(static_cast<size_t>(expected.size()));
-        file.read(*stored, whole.data());
-        std::copy(whole.begin() + (lo - first), whole.begin() + (hi - first), values + (lo - held_begin));
+      } else if (lo < hi) {  // a tensor the held part cuts: its share alone
+        file.read_range(*stored, lo - first, hi - lo, values + (lo - held_begin));
       }
     }
   }
@@ -173,7 +171,10 @@ void load_parameters(const io::SafetensorsFile& file, nn::Model<T>& model, int e
 template <typename T>
 void load_weights(const std::string& path, nn::Model<T>& model) {
   try {
-    const io::SafetensorsFile file = io::read_safetensors(path, kExitData);
+    // A model holding its part alone (reduce.shard "parameters") maps the file and reads its
+    // slices, so that no rank holds the whole model (each rank reads it, docs/checkpoints.md).
+    const io::SafetensorsFile file =
+        model.holds_all_parameters() ? io::read_safetensors(path, kExitData) : io::map_safetensors(path, kExitData);
     load_parameters(file, model, kExitData);
     check_tied_tensors(file, model, kExitData);
     load_buffer_tensors(file, model, kExitData);

@@ -1,5 +1,10 @@
 #include "mpiddp/io/safetensors.hpp"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <bit>
 #include <cerrno>
@@ -10,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mpiddp/core/error.hpp"
+#include "mpiddp/core/hash.hpp"
 #include "mpiddp/io/atomic_file.hpp"
 
 namespace mpiddp::io {
@@ -181,14 +187,41 @@ uint64_t header_length(const char* first8, uint64_t size, Fail fail) {
 }  // namespace
 
 SafetensorsFile::SafetensorsFile(std::vector<char> bytes, std::string name, int error_code)
-    : bytes_(std::move(bytes)), name_(std::move(name)) {
+    : bytes_(std::move(bytes)), base_(bytes_.data()), size_(bytes_.size()), name_(std::move(name)) {
+  parse(error_code);
+}
+
+SafetensorsFile::SafetensorsFile(std::shared_ptr<const char> mapped, size_t size, std::string name, int error_code)
+    : mapped_(std::move(mapped)), base_(mapped_.get()), size_(size), name_(std::move(name)) {
+  parse(error_code);
+}
+
+void SafetensorsFile::parse(int error_code) {
   auto fail = [&](const std::string& problem) {
     throw Error(static_cast<ExitCode>(error_code), "safetensors file '" + name_ + "': " + problem);
   };
-  const uint64_t size = bytes_.size();
-  const uint64_t header_bytes = header_length(bytes_.data(), size, fail);
+  const uint64_t header_bytes = header_length(base_, size_, fail);
   data_start_ = 8 + header_bytes;
-  parse_layout(bytes_.data() + 8, header_bytes, size - data_start_, fail, tensors_, metadata_);
+  parse_layout(base_ + 8, header_bytes, size_ - data_start_, fail, tensors_, metadata_);
+}
+
+uint64_t SafetensorsFile::data_checksum() const {
+  if (!mapped_) return fnv1a(data(), data_bytes());
+  // Chunks of whole pages of the mapping: each is hashed, then its pages are dropped from this
+  // process (they stay in the page cache), so the checksum of a file of many GB leaves at
+  // most one chunk resident.
+  constexpr size_t kChunk = size_t{64} << 20;
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  uint64_t hash = fnv1a(nullptr, 0);
+  for (size_t at = 0; at < data_bytes();) {
+    const size_t end = std::min(data_bytes(), at + kChunk);
+    hash = fnv1a(data() + at, end - at, hash);
+    const auto first = reinterpret_cast<uintptr_t>(data() + at) / page * page;
+    const auto last = reinterpret_cast<uintptr_t>(data() + end) / page * page;
+    if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+    at = end;
+  }
+  return hash;
 }
 
 SafetensorsReader::SafetensorsReader(std::string path, int error_code)
@@ -259,6 +292,15 @@ void SafetensorsFile::read(const StoredTensor& tensor, T* out) const {
   convert_values(data() + tensor.begin, tensor.dtype, tensor.elements(), out);
 }
 
+template <typename T>
+void SafetensorsFile::read_range(const StoredTensor& tensor, int64_t first, int64_t count, T* out) const {
+  const size_t element = dtype_size(tensor.dtype);
+  convert_values(data() + tensor.begin + static_cast<size_t>(first) * element, tensor.dtype, count, out);
+}
+
+template void SafetensorsFile::read_range<float>(const StoredTensor&, int64_t, int64_t, float*) const;
+template void SafetensorsFile::read_range<double>(const StoredTensor&, int64_t, int64_t, double*) const;
+template void SafetensorsFile::read_range<int64_t>(const StoredTensor&, int64_t, int64_t, int64_t*) const;
 template void SafetensorsFile::read<float>(const StoredTensor&, float*) const;
 template void SafetensorsFile::read<int64_t>(const StoredTensor&, int64_t*) const;
 template void SafetensorsFile::read<double>(const StoredTensor&, double*) const;
@@ -266,6 +308,21 @@ template void SafetensorsFile::read<double>(const StoredTensor&, double*) const;
 SafetensorsFile read_safetensors(const std::string& path, int error_code,
                                  const std::string& role) {
   return SafetensorsFile(read_whole_file(path, error_code, role), path, error_code);
+}
+
+SafetensorsFile map_safetensors(const std::string& path, int error_code, const std::string& role) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat st {};
+  const bool regular = fd >= 0 && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0;
+  void* base = regular ? ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
+  if (fd >= 0) ::close(fd);  // the mapping stays
+  // What cannot be mapped (missing, a directory, empty) is read as read_safetensors reads it,
+  // for its error.
+  if (base == MAP_FAILED) return read_safetensors(path, error_code, role);
+  const auto size = static_cast<size_t>(st.st_size);
+  std::shared_ptr<const char> mapped(static_cast<const char*>(base),
+                                     [size](const char* p) { ::munmap(const_cast<char*>(p), size); });
+  return SafetensorsFile(std::move(mapped), size, path, error_code);
 }
 
 std::vector<char> encode_safetensors_header(const std::vector<TensorToWrite>& tensors,

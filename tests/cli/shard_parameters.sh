@@ -112,6 +112,27 @@ for how in "3 sharded sharded" "1 sharded sharded" "2 sharded whole" "2 whole sh
     fail "resumed ($how): final parameters differ"
 done
 
+# A whole model's files, read by each rank a slice at a time (mapped, never whole): a
+# checkpoint file written unsharded resumes sharded at np 3 as it resumes unsharded, and the
+# exported weights of step 6 start a sharded run as they start an unsharded one.
+run_np 2 train "${BASE[@]}" --set checkpoint.every_steps=6 --set checkpoint.keep=0 \
+  --set checkpoint.dir="\"$WORK/ck.file\"" --log "$WORK/ck.file.jsonl"
+ck_file=$WORK/ck.file/$(printf 'step-%012d.safetensors' 6)
+[ -f "$ck_file" ] || fail "no checkpoint file $ck_file"
+for sharding in whole sharded; do
+  extra=(); [ "$sharding" = sharded ] && extra=("${SHARD[@]}")
+  run_np 3 train "${BASE[@]}" "${extra[@]}" --resume "$ck_file" --log "$WORK/file.$sharding.jsonl"
+  run_np 3 train "${BASE[@]}" "${extra[@]}" --set init.weights="\"$WORK/whole.6.safetensors\"" \
+    --log "$WORK/init.$sharding.jsonl"
+done
+records "$WORK/file.whole.jsonl" > "$WORK/file.whole.records"
+records "$WORK/file.sharded.jsonl" > "$WORK/file.sharded.records"
+[ "$(grep -c '"kind":"step"' "$WORK/file.sharded.records")" -eq 12 ] || fail "file resumed: expected 12 step records"
+cmp -s "$WORK/file.whole.records" "$WORK/file.sharded.records" || fail "a checkpoint file resumed at np 3: records differ"
+[ "$(checksum_of "$WORK/file.whole.jsonl")" = "$(checksum_of "$WORK/file.sharded.jsonl")" ] ||
+  fail "a checkpoint file resumed at np 3: final parameters differ"
+same_run "$WORK/init.whole" "$WORK/init.sharded" "init.weights at np 3"
+
 # Micro-batches in float64: within float64's rounding of the unsharded run.
 F64=(--set dtype='"float64"' --set accumulate_steps=2)
 run_np 2 train "${BASE[@]}" "${F64[@]}" --log "$WORK/acc.whole.jsonl"
@@ -127,12 +148,12 @@ expect_refusal() {
   [ "$rc" -eq 2 ] || { cat "$WORK/err"; fail "$key: exit code $rc, expected 2"; }
   grep -qF "config: $key:" "$WORK/err" || { cat "$WORK/err"; fail "$*: the refusal does not name $key"; }
 }
-expect_refusal checkpoint.format run_np 2 train "${BASE[@]}" "${SHARD[@]}" --set checkpoint.dir="\"$WORK/ck.file\""
+expect_refusal checkpoint.format run_np 2 train "${BASE[@]}" "${SHARD[@]}" --set checkpoint.dir="\"$WORK/ck.refused\""
 expect_refusal save_weights run_np 2 train "${BASE[@]}" "${SHARD[@]}" --set save_weights="\"$WORK/w.safetensors\""
 expect_refusal compute.precision run_np 2 train "${BASE[@]}" "${SHARD[@]}" --set compute.precision='"bf16_reference"'
 expect_refusal reduce.shard run_np 2 train "${BASE[@]}" "${SHARD[@]}" --set deterministic='{"chunks": 2}'
 expect_refusal reduce.algorithm run_np 2 train "${BASE[@]}" "${SHARD[@]}" --set reduce.algorithm='"mpi"'
 expect_refusal debug.fail_kind run_np 2 train "${BASE[@]}" "${SHARD[@]}" --set debug.fail_kind='"nan"' \
   --set debug.fail_rank=0 --set debug.fail_step=2
-[ ! -e "$WORK/ck.file" ] && [ ! -e "$WORK/w.safetensors" ] || fail "a refused run wrote something"
+[ ! -e "$WORK/ck.refused" ] && [ ! -e "$WORK/w.safetensors" ] || fail "a refused run wrote something"
 echo "PASS"

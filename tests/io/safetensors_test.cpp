@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
 #include "mpiddp/core/error.hpp"
+#include "mpiddp/io/atomic_file.hpp"
 
 namespace mpiddp::io {
 namespace {
@@ -159,6 +161,56 @@ TEST(Safetensors, MissingFileIsNamed) {
               std::string::npos)
         << e.what();
   }
+}
+
+TEST(Safetensors, MappedFileReadsAsTheReadOneAndItsSlices) {
+  // Conversions included: F64 values read as float, slices anywhere in a tensor.
+  const double w[6] = {1.5, -2.0, 3.25, 0.0, -0.5, 1e-7};
+  const float b[3] = {0.25f, -4.0f, 8.5f};
+  const std::vector<char> bytes = encode_safetensors(
+      {{"w", TensorDtype::kF64, {2, 3}, w}, {"b", TensorDtype::kF32, {3}, b}}, {{"producer", "test"}});
+  const std::string path = ::testing::TempDir() + "mapped.safetensors";
+  write_file_atomically(path, {{bytes.data(), bytes.size()}});
+  const SafetensorsFile read = read_safetensors(path, kExitData);
+  const SafetensorsFile mapped = map_safetensors(path, kExitData);
+  ASSERT_EQ(mapped.tensors().size(), 2u);
+  EXPECT_EQ(mapped.metadata(), read.metadata());
+  EXPECT_EQ(mapped.data_checksum(), read.data_checksum());
+  EXPECT_EQ(mapped.data_bytes(), 48u + 12u);
+  float whole[6] = {}, slice[3] = {};
+  mapped.read(*mapped.find("w"), whole);
+  EXPECT_EQ(whole[2], 3.25f);
+  EXPECT_EQ(whole[5], 1e-7f);
+  mapped.read_range(*mapped.find("w"), 2, 3, slice);  // values 2, 3 and 4 of 6
+  EXPECT_EQ(slice[0], 3.25f);
+  EXPECT_EQ(slice[1], 0.0f);
+  EXPECT_EQ(slice[2], -0.5f);
+  double last = 0;
+  read.read_range(*read.find("b"), 2, 1, &last);
+  EXPECT_EQ(last, 8.5);
+  std::remove(path.c_str());
+}
+
+TEST(Safetensors, WhatCannotBeMappedFailsAsAReadDoes) {
+  const std::string empty = ::testing::TempDir() + "empty.safetensors";
+  write_file_atomically(empty, std::vector<ByteSpan>{});
+  for (const std::string& path : {std::string("/nonexistent/w.safetensors"), empty}) {
+    std::string read_error, map_error;
+    try {
+      read_safetensors(path, kExitData, "init.weights");
+    } catch (const Error& e) {
+      read_error = e.what();
+    }
+    try {
+      map_safetensors(path, kExitData, "init.weights");
+    } catch (const Error& e) {
+      map_error = e.what();
+      EXPECT_EQ(e.code(), kExitData);
+    }
+    EXPECT_FALSE(map_error.empty()) << path;
+    EXPECT_EQ(map_error, read_error);
+  }
+  std::remove(empty.c_str());
 }
 
 }  // namespace

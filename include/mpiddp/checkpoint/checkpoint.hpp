@@ -100,10 +100,12 @@ void prune_checkpoints(const config::CheckpointConfig& settings);
 
 // Validates a checkpoint against this run (integrity, model, dtype, config, batch geometry)
 // and restores the parameters and optimizer state. Error(kExitCheckpoint) says which check
-// failed and why.
+// failed and why. `optimizer` holds the state of the parameters from `state_begin` on: all P
+// (0), or a part of them (a rank's under reduce.shard "parameters", the model's part), whose
+// slices alone are read.
 template <typename T>
 TrainingPosition restore_checkpoint(const io::SafetensorsFile& file, const RunIdentity& identity,
-                                    nn::Model<T>& model, optim::UpdateRule<T>& optimizer);
+                                    nn::Model<T>& model, optim::UpdateRule<T>& optimizer, Index state_begin = 0);
 
 // mpiddp export: writes a checkpoint's parameters alone (no optimizer tensors), with their
 // names, shapes and dtype, as a weights file for init.weights or PyTorch's load_state_dict.

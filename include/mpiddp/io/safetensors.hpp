@@ -17,6 +17,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -54,22 +55,41 @@ class SafetensorsFile {
   // Parses and validates a whole file's bytes; `name` (the path) is used in messages.
   // Throws Error(error_code) naming the file and the problem.
   SafetensorsFile(std::vector<char> bytes, std::string name, int error_code);
+  // The same over `size` bytes at `mapped`, a read-only mapping of the file that the pointer
+  // keeps alive (map_safetensors).
+  SafetensorsFile(std::shared_ptr<const char> mapped, size_t size, std::string name, int error_code);
+  // Moved, never copied: data() points into the bytes or the mapping held.
+  SafetensorsFile(SafetensorsFile&&) = default;
+  SafetensorsFile(const SafetensorsFile&) = delete;
+  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
 
   const std::string& name() const { return name_; }
   const std::vector<StoredTensor>& tensors() const { return tensors_; }  // in header order
   const StoredTensor* find(const std::string& tensor_name) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   // The data section, for checksums.
-  const char* data() const { return bytes_.data() + data_start_; }
-  size_t data_bytes() const { return bytes_.size() - data_start_; }
+  const char* data() const { return base_ + data_start_; }
+  size_t data_bytes() const { return size_ - data_start_; }
+  // fnv1a of the data section. A mapped file's pages are given back as the hash passes them,
+  // so that hashing a file larger than a rank may hold keeps little of it resident.
+  uint64_t data_checksum() const;
 
   // Copies a tensor's values into out (elements() values), converting between the dtypes
   // (the callers check that a real tensor is not read as a counter, nor the reverse).
   template <typename T>
   void read(const StoredTensor& tensor, T* out) const;
+  // Values [first, first + count) of the tensor into out, converted alike: of a mapped file,
+  // only their pages are read.
+  template <typename T>
+  void read_range(const StoredTensor& tensor, int64_t first, int64_t count, T* out) const;
 
  private:
-  std::vector<char> bytes_;
+  void parse(int error_code);
+
+  std::vector<char> bytes_;            // the file's bytes, or empty when mapped
+  std::shared_ptr<const char> mapped_;  // the mapping, or null
+  const char* base_ = nullptr;
+  size_t size_ = 0;
   std::string name_;
   size_t data_start_ = 0;
   std::vector<StoredTensor> tensors_;
@@ -106,6 +126,11 @@ void convert_values(const char* source, TensorDtype dtype, int64_t n, T* out);
 // Reads and parses a file; Error(error_code) names it when it cannot be read or is malformed.
 SafetensorsFile read_safetensors(const std::string& path, int error_code,
                                  const std::string& role = "");
+// The same over a read-only mapping of the file, whose pages are read only where a tensor's
+// values are (read, read_range): a rank that keeps a part of the parameters (reduce.shard
+// "parameters") reads its slices of a whole model's file without holding the rest. Errors as
+// read_safetensors'.
+SafetensorsFile map_safetensors(const std::string& path, int error_code, const std::string& role = "");
 
 // The header of the file that encode_safetensors would make (its first 8 + N bytes); the
 // tensors' data pointers are not read.
