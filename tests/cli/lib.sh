@@ -50,6 +50,27 @@ rank_pids() {
 # checksum_of LOG: the param_checksum of the log's end record.
 checksum_of() { grep '"kind":"end"' "$1" | sed -E 's/.*"param_checksum":"([0-9a-f]+)".*/\1/'; }
 
+# timeless_records LOG [KINDS]: the log's records of KINDS (an ERE of kinds, default
+# step|epoch) without the fields that time them, to compare two runs' records bit for bit.
+timeless_records() {
+  grep -E "\"kind\":\"(${2:-step|epoch})\"" "$1" | sed -E 's/,"time_s":[^,}]*//; s/,"samples_per_s":[^,}]*//'
+}
+
+# expect_same_records A B STEPS WHAT [KINDS]: logs A and B hold the same records of KINDS
+# (timeless_records), A holds STEPS step records, and the final parameters are equal bit for bit.
+expect_same_records() {
+  local kinds=${5:-step|epoch}
+  timeless_records "$1" "$kinds" > "$1.records"
+  timeless_records "$2" "$kinds" > "$2.records"
+  [ "$(grep -c '"kind":"step"' "$1.records")" -eq "$3" ] || fail "$4: expected $3 step records in $1"
+  cmp -s "$1.records" "$2.records" || { diff "$1.records" "$2.records" | head -4 || true; fail "$4: records differ"; }
+  [ "$(checksum_of "$1")" = "$(checksum_of "$2")" ] || fail "$4: final parameters differ"
+}
+
+# tensor_bytes FILE: a safetensors file's data section, its tensors' bytes (its header's
+# metadata holds each run's config, which two runs to compare differ in).
+tensor_bytes() { tail -c +$(($(od -An -tu8 -N8 "$1" | tr -d ' ') + 9)) "$1"; }
+
 # expect_same_run BASELINE RUN WHAT: `mpiddp compare` passes (its verdict in $WORK/compare.txt)
 # and the final parameters are equal bit for bit.
 expect_same_run() {

@@ -15,18 +15,9 @@ tied_gpt "$WORK"
 BASE=(--quiet "$WORK/gpt.json")
 SHARD=(--set reduce.shard='"gradients"')
 
-records() {
-  cat "$@" | grep -E '"kind":"(step|epoch)"' | sed -E 's/,"time_s":[^,}]*//; s/,"samples_per_s":[^,}]*//'
-}
 # same_run A B WHAT: A.jsonl and B.jsonl hold the same 18 step records (9 steps an epoch), the
 # same epoch records and the same final parameters.
-same_run() {
-  records "$1.jsonl" > "$1.records"
-  records "$2.jsonl" > "$2.records"
-  [ "$(grep -c '"kind":"step"' "$1.records")" -eq 18 ] || fail "$3: expected 18 step records"
-  cmp -s "$1.records" "$2.records" || { diff "$1.records" "$2.records" | head -4; fail "$3: records differ"; }
-  [ "$(checksum_of "$1.jsonl")" = "$(checksum_of "$2.jsonl")" ] || fail "$3: final parameters differ"
-}
+same_run() { expect_same_records "$1.jsonl" "$2.jsonl" 18 "$3"; }
 
 for np in 1 2 3 4; do
   d="$WORK/np$np"
@@ -68,8 +59,6 @@ same_run "$WORK/ema.whole" "$WORK/ema.sharded" "ema"
 for f in "$WORK"/ck.whole/step-*.safetensors; do
   cmp -s "$f" "$WORK/ck.sharded/$(basename "$f")" || fail "ema: checkpoint $(basename "$f") differs"
 done
-# The weights' tensors (their header's metadata holds each run's config, which differ).
-tensor_bytes() { tail -c +$(($(od -An -tu8 -N8 "$1" | tr -d ' ') + 9)) "$1"; }
 cmp -s <(tensor_bytes "$WORK/whole.safetensors") <(tensor_bytes "$WORK/sharded.safetensors") || fail "ema: the weights differ"
 run_np 2 train "${BASE[@]}" "${SHARD[@]}" --set reduce.overlap=false --log "$WORK/blocking.jsonl"
 same_run "$WORK/np2.whole" "$WORK/blocking" "reduce.overlap false"
@@ -80,10 +69,7 @@ run_np 3 train "${BASE[@]}" "${EXTRA[@]}" --resume "$WORK/ck.sharded/$ck" --log 
   --set checkpoint.dir="\"$WORK/ck.from_sharded\""
 run_np 3 train "${BASE[@]}" "${EXTRA[@]}" --resume "$WORK/ck.whole/$ck" --log "$WORK/from_whole.jsonl" \
   --set checkpoint.dir="\"$WORK/ck.from_whole\""
-records "$WORK/from_sharded.jsonl" > "$WORK/from_sharded.records"
-records "$WORK/from_whole.jsonl" > "$WORK/from_whole.records"
-[ "$(grep -c '"kind":"step"' "$WORK/from_sharded.records")" -eq 12 ] || fail "resumed: expected 12 step records"
-cmp -s "$WORK/from_sharded.records" "$WORK/from_whole.records" || fail "resumed: the two checkpoints' runs differ"
+expect_same_records "$WORK/from_whole.jsonl" "$WORK/from_sharded.jsonl" 12 "resumed from the two checkpoints"
 
 # Micro-batches in float64: within float64's rounding of the unsharded run.
 F64=(--set dtype='"float64"' --set accumulate_steps=2)
