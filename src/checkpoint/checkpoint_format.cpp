@@ -169,6 +169,14 @@ TrainingPosition restore_checkpoint(const io::SafetensorsFile& file, const RunId
     std::set<std::string> expected = state_tensor_names(model);
     load_parameters(file, model, kExitCheckpoint);
     load_buffer_tensors(file, model, kExitCheckpoint);
+    // A rank whose part is empty (reduce.shard "parameters" on a model smaller than the ranks'
+    // cache lines) holds a rule without buffers: the file's optimizer tensors are then the
+    // writer's buffers, equal to this run's (resume_position checked the configs alike).
+    if (model.parameter_part_begin() == model.parameter_part_end())
+      for (const auto& name : state.at("optimizer_buffers")) {
+        const auto names = tensor_names(model.tensors(), kOptimizerPrefix + name.get<std::string>() + ".");
+        expected.insert(names.begin(), names.end());
+      }
     for (const auto& buffer : optimizer.state_buffers()) {
       const std::string prefix = kOptimizerPrefix + buffer.name + ".";
       const auto held = static_cast<Index>(buffer.values->size());

@@ -61,7 +61,7 @@ void ShardedParametersStep<T>::start_gather(size_t u) {
   if (lo < hi)
     std::memcpy(staging + (lo - unit.first), this->model_.parameter_part() + (lo - optimizer_.begin()),
                 static_cast<size_t>(hi - lo) * sizeof(T));
-  if (trace_ != nullptr) gather_started_[u] = Clock::now();
+  gather_started_[u] = Clock::now();  // read always: a gather may be waited for in a traced step
   gather_handle_[u] = comm_.start_gather(staging, unit_byte_begins_[u]);
   gathered_[u] = Gathered::kTravelling;
 }
@@ -93,10 +93,16 @@ void ShardedParametersStep<T>::wait_all_gathers() {
 
 template <typename T>
 double ShardedParametersStep<T>::compute_gradients(const Index* samples, Index count) {
-  // A traced step's gathers are traced until its update: the evaluation after it gathers
+  // A traced step's gathers are traced until its reduction: the evaluation after it gathers
   // every unit per round, more spans than the trace keeps room for per step.
   trace_ = this->pipeline_.phases().trace();
   return ShardedGradientsStep<T>::compute_gradients(samples, count);
+}
+
+template <typename T>
+StepOutcome ShardedParametersStep<T>::reduce(double local_loss) {
+  trace_ = nullptr;  // also when the step is skipped (not finite) and no update follows
+  return ShardedGradientsStep<T>::reduce(local_loss);
 }
 
 template <typename T>
@@ -127,7 +133,6 @@ double ShardedParametersStep<T>::update(double lr) {
   wait_all_gathers();
   const double norm = optimizer_.step_on_parameter_part(this->model_.parameter_part(), this->gradient_part(), lr);
   forget_gathered();
-  trace_ = nullptr;
   return norm;
 }
 

@@ -45,6 +45,7 @@ class ShardedParametersStep final : public ShardedGradientsStep<T> {
   // gathers them; then what every synchronized step does.
   GemmChoice start(int threads) override;
   double compute_gradients(const Index* samples, Index count) override;
+  StepOutcome reduce(double local_loss) override;
   double update(double lr) override;
   // The average in the part's place (and back): the units gathered meanwhile are gathered again.
   void swap_in_average(T* kept) override;
@@ -85,7 +86,7 @@ class ShardedParametersStep final : public ShardedGradientsStep<T> {
   std::vector<Gathered> gathered_;                  // (units)
   std::vector<int> gather_handle_;                  // (units) while travelling
   std::vector<Clock::time_point> gather_started_;   // (units) in a traced step, when each gather began
-  record::StepTrace* trace_ = nullptr;              // from a traced step's gradients to its update, else null
+  record::StepTrace* trace_ = nullptr;              // from a traced step's gradients to its reduction, else null
   int slot_holder_[2] = {-1, -1};                   // the unit whose parameters each slot holds, or -1
 };
 
