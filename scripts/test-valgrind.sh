@@ -37,7 +37,7 @@ status=0
 check() {
   local log errors
   for log in "$logs/$1"*.log; do
-    errors=$(sed -nE 's/.*ERROR SUMMARY: ([0-9]+) errors.*/\1/p' "$log" | tail -n 1)
+    errors=$(sed -nE 's/.*ERROR SUMMARY: ([0-9]+) errors.*/\1/p' "$log" 2> /dev/null | tail -n 1 || true)
     if [ "${errors:-missing}" != 0 ]; then
       echo "valgrind: $(basename "$log" .log): ${errors:-no} error summary; see $log" >&2
       status=1
