@@ -50,8 +50,9 @@ check() {
 # atomic, and valgrind runs one thread at a time, so every wait lasts a whole time slice; with
 # the two threads OpenMP gives by default, GemmColumnsTest alone had not finished after 10 min.
 export OMP_NUM_THREADS=1
-# One binary per core at a time (valgrind runs a process on one core): the unit tests took
-# 394 s one after another on 2 cores, most of CI's valgrind stage.
+# One binary per core at a time (valgrind runs a process on one core). On CI's 2 vCPUs this
+# gained nothing measurable (389 s against 394 s one after another, 2026-12-07; perhaps the two
+# vCPUs share one physical core, not checked); on a machine of real cores it divides the time.
 # A failure leaves a .failed file: a background job's exit status can be reaped unseen.
 run_unit_test() {
   local t=$1 rc=0
