@@ -46,11 +46,7 @@ void load_named_tensors(const io::SafetensorsFile& file,
     } else {
       const Index first = expected.offset, end = expected.offset + expected.size();
       const Index lo = std::max(held_begin, first), hi = std::min(held_end, end);
-      if (lo == first && hi == end) {
-        file.read(*stored, values + (first - held_begin));
-      } else if (lo < hi) {  // a tensor the held part cuts: its share alone
-        file.read_range(*stored, lo - first, hi - lo, values + (lo - held_begin));
-      }
+      if (lo < hi) file.read_range(*stored, lo - first, hi - lo, values + (lo - held_begin));  // the held share
     }
   }
   if (!problems.empty())

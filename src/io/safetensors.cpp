@@ -289,7 +289,7 @@ template void convert_values<int64_t>(const char*, TensorDtype, int64_t, int64_t
 
 template <typename T>
 void SafetensorsFile::read(const StoredTensor& tensor, T* out) const {
-  convert_values(data() + tensor.begin, tensor.dtype, tensor.elements(), out);
+  read_range(tensor, 0, tensor.elements(), out);
 }
 
 template <typename T>

@@ -82,22 +82,22 @@ checkpoint::TrainingPosition Checkpointer<T>::initial_state(const std::string& r
 
 template <typename T>
 checkpoint::TrainingPosition Checkpointer<T>::restore_file() {
-  // Rank 0 reads the checkpoint; every rank validates the same bytes and restores from them,
-  // so the replicas start identical. A model holding its part of the parameters alone
-  // (reduce.shard "parameters") has no replicas: every rank maps the file and reads its
-  // slices, never the whole model (the file must be where every rank sees it, as parts are).
-  std::vector<char> bytes;
-  if (model_.holds_all_parameters())
-    bytes = distributed::bytes_from_rank0(
-        comm_, [&] { return io::read_whole_file(resumed_from_, kExitCheckpoint, "--resume"); });
-  return distributed::collectively([&] {
-    if (!model_.holds_all_parameters()) {
-      // The state of its part alone, too (the model's part is the optimizer's).
+  // A model holding its part of the parameters alone (reduce.shard "parameters") has no
+  // replicas: every rank maps the file and reads its slices of the parameters and of the
+  // optimizer's state (the model's part is the optimizer's), never the whole model, so the
+  // file must be where every rank sees it, as parts are.
+  if (!model_.holds_all_parameters())
+    return distributed::collectively([&] {
       const io::SafetensorsFile file = io::map_safetensors(resumed_from_, kExitCheckpoint, "--resume");
       return optimizer_.restore_part([&](optim::UpdateRule<T>& local, Index local_begin) {
         return checkpoint::restore_checkpoint(file, identity_, model_, local, local_begin);
       });
-    }
+    });
+  // Rank 0 reads the checkpoint; every rank validates the same bytes and restores from them,
+  // so the replicas start identical.
+  std::vector<char> bytes = distributed::bytes_from_rank0(
+      comm_, [&] { return io::read_whole_file(resumed_from_, kExitCheckpoint, "--resume"); });
+  return distributed::collectively([&] {
     const io::SafetensorsFile file(std::move(bytes), resumed_from_, kExitCheckpoint);
     return optimizer_.restore([&](optim::UpdateRule<T>& whole) {
       return checkpoint::restore_checkpoint(file, identity_, model_, whole);
