@@ -54,6 +54,8 @@ gpt_np2            | 2 | - | bench/gpt.json --set compute.gemm=eigen --set epoch
 gpt_dropout_det    | 2 | - | bench/gpt.json --set compute.gemm=eigen --set deterministic.chunks=2 --set epochs=1 --set data.train.range=[0,0.004] --set model.layers.2.layers.1.dropout=0.1
 gpt_tiled_t100     | 2 | - | bench/gpt.json --set compute.gemm=eigen --set epochs=1 --set data.train.range=[0,0.004] --set data.train.block=100 --set model.layers.1.positions=100 --set model.layers.2.layers.1.algorithm=tiled --set model.layers.4.layers.1.algorithm=tiled --set model.layers.6.layers.1.algorithm=tiled --set model.layers.8.layers.1.algorithm=tiled --set model.layers.2.layers.1.dropout=0.1
 gpt_sharded_clip   | 2 | - | bench/gpt.json --set compute.gemm=eigen --set epochs=1 --set data.train.range=[0,0.004] --set reduce.shard_optimizer=true
+gpt_zero2          | 2 | - | bench/gpt.json --set compute.gemm=eigen --set epochs=1 --set data.train.range=[0,0.004] --set reduce.shard="gradients"
+gpt_zero3          | 2 | - | bench/gpt.json --set compute.gemm=eigen --set epochs=1 --set data.train.range=[0,0.004] --set reduce.shard="parameters" --set ema.decay=0.9
 default_sgd_decay_clip | 2 | - | --set compute.gemm=eigen --set optimizer={"type":"sgd","lr":0.05,"momentum":0.9,"weight_decay":0.01,"clip_grad_norm":0.5}
 mlp_adam_l2_clip   | 2 | - | bench/mlp.json --set compute.gemm=eigen --set epochs=1 --set optimizer={"type":"adam","lr":0.001,"weight_decay":0.01,"clip_grad_norm":0.5}
 gpt_bf16           | 2 | - | bench/gpt.json --set compute.gemm=onednn --set compute.precision="bf16" --set epochs=1 --set data.train.range=[0,0.008]

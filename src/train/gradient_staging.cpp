@@ -5,6 +5,13 @@
 
 namespace mpiddp::train {
 
+const GradientStaging::Unit* GradientStaging::staged(const nn::LayerUnit& layer) const {
+  if (layer.depth != 0 || layer.end == layer.first) return nullptr;
+  const auto found = std::lower_bound(units.begin(), units.end(), layer.first,
+                                      [](const Unit& unit, Index first) { return unit.first < first; });
+  return found != units.end() && found->first == layer.first ? &*found : nullptr;
+}
+
 GradientStaging plan_gradient_staging(const nn::LayerUnits& layers) {
   GradientStaging staging;
   const size_t count = layers.tied.size();

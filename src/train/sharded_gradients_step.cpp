@@ -72,18 +72,9 @@ void ShardedGradientsStep<T>::prepare_gradients() {
 }
 
 template <typename T>
-const GradientStaging::Unit* ShardedGradientsStep<T>::staged(const nn::LayerUnit& unit) const {
-  if (unit.depth != 0 || unit.end == unit.first) return nullptr;
-  const auto& units = staging_plan_.units;
-  const auto found = std::lower_bound(units.begin(), units.end(), unit.first,
-                                      [](const GradientStaging::Unit& u, Index first) { return u.first < first; });
-  return found != units.end() && found->first == unit.first ? &*found : nullptr;
-}
-
-template <typename T>
 void ShardedGradientsStep<T>::clear_added_to(const GradientStaging::Unit& unit) {
   T* staging = staging_of(unit);
-  for (const auto& [from, to] : unit_added_to_[static_cast<size_t>(&unit - staging_plan_.units.data())])
+  for (const auto& [from, to] : unit_added_to_[staging_plan_.index_of(unit)])
     std::fill(staging + from, staging + to, T(0));
 }
 
@@ -98,20 +89,20 @@ void ShardedGradientsStep<T>::before_backward(const nn::LayerUnit& layer) {
     for (const GradientStaging::Unit& pinned : staging_plan_.units)
       if (pinned.slot == GradientStaging::kPinned) clear_added_to(pinned);
   }
-  const GradientStaging::Unit* unit = staged(layer);
+  const GradientStaging::Unit* unit = staging_plan_.staged(layer);
   if (unit == nullptr || unit->slot == GradientStaging::kPinned) return;
   // The slot's last unit must have been summed before this one writes over it.
   int& user = slot_user_[unit->slot];
   if (user >= 0) collect(static_cast<size_t>(user));
-  user = static_cast<int>(unit - staging_plan_.units.data());
+  user = static_cast<int>(staging_plan_.index_of(*unit));
   clear_added_to(*unit);
 }
 
 template <typename T>
 void ShardedGradientsStep<T>::after_backward(const nn::LayerUnit& layer) {
-  const GradientStaging::Unit* unit = staged(layer);
+  const GradientStaging::Unit* unit = staging_plan_.staged(layer);
   if (unit == nullptr) return;
-  const auto u = static_cast<size_t>(unit - staging_plan_.units.data());
+  const size_t u = staging_plan_.index_of(*unit);
   handle_of_[u] = reducer_.start_unit_sum(staging_of(*unit), unit_begins_[u]);
   in_flight_[u] = 1;
   if (!overlap_) collect(u);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "mpiddp/core/types.hpp"
+#include "mpiddp/nn/layer_hooks.hpp"
 #include "mpiddp/nn/model.hpp"
 
 namespace mpiddp::train {
@@ -32,6 +33,10 @@ struct GradientStaging {
   Index pinned_values = 0;         // the pinned units, one after another
   // Values of staging memory: the two slots, then the pinned units.
   Index values() const { return slot_values[0] + slot_values[1] + pinned_values; }
+  // The unit that the layer hooks' unit is, or null for a layer inside one (depth above 0) or
+  // without parameters.
+  const Unit* staged(const nn::LayerUnit& layer) const;
+  size_t index_of(const Unit& unit) const { return static_cast<size_t>(&unit - units.data()); }
   // Where unit u's staging begins in that memory.
   Index begin_of(const Unit& unit) const {
     if (unit.slot == kPinned) return slot_values[0] + slot_values[1] + unit.offset;

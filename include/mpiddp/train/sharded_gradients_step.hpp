@@ -40,9 +40,6 @@ class ShardedGradientsStep : public SynchronizedStep<T>, protected nn::LayerHook
   void before_forward(const nn::LayerUnit& /*unit*/) override {}
   void before_backward(const nn::LayerUnit& unit) override;
   void after_backward(const nn::LayerUnit& unit) override;
-  // The staged unit that the hooks' unit is, or null for a unit inside one or without
-  // parameters.
-  const GradientStaging::Unit* staged(const nn::LayerUnit& unit) const;
   const GradientStaging& staging_plan() const { return staging_plan_; }
   // This rank's part of the averaged gradient, once reduce() has returned.
   const T* gradient_part() const { return part_.data(); }

@@ -27,12 +27,10 @@
 // Every rank evaluates as many rounds as the rank with the most (MicroBatchStep::evaluate),
 // and a rank without a batch left in a round still gathers every unit, since each gather is a
 // collective.
-#include <chrono>
 #include <optional>
-#include <vector>
 
-#include "mpiddp/core/memory.hpp"
 #include "mpiddp/train/sharded_gradients_step.hpp"
+#include "mpiddp/train/unit_gathers.hpp"
 
 namespace mpiddp::train {
 
@@ -59,35 +57,13 @@ class ShardedParametersStep final : public ShardedGradientsStep<T> {
   }
 
  private:
-  enum class Gathered : char { kNo, kTravelling, kYes };
-  using Clock = std::chrono::steady_clock;
-
   void before_forward(const nn::LayerUnit& unit) override;
   void before_backward(const nn::LayerUnit& unit) override;
   // The other ranks' evaluation passes gather every unit: so does this rank.
-  void evaluation_round_without_batch() override;
+  void evaluation_round_without_batch() override { gathers_.gather_all(); }
 
-  // The unit's parameters, in its staging: gathered now, or waited for if on their way.
-  void ensure_gathered(size_t unit);
-  // Starts the unit's gather into its staging (its slot's last unit is done with it).
-  void start_gather(size_t unit);
-  // Every unit's parameters on their way arrive (before the parts change).
-  void wait_all_gathers();
-  // The parts have changed: no unit's gathered parameters are current.
-  void forget_gathered();
-  T* staging_of(const GradientStaging::Unit& unit) {
-    return parameter_staging_.data() + this->staging_plan().begin_of(unit);
-  }
-
-  distributed::Communicator& comm_;
   optim::Optimizer<T>& optimizer_;
-  nn::AlignedVector<T> parameter_staging_;          // (staging values) the slots, then the pinned units
-  std::vector<std::vector<size_t>> unit_byte_begins_;  // (units) (parts + 1) the parts within each unit, in bytes
-  std::vector<Gathered> gathered_;                  // (units)
-  std::vector<int> gather_handle_;                  // (units) while travelling
-  std::vector<Clock::time_point> gather_started_;   // (units) in a traced step, when each gather began
-  record::StepTrace* trace_ = nullptr;              // from a traced step's gradients to its reduction, else null
-  int slot_holder_[2] = {-1, -1};                   // the unit whose parameters each slot holds, or -1
+  UnitGathers<T> gathers_;
 };
 
 }  // namespace mpiddp::train
