@@ -205,20 +205,27 @@ void SafetensorsFile::parse(int error_code) {
   parse_layout(base_ + 8, header_bytes, size_ - data_start_, fail, tensors_, metadata_);
 }
 
+void SafetensorsFile::give_back(const char* from, const char* to) const {
+  if (!mapped_) return;
+  // The whole pages of [from, to): a page shared with bytes beside the range stays. The file's
+  // pages stay in the page cache, and the mapping is read-only, so a later read of them finds
+  // the same bytes.
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const auto first = (reinterpret_cast<uintptr_t>(from) + page - 1) / page * page;
+  const auto last = reinterpret_cast<uintptr_t>(to) / page * page;
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 uint64_t SafetensorsFile::data_checksum() const {
   if (!mapped_) return fnv1a(data(), data_bytes());
-  // Chunks of whole pages of the mapping: each is hashed, then its pages are dropped from this
-  // process (they stay in the page cache), so the checksum of a file of many GB leaves at
-  // most one chunk resident.
+  // Chunks of the mapping: each is hashed, then its pages are given back, so the checksum of a
+  // file of many GB leaves at most one chunk resident.
   constexpr size_t kChunk = size_t{64} << 20;
-  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   uint64_t hash = fnv1a(nullptr, 0);
   for (size_t at = 0; at < data_bytes();) {
     const size_t end = std::min(data_bytes(), at + kChunk);
     hash = fnv1a(data() + at, end - at, hash);
-    const auto first = reinterpret_cast<uintptr_t>(data() + at) / page * page;
-    const auto last = reinterpret_cast<uintptr_t>(data() + end) / page * page;
-    if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+    give_back(data() + at, data() + end);
     at = end;
   }
   return hash;
@@ -295,7 +302,10 @@ void SafetensorsFile::read(const StoredTensor& tensor, T* out) const {
 template <typename T>
 void SafetensorsFile::read_range(const StoredTensor& tensor, int64_t first, int64_t count, T* out) const {
   const size_t element = dtype_size(tensor.dtype);
-  convert_values(data() + tensor.begin + static_cast<size_t>(first) * element, tensor.dtype, count, out);
+  const char* from = data() + tensor.begin + static_cast<size_t>(first) * element;
+  convert_values(from, tensor.dtype, count, out);
+  // Read once into the caller's memory: a mapped file's pages need not stay in this process.
+  give_back(from, from + static_cast<size_t>(count) * element);
 }
 
 template void SafetensorsFile::read_range<float>(const StoredTensor&, int64_t, int64_t, float*) const;

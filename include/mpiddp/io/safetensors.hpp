@@ -79,12 +79,15 @@ class SafetensorsFile {
   template <typename T>
   void read(const StoredTensor& tensor, T* out) const;
   // Values [first, first + count) of the tensor into out, converted alike: of a mapped file,
-  // only their pages are read.
+  // only their pages are read, and given back once read.
   template <typename T>
   void read_range(const StoredTensor& tensor, int64_t first, int64_t count, T* out) const;
 
  private:
   void parse(int error_code);
+  // A mapped file: the whole pages of [from, to) dropped from this process (MADV_DONTNEED),
+  // so that reading a file larger than a rank may hold keeps little of it resident.
+  void give_back(const char* from, const char* to) const;
 
   std::vector<char> bytes_;            // the file's bytes, or empty when mapped
   std::shared_ptr<const char> mapped_;  // the mapping, or null
