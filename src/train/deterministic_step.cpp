@@ -63,7 +63,7 @@ namespace mpiddp::train {
 
 template <typename T>
 DeterministicStep<T>::DeterministicStep(const StepParts<T>& parts)
-    : parts_(parts), pipeline_(parts.pipeline), model_(parts.pipeline.model()) {
+    : parts_(parts), model_(parts.pipeline.model()), pipeline_(parts.pipeline) {
   const config::Config& config = parts.config;
   chunks_ = config.deterministic.chunks;
   local_chunks_ = chunks_ / parts.comm.size();
@@ -251,9 +251,27 @@ template <typename T>
 StepOutcome DeterministicStep<T>::reduce(double /*local_loss*/) {
   StepOutcome outcome = step_on_grid_ ? reduce_grid() : reduce_chunks();
   pipeline_.phases().lap(&record::StepProfile::sync_exposed_s, record::SpanKind::kReductionWait);
-  // The loss slot holds the mean loss: the gradients and it decide the step together.
-  outcome.finite = all_finite(model_.gradients(), parameters_ + 1);
+  // The mean loss, rounded to T as the loss slot holds it, and the gradients decide the step together.
+  outcome.finite = mean_finite(static_cast<T>(outcome.loss));
   return outcome;
+}
+
+template <typename T>
+void DeterministicStep<T>::keep_grid_mean(ChunkGradientGrid<T>& grid, double divisor) {
+  grid.finish(divisor, model_.gradients(), parts_.reducer.algorithm());
+}
+
+template <typename T>
+void DeterministicStep<T>::keep_chunk_mean(const std::vector<double>& mean) {
+  T* grads = model_.gradients();
+  for (Index i = 0; i < parameters_; ++i) grads[i] = static_cast<T>(mean[i]);
+}
+
+template <typename T>
+bool DeterministicStep<T>::mean_finite(T loss) {
+  T* grads = model_.gradients();
+  grads[parameters_] = loss;  // the loss slot, as the default mode's
+  return all_finite(grads, parameters_ + 1);
 }
 
 template <typename T>
@@ -263,8 +281,7 @@ StepOutcome DeterministicStep<T>::reduce_chunks() {
   step_sum_->sum(terms_.data(), local_chunks_, chunks_, static_cast<double>(chunks_), mean_.data());
   StepOutcome outcome;
   outcome.locally_finite = step_sum_->local_terms_finite();
-  T* grads = model_.gradients();
-  for (Index i = 0; i <= p; ++i) grads[i] = static_cast<T>(mean_[i]);  // the loss slot too
+  keep_chunk_mean(mean_);
   T* buffers = model_.buffer_values();
   for (Index i = 0; i < buffer_values_; ++i) buffers[i] = static_cast<T>(mean_[p + 1 + i]);
   outcome.stop_requested = mean_[width_ - 1] > 0.0;  // some rank voted: every rank stops
@@ -276,9 +293,7 @@ template <typename T>
 StepOutcome DeterministicStep<T>::reduce_grid() {
   double side[2];  // the mean loss over the C chunks, the vote
   side_sum_->sum(side_terms_.data(), local_chunks_, chunks_, static_cast<double>(chunks_), side);
-  T* grads = model_.gradients();
-  grid_->finish(static_cast<double>(chunks_), grads, parts_.reducer.algorithm());
-  grads[parameters_] = static_cast<T>(side[0]);  // the loss slot, as reduce_chunks fills it
+  keep_grid_mean(*grid_, static_cast<double>(chunks_));
   StepOutcome outcome;
   outcome.locally_finite = grid_->local_finite() && side_sum_->local_terms_finite();
   outcome.stop_requested = side[1] > 0.0;
@@ -296,14 +311,21 @@ nn::EvalSums DeterministicStep<T>::evaluate(const data::Dataset<T>& set) {
   const Index blocks = (n + block - 1) / block;
   const Index mine = blocks / world + (comm.rank() < blocks % world ? 1 : 0);
   eval_terms_.resize(static_cast<size_t>(2 * mine));
-  Index k = 0;
-  for (Index g = comm.rank(); g < blocks; g += world, ++k) {
+  // In rounds of one block per rank: a rank without a block in the last round still takes part
+  // in what the others' passes do collectively (evaluation_round_without_block).
+  const Index rounds = (blocks + world - 1) / world;
+  for (Index round = 0; round < rounds; ++round) {  // this rank's round-th block
+    const Index g = round * world + comm.rank();
+    if (g >= blocks) {
+      evaluation_round_without_block();
+      continue;
+    }
     const Index first = g * block, count = std::min(block, n - first);
     for (Index i = 0; i < count; ++i) samples_[i] = first + i;
     nn::EvalSums sums;
     pipeline_.add_evaluation(set, samples_.data(), count, sums);
-    eval_terms_[2 * k] = sums.loss_sum;
-    eval_terms_[2 * k + 1] = sums.correct;
+    eval_terms_[2 * round] = sums.loss_sum;
+    eval_terms_[2 * round + 1] = sums.correct;
   }
   double totals[2];
   eval_sum_->sum(eval_terms_.data(), mine, blocks, static_cast<double>(n), totals);

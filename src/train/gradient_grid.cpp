@@ -101,11 +101,31 @@ void* ChunkGradientGrid<T>::scratch(size_t bytes) {
 }
 
 template <typename T>
-void ChunkGradientGrid<T>::finish(double divisor, T* gradients, distributed::ReduceAlgorithm algorithm) {
+void ChunkGradientGrid<T>::check_every_tensor_placed() const {
   if (!std::all_of(placed_.begin(), placed_.end(), [](char placed) { return placed != 0; }))
     throw std::logic_error("ChunkGradientGrid: a tensor's layer put nothing onto the grid");
-  const kernels::FixedPointGroups groups{begins_.data(), shift_.size(), shift_.data(), finite_.data(), divisor};
-  comm_.sum_fixed_point(sums_, begins_.back(), groups, gradients, distributed::element_type_of<T>(), algorithm);
+}
+
+template <typename T>
+kernels::FixedPointGroups ChunkGradientGrid<T>::groups(double divisor) const {
+  return {begins_.data(), shift_.size(), shift_.data(), finite_.data(), divisor};
+}
+
+template <typename T>
+void ChunkGradientGrid<T>::finish(double divisor, T* gradients, distributed::ReduceAlgorithm algorithm) {
+  check_every_tensor_placed();
+  comm_.sum_fixed_point(sums_, begins_.back(), groups(divisor), gradients, distributed::element_type_of<T>(),
+                        algorithm);
+}
+
+template <typename T>
+void ChunkGradientGrid<T>::finish_part(double divisor, T* gradients, size_t begin, size_t end,
+                                       distributed::ReduceAlgorithm algorithm) {
+  check_every_tensor_placed();
+  comm_.wait_sum(comm_.start_sum(sums_, begins_.back(), distributed::ElementType::kInt64, 1.0, algorithm,
+                                 distributed::Compression::kNone));
+  // Each value by the one conversion every path uses (fixed_point_to_values): the bits finish gives it.
+  kernels::fixed_point_to_values(sums_ + begin, begin, end - begin, groups(divisor), gradients + begin);
 }
 
 template class ChunkGradientGrid<float>;

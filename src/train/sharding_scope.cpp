@@ -10,11 +10,6 @@
 
 namespace mpiddp::train {
 
-namespace {
-
-// From here on the replicas are identical, so the node's ranks can share one copy of the
-// parameters where the reducer has node memory (Note [parameters once per node] in
-// src/distributed/mpi_shared_memory_sum.cpp).
 template <typename T>
 void share_parameters_on_node(distributed::GradientReducer<T>& reducer, nn::Model<T>& model) {
   // reduce.shard "parameters": each rank holds its part alone, and no rank all of them.
@@ -22,6 +17,11 @@ void share_parameters_on_node(distributed::GradientReducer<T>& reducer, nn::Mode
   if (T* copy = reducer.share_on_node(model.parameters(), static_cast<size_t>(model.parameter_count())))
     model.adopt_parameters(copy);
 }
+
+template void share_parameters_on_node(distributed::GradientReducer<float>&, nn::Model<float>&);
+template void share_parameters_on_node(distributed::GradientReducer<double>&, nn::Model<double>&);
+
+namespace {
 
 // Not sharded: every rank holds the whole sum and the parameters of its own; nothing differs.
 template <typename T>

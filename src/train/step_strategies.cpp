@@ -8,6 +8,8 @@
 #include "mpiddp/core/error.hpp"
 #include "mpiddp/distributed/compression.hpp"
 #include "mpiddp/train/data_parallel_step.hpp"
+#include "mpiddp/train/deterministic_gradient_part_step.hpp"
+#include "mpiddp/train/deterministic_parameter_part_step.hpp"
 #include "mpiddp/train/deterministic_step.hpp"
 #include "mpiddp/train/fault_injecting_step.hpp"
 #include "mpiddp/train/local_step.hpp"
@@ -53,11 +55,6 @@ namespace {
 std::optional<ConfigError> gradient_shard_refusal(const config::Config& c, const distributed::Communicator& comm,
                                                   bool shares_node_memory, const std::string& mode) {
   if (std::optional<ConfigError> refusal = optimizer_shard_refusal(c, comm, shares_node_memory)) return refusal;
-  // Deterministic mode sums the whole gradient exactly (its chunks' terms on a fixed-point
-  // grid), not a unit at a time into parts.
-  if (c.deterministic.enabled)
-    return ConfigError("reduce.shard", mode + " is not supported with deterministic.enabled (its exact sum is of "
-                                              "the whole gradient); use reduce.shard \"optimizer\", which gives the same bits");
   // ZeRO-2 sums each unit into its owners' parts (Note [gradients staged by unit]): across the
   // world's parts, whose sum on a node of several ranks runs through the node's shared memory,
   // uncompressed.
@@ -112,8 +109,10 @@ distributed::ShardScope step_shard_scope(const config::Config& c, const distribu
                                          bool shares_node_memory, bool compressed) {
   // Deterministic mode's step keeps each rank's own parameters (it places none in the node's
   // shared window: SynchronizedStep does), and the world's parts on nodes of several ranks
-  // are exchanged through that window.
-  const bool parameters_in_node_memory = shares_node_memory && !c.deterministic.enabled;
+  // are exchanged through that window; with the gradient in parts it shares them as
+  // SynchronizedStep does (DeterministicGradientPartStep).
+  const bool parameters_in_node_memory =
+      shares_node_memory && (!c.deterministic.enabled || c.reduce.shard_gradients);
   return distributed::shard_scope(comm, c.reduce.shard_optimizer, parameters_in_node_memory, compressed,
                                   c.reduce.shard_gradients);
 }
@@ -126,7 +125,11 @@ namespace {
 
 template <typename T>
 std::unique_ptr<StepStrategy<T>> make_mode_step(const StepParts<T>& parts) {
-  if (parts.config.deterministic.enabled) return std::make_unique<DeterministicStep<T>>(parts);
+  if (parts.config.deterministic.enabled) {
+    if (parts.config.reduce.shard_parameters) return std::make_unique<DeterministicParameterPartStep<T>>(parts);
+    if (parts.config.reduce.shard_gradients) return std::make_unique<DeterministicGradientPartStep<T>>(parts);
+    return std::make_unique<DeterministicStep<T>>(parts);
+  }
   if (!parts.config.sync) return std::make_unique<LocalStep<T>>(parts);
   if (parts.config.reduce.shard_parameters) return std::make_unique<ShardedParametersStep<T>>(parts);
   if (parts.config.reduce.shard_gradients) return std::make_unique<ShardedGradientsStep<T>>(parts);

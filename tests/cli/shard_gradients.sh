@@ -88,7 +88,6 @@ expect_refusal() {
 }
 expect_refusal reduce.algorithm run_np 2 train "${BASE[@]}" "${SHARD[@]}" --set reduce.algorithm='"mpi"'
 expect_refusal reduce.shard run_np 2 train "${BASE[@]}" "${SHARD[@]}" --set sync=false
-expect_refusal reduce.shard run_np 2 train "${BASE[@]}" "${SHARD[@]}" --set deterministic='{"chunks": 2}'
 expect_refusal debug.fail_kind run_np 2 train "${BASE[@]}" "${SHARD[@]}" --set debug.fail_kind='"nan"' \
   --set debug.fail_rank=0 --set debug.fail_step=2
 MPIDDP_TEST_RANKS_PER_NODE=1 expect_refusal reduce.compress run_np 2 train "${BASE[@]}" "${SHARD[@]}" \

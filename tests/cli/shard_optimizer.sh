@@ -4,10 +4,8 @@
 # records, final parameters and checkpoints (byte for byte), and so do 4 emulated nodes of
 # one, sharded or not, against one node of 4; a checkpoint written sharded at np=2 resumes unsharded at np=3, and one written
 # unsharded at np=3 resumes sharded at np=2, each as the run resumed from the other form's
-# checkpoint, bit for bit (the forms' checkpoints being one file); in deterministic mode (the
-# MLP with AdamW, clipping and ema; the tied GPT) the sharded run's records and parameters
-# are np=1's unsharded, bit for bit, at np 1, 2, 3, 4, 6 and 8 and on emulated nodes; the
-# configs it cannot serve exit 2 naming the key.
+# checkpoint, bit for bit (the forms' checkpoints being one file); the configs it cannot serve
+# exit 2 naming the key. Deterministic mode sharded: shard_deterministic.sh.
 source "$(dirname "$0")/lib.sh"
 
 # 4 steps per epoch at np 2 and 3 (48 divides by both); Adam, so the state is two buffers.
@@ -107,35 +105,7 @@ expect_config_error() {
 expect_config_error "reduce.shard_optimizer" "${SHARD[@]}" --set sync=false
 expect_config_error "reduce.shard_optimizer" --set reduce.shard_optimizer=2
 
-# Deterministic mode sharded: the same bits as one unsharded process, at every world size, in
-# the node's parts (on one node, and on nodes of 2: its step keeps each rank's own parameters,
-# so the world's parts, exchanged through a node's shared copy, are not for it) and in the
-# leaders' (nodes of 1).
-DET=(--quiet --deterministic --set batch.global=48 --set data.train.samples=240 --set epochs=2 --set ema.decay=0.9
-     --set 'optimizer={"type":"adamw","lr":0.01,"weight_decay":0.1,"clip_grad_norm":0.5}')
-det_records() { timeless_records "$1" 'step|epoch|end'; }
-run_np 1 train "${DET[@]}" --log "$WORK/det.jsonl"
-for np in 1 2 3 4 6 8; do
-  run_np "$np" train "${DET[@]}" --set reduce.shard='"optimizer"' --log "$WORK/det_shard$np.jsonl"
-  cmp -s <(det_records "$WORK/det.jsonl") <(det_records "$WORK/det_shard$np.jsonl") ||
-    fail "deterministic, sharded at np $np: not np 1's unsharded bits"
-done
-for rpn in 2 1; do
-  MPIDDP_TEST_RANKS_PER_NODE=$rpn run_np 4 train "${DET[@]}" --set reduce.shard='"optimizer"' --log "$WORK/det_nodes$rpn.jsonl"
-  cmp -s <(det_records "$WORK/det.jsonl") <(det_records "$WORK/det_nodes$rpn.jsonl") ||
-    fail "deterministic, sharded on nodes of $rpn: not np 1's unsharded bits"
-done
-grep -q '"reduce_shard_across":"node"' "$WORK/det_nodes2.jsonl" || fail "deterministic on nodes of 2: not the node's parts"
-grep -q '"reduce_shard_across":"world"' "$WORK/det_nodes1.jsonl" || fail "deterministic on nodes of 1: not the leaders' parts"
-# The tied GPT (its head's gradient added into the table's): 6 chunks divide its 402 windows.
-tied_gpt "$WORK"
-GPT=(--quiet "$WORK/gpt.json" --deterministic --set deterministic.chunks=6)
-run_np 1 train "${GPT[@]}" --log "$WORK/gpt.jsonl"
-for np in 2 3; do
-  run_np "$np" train "${GPT[@]}" --set reduce.shard='"optimizer"' --log "$WORK/gpt_shard$np.jsonl"
-  cmp -s <(det_records "$WORK/gpt.jsonl") <(det_records "$WORK/gpt_shard$np.jsonl") ||
-    fail "deterministic GPT, sharded at np $np: not np 1's unsharded bits"
-done
+# Deterministic mode under reduce.shard "optimizer": tests/cli/shard_deterministic.sh.
 # reduce.shard names the mode: "optimizer" is ZeRO-1 as above, and the messages name the key
 # as written; both spellings at once, and the modes this version has not built, are refused.
 d="$WORK/np2"

@@ -141,7 +141,6 @@ expect_refusal() {
 expect_refusal checkpoint.format run_np 2 train "${BASE[@]}" "${SHARD[@]}" --set checkpoint.dir="\"$WORK/ck.refused\""
 expect_refusal save_weights run_np 2 train "${BASE[@]}" "${SHARD[@]}" --set save_weights="\"$WORK/w.safetensors\""
 expect_refusal compute.precision run_np 2 train "${BASE[@]}" "${SHARD[@]}" --set compute.precision='"bf16_reference"'
-expect_refusal reduce.shard run_np 2 train "${BASE[@]}" "${SHARD[@]}" --set deterministic='{"chunks": 2}'
 expect_refusal reduce.algorithm run_np 2 train "${BASE[@]}" "${SHARD[@]}" --set reduce.algorithm='"mpi"'
 expect_refusal debug.fail_kind run_np 2 train "${BASE[@]}" "${SHARD[@]}" --set debug.fail_kind='"nan"' \
   --set debug.fail_rank=0 --set debug.fail_step=2

@@ -85,6 +85,38 @@ TEST(GradientGrid, GivesTheMeanOfTheChunksGradientsToTheGridsPrecision) {
   }
 }
 
+TEST(GradientGrid, APartIsConvertedToTheWholesBitsAndNothingElseIsWritten) {
+  // reduce.shard "gradients" in deterministic mode (Note [the exact mean in parts]): a rank
+  // converts [begin, end) alone, cut inside a tensor, and must get finish's bits there.
+  kernels::use_gemm_backend(kernels::GemmBackend::kEigen, 1);
+  nn::Model<double> model({9}, specs(kLayers), kChunk * kChunks);
+  model.initialize(4);
+  const Pass p = make_pass(model);
+  bool finite = false;
+  const std::vector<double> whole = on_grid(model, p, &finite);
+  const size_t begin = 17, end = 71;  // inside the first weight, to inside the second
+  ASSERT_LT(end, whole.size());
+  distributed::LocalCommunicator comm;
+  ChunkGradientGrid<double> grid(comm, model.tensor_bounds(), kChunks, nullptr);
+  model.zero_gradients();
+  grid.begin_step(model.gradients());
+  nn::PassContext pass;
+  ChunkGradientsOnGrid onto_grid(grid, kChunk, 0, 0);
+  pass.parameter_gradients = &onto_grid;
+  ConstMatrixView<double> x(p.x.data(), model.inputs(), kChunk * kChunks);
+  model.forward(pass, x);
+  std::copy(p.dy.begin(), p.dy.end(), model.output_gradient().data());
+  model.backward(pass, x);
+  std::vector<double> out(whole.size(), -7.0);  // a value no conversion gives here
+  grid.finish_part(static_cast<double>(kChunks), out.data(), begin, end, distributed::ReduceAlgorithm::kMpi);
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (i >= begin && i < end)
+      EXPECT_EQ(out[i], whole[i]) << i;  // the same bits
+    else
+      EXPECT_EQ(out[i], -7.0) << i << " lies outside the part";
+  }
+}
+
 TEST(GradientGrid, ANonFiniteInputMakesItsLayersTensorsNaN) {
   kernels::use_gemm_backend(kernels::GemmBackend::kEigen, 1);
   nn::Model<double> model({9}, specs(kLayers), kChunk * kChunks);

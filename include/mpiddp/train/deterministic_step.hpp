@@ -36,7 +36,7 @@ double deterministic_step_bytes(int64_t chunks, int world, Index parameters, Ind
 }
 
 template <typename T>
-class DeterministicStep final : public StepStrategy<T> {
+class DeterministicStep : public StepStrategy<T> {
  public:
   // Local: the chunks, the thread and the fixed GEMM blocking; start() does the rest.
   explicit DeterministicStep(const StepParts<T>& parts);
@@ -56,6 +56,23 @@ class DeterministicStep final : public StepStrategy<T> {
   nn::EvalSums evaluate(const data::Dataset<T>& set) override;
   void describe(io::Json& run_record) const override;
 
+ protected:
+  // Where the step's exact mean over the C chunks goes, the same bits for every value at
+  // every N: here into the model's whole gradient buffer, every rank alike; with reduce.shard
+  // "gradients", into this rank's part of it alone (DeterministicGradientPartStep).
+  // From the chunked pass's grid (collective), or from the chunks' summed terms (mean: the
+  // width's values, every rank alike).
+  virtual void keep_grid_mean(ChunkGradientGrid<T>& grid, double divisor);
+  virtual void keep_chunk_mean(const std::vector<double>& mean);
+  // Whether the kept mean and the mean loss (rounded to T) are all finite, alike on every rank.
+  virtual bool mean_finite(T loss);
+  // An evaluation round in which the other ranks pass a block and this rank has none left.
+  virtual void evaluation_round_without_block() {}
+
+  StepParts<T> parts_;
+  nn::Model<T>& model_;
+  Index parameters_ = 0;     // P
+
  private:
   const PassPieces& pieces(Index size) const { return size == chunk_ ? full_ : last_; }
   bool chunked_pass(Index size) const { return pieces(size).chunked(); }
@@ -70,12 +87,9 @@ class DeterministicStep final : public StepStrategy<T> {
   StepOutcome reduce_chunks();
   StepOutcome reduce_grid();
 
-  StepParts<T> parts_;
   BatchPipeline<T>& pipeline_;
-  nn::Model<T>& model_;
   Index chunks_ = 0;         // C, over the whole global batch
   Index local_chunks_ = 0;   // L = C / N, this rank's
-  Index parameters_ = 0;     // P
   Index buffer_values_ = 0;  // the model's real buffers (BatchNorm's running statistics)
   // One chunk's results: [P gradients | the loss | the buffers after its pass | zeros to a
   // whole cache line | the stop vote] = width.

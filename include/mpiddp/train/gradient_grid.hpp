@@ -29,6 +29,10 @@ class ChunkGradientGrid final : public kernels::GradientGrid {
   // sum of every chunk's gradient i / divisor, the same bits on every rank at every N (NaN
   // for a tensor some rank's bound found non-finite). Collective.
   void finish(double divisor, T* gradients, distributed::ReduceAlgorithm algorithm);
+  // The same, but only gradients [begin, end) are converted and written: a rank's part of the
+  // gradient (reduce.shard "gradients"). The int64 sums are whole on every rank (every rank
+  // sums every value, exact in any order); no other gradient is touched. Collective.
+  void finish_part(double divisor, T* gradients, size_t begin, size_t end, distributed::ReduceAlgorithm algorithm);
   // Whether this rank's gradients of the last step were all finite.
   bool local_finite() const { return local_finite_; }
 
@@ -41,6 +45,8 @@ class ChunkGradientGrid final : public kernels::GradientGrid {
  private:
   template <typename V>
   void put(const V* values, size_t count, const Tensor& tensor, size_t at, bool first);
+  void check_every_tensor_placed() const;
+  kernels::FixedPointGroups groups(double divisor) const;
   distributed::Communicator& comm_;
   std::vector<size_t> begins_;  // (G + 1)
   int64_t chunks_;

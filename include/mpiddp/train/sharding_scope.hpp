@@ -40,6 +40,14 @@ class ShardingScope {
   }
 };
 
+// From here on the replicas are identical, so the node's ranks can share one copy of the
+// parameters where the reducer has node memory (Note [parameters once per node] in
+// src/distributed/mpi_shared_memory_sum.cpp): the optimizer's parts cut among the world are
+// exchanged through it. Collective on the shm path; nothing where no memory is shared, or
+// where the model holds its part of the parameters alone.
+template <typename T>
+void share_parameters_on_node(distributed::GradientReducer<T>& reducer, nn::Model<T>& model);
+
 // Note [the step's verdict from scattered gradients] (sharding_scope.cpp): with the gradient
 // in the world's parts, what every rank must decide alike, from this rank's part (part:
 // count values) and, on the last part's owner (holds_slots), the summed loss and stop vote.

@@ -9,8 +9,14 @@
 //                                               (ZeRO-2): each rank its part of the averaged
 //                                               gradient, summed a unit at a time
 //   LocalStep         (local_step.cpp)          sync off: each rank keeps its own gradient
+//   ShardedParametersStep (sharded_parameters_step.cpp) reduce.shard "parameters" (ZeRO-3):
+//                                               ZeRO-2, and each rank its part of the
+//                                               parameters, gathered a unit at a time
 //   DeterministicStep (deterministic_step.cpp)  the same bits at every world size: chunks and
-//                                               exact sums (Note [deterministic mode])
+//                                               exact sums (Note [deterministic mode]); with
+//                                               the gradient in parts, and with the parameters
+//                                               too: DeterministicGradientPartStep,
+//                                               DeterministicParameterPartStep
 //   FaultInjectingStep (fault_injecting_step.cpp) around one of them, with debug.* only: the
 //                                               faults tests inject between the parts
 // make_step_strategy (step_strategies.cpp) picks one for a config, and decides there, in one
