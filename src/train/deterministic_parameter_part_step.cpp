@@ -49,26 +49,18 @@ void DeterministicParameterPartStep<T>::before_backward(const nn::LayerUnit& lay
 
 template <typename T>
 double DeterministicParameterPartStep<T>::update(double lr) {
-  optim::Optimizer<T>& optimizer = this->parts_.optimizer;
-  gathers_.wait_all();
-  const double norm = optimizer.step_on_parameter_part(this->model_.parameter_part(),
-                                                       this->model_.gradients() + optimizer.begin(), lr);
-  gathers_.forget();
-  return norm;
+  // The part of the averaged gradient lies where the whole one would (Note [the exact mean in parts]).
+  return gathers_.update_part(this->model_.gradients() + this->parts_.optimizer.begin(), lr);
 }
 
 template <typename T>
 void DeterministicParameterPartStep<T>::swap_in_average(T* kept) {
-  gathers_.wait_all();
-  this->parts_.optimizer.swap_in_average_part(this->model_.parameter_part(), kept);
-  gathers_.forget();
+  gathers_.swap_in_average(kept);
 }
 
 template <typename T>
 void DeterministicParameterPartStep<T>::restore_parameters(const T* kept) {
-  gathers_.wait_all();
-  this->parts_.optimizer.restore_parameter_part(this->model_.parameter_part(), kept);
-  gathers_.forget();
+  gathers_.restore_parameters(kept);
 }
 
 template <typename T>

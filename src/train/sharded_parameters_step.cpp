@@ -8,7 +8,6 @@ namespace mpiddp::train {
 template <typename T>
 ShardedParametersStep<T>::ShardedParametersStep(const StepParts<T>& parts)
     : ShardedGradientsStep<T>(parts),
-      optimizer_(parts.optimizer),
       gathers_(parts.comm, parts.optimizer, this->staging_plan()) {}
 
 template <typename T>
@@ -48,24 +47,17 @@ void ShardedParametersStep<T>::before_backward(const nn::LayerUnit& layer) {
 
 template <typename T>
 double ShardedParametersStep<T>::update(double lr) {
-  gathers_.wait_all();
-  const double norm = optimizer_.step_on_parameter_part(this->model_.parameter_part(), this->gradient_part(), lr);
-  gathers_.forget();
-  return norm;
+  return gathers_.update_part(this->gradient_part(), lr);
 }
 
 template <typename T>
 void ShardedParametersStep<T>::swap_in_average(T* kept) {
-  gathers_.wait_all();
-  optimizer_.swap_in_average_part(this->model_.parameter_part(), kept);
-  gathers_.forget();
+  gathers_.swap_in_average(kept);
 }
 
 template <typename T>
 void ShardedParametersStep<T>::restore_parameters(const T* kept) {
-  gathers_.wait_all();
-  optimizer_.restore_parameter_part(this->model_.parameter_part(), kept);
-  gathers_.forget();
+  gathers_.restore_parameters(kept);
 }
 
 template <typename T>

@@ -117,6 +117,28 @@ void UnitGathers<T>::forget() {
 }
 
 template <typename T>
+double UnitGathers<T>::update_part(const T* part_gradients, double lr) {
+  wait_all();
+  const double norm = optimizer_.step_on_parameter_part(model_->parameter_part(), part_gradients, lr);
+  forget();
+  return norm;
+}
+
+template <typename T>
+void UnitGathers<T>::swap_in_average(T* kept) {
+  wait_all();
+  optimizer_.swap_in_average_part(model_->parameter_part(), kept);
+  forget();
+}
+
+template <typename T>
+void UnitGathers<T>::restore_parameters(const T* kept) {
+  wait_all();
+  optimizer_.restore_parameter_part(model_->parameter_part(), kept);
+  forget();
+}
+
+template <typename T>
 uint64_t UnitGathers<T>::parameter_hash() {
   uint64_t hash = fnv1a(nullptr, 0);
   for (size_t u = 0; u < gathered_.size(); ++u) {

@@ -15,23 +15,28 @@ det_records() { timeless_records "$1" 'step|epoch|end'; }
 same_bits() {
   cmp -s <(det_records "$1") <(det_records "$2") || { diff <(det_records "$1") <(det_records "$2") | head -4; fail "$3: not np 1's unsharded bits"; }
 }
+# every_layout BASELINE NAME MODE ARGS...: under reduce.shard MODE at np 1, 2, 3, 4, 6 and 8 on
+# one node, and at np 4 as nodes of 2 and of 1, BASELINE's bits; logs $WORK/NAME_MODE<layout>.jsonl.
+every_layout() {
+  local baseline=$1 name=$2 mode=$3; shift 3
+  local np rpn
+  for np in 1 2 3 4 6 8; do
+    run_np "$np" train "$@" --set reduce.shard="\"$mode\"" --log "$WORK/${name}_$mode$np.jsonl"
+    same_bits "$baseline" "$WORK/${name}_$mode$np.jsonl" "$name, $mode at np $np"
+  done
+  for rpn in 2 1; do
+    MPIDDP_TEST_RANKS_PER_NODE=$rpn run_np 4 train "$@" --set reduce.shard="\"$mode\"" \
+      --log "$WORK/${name}_${mode}_nodes$rpn.jsonl"
+    same_bits "$baseline" "$WORK/${name}_${mode}_nodes$rpn.jsonl" "$name, $mode on nodes of $rpn"
+  done
+}
 
 # Chunk by chunk.
 DET=(--quiet --deterministic --set batch.global=48 --set data.train.samples=240 --set epochs=2 --set ema.decay=0.9
      --set 'optimizer={"type":"adamw","lr":0.01,"weight_decay":0.1,"clip_grad_norm":0.5}')
 run_np 1 train "${DET[@]}" --log "$WORK/det.jsonl"
 grep -q '"pass":"chunk_by_chunk"' "$WORK/det.jsonl" || fail "the MLP: not chunk by chunk"
-for mode in optimizer gradients parameters; do
-  for np in 1 2 3 4 6 8; do
-    run_np "$np" train "${DET[@]}" --set reduce.shard="\"$mode\"" --log "$WORK/det_$mode$np.jsonl"
-    same_bits "$WORK/det.jsonl" "$WORK/det_$mode$np.jsonl" "deterministic, $mode at np $np"
-  done
-  for rpn in 2 1; do
-    MPIDDP_TEST_RANKS_PER_NODE=$rpn run_np 4 train "${DET[@]}" --set reduce.shard="\"$mode\"" \
-      --log "$WORK/det_${mode}_nodes$rpn.jsonl"
-    same_bits "$WORK/det.jsonl" "$WORK/det_${mode}_nodes$rpn.jsonl" "deterministic, $mode on nodes of $rpn"
-  done
-done
+for mode in optimizer gradients parameters; do every_layout "$WORK/det.jsonl" det "$mode" "${DET[@]}"; done
 grep -q '"reduce_shard_across":"node"' "$WORK/det_optimizer_nodes2.jsonl" || fail "optimizer on nodes of 2: not the node's parts"
 grep -q '"reduce_shard_across":"world"' "$WORK/det_optimizer_nodes1.jsonl" || fail "optimizer on nodes of 1: not the leaders' parts"
 for mode in gradients parameters; do
@@ -48,15 +53,7 @@ CHUNKED=(--quiet "$SOURCE_DIR/tests/golden/deterministic_chunked.json" --determi
 run_np 1 train "${CHUNKED[@]}" --log "$WORK/chunked.jsonl"
 grep -q '"pass":"chunked"' "$WORK/chunked.jsonl" || fail "deterministic_chunked.json: not the chunked pass"
 for mode in gradients parameters; do
-  for np in 1 2 3 4 6 8; do
-    run_np "$np" train "${CHUNKED[@]}" --set reduce.shard="\"$mode\"" --log "$WORK/chunked_$mode$np.jsonl"
-    same_bits "$WORK/chunked.jsonl" "$WORK/chunked_$mode$np.jsonl" "the chunked pass, $mode at np $np"
-  done
-  for rpn in 2 1; do
-    MPIDDP_TEST_RANKS_PER_NODE=$rpn run_np 4 train "${CHUNKED[@]}" --set reduce.shard="\"$mode\"" \
-      --log "$WORK/chunked_${mode}_nodes$rpn.jsonl"
-    same_bits "$WORK/chunked.jsonl" "$WORK/chunked_${mode}_nodes$rpn.jsonl" "the chunked pass, $mode on nodes of $rpn"
-  done
+  every_layout "$WORK/chunked.jsonl" chunked "$mode" "${CHUNKED[@]}"
   MPIDDP_TEST_RANKS_PER_NODE=1 run_np 4 train "${CHUNKED[@]}" --set reduce.shard="\"$mode\"" \
     --set reduce.algorithm='"mpi"' --log "$WORK/chunked_${mode}_mpi.jsonl"
   same_bits "$WORK/chunked.jsonl" "$WORK/chunked_${mode}_mpi.jsonl" "the chunked pass, $mode on the mpi path"

@@ -32,10 +32,8 @@ Pass make_pass(const nn::Model<double>& model) {
   return {test_values(model.inputs() * kChunk * kChunks, 1), test_values(model.outputs() * kChunk * kChunks, 2)};
 }
 
-// The grid's gradients of one chunked pass over all chunks.
-std::vector<double> on_grid(nn::Model<double>& model, const Pass& p, bool* finite) {
-  distributed::LocalCommunicator comm;
-  ChunkGradientGrid<double> grid(comm, model.tensor_bounds(), kChunks, nullptr);
+// One chunked pass over all chunks, its gradients onto the grid (not yet finished).
+void pass_onto(ChunkGradientGrid<double>& grid, nn::Model<double>& model, const Pass& p) {
   grid.begin_step(model.gradients());
   nn::PassContext pass;
   ChunkGradientsOnGrid onto_grid(grid, kChunk, 0, 0);
@@ -44,6 +42,13 @@ std::vector<double> on_grid(nn::Model<double>& model, const Pass& p, bool* finit
   model.forward(pass, x);
   std::copy(p.dy.begin(), p.dy.end(), model.output_gradient().data());
   model.backward(pass, x);
+}
+
+// The grid's gradients of one chunked pass over all chunks.
+std::vector<double> on_grid(nn::Model<double>& model, const Pass& p, bool* finite) {
+  distributed::LocalCommunicator comm;
+  ChunkGradientGrid<double> grid(comm, model.tensor_bounds(), kChunks, nullptr);
+  pass_onto(grid, model, p);
   grid.finish(static_cast<double>(kChunks), model.gradients(), distributed::ReduceAlgorithm::kMpi);
   *finite = grid.local_finite();
   return {model.gradients(), model.gradients() + model.parameter_count()};
@@ -98,15 +103,7 @@ TEST(GradientGrid, APartIsConvertedToTheWholesBitsAndNothingElseIsWritten) {
   ASSERT_LT(end, whole.size());
   distributed::LocalCommunicator comm;
   ChunkGradientGrid<double> grid(comm, model.tensor_bounds(), kChunks, nullptr);
-  model.zero_gradients();
-  grid.begin_step(model.gradients());
-  nn::PassContext pass;
-  ChunkGradientsOnGrid onto_grid(grid, kChunk, 0, 0);
-  pass.parameter_gradients = &onto_grid;
-  ConstMatrixView<double> x(p.x.data(), model.inputs(), kChunk * kChunks);
-  model.forward(pass, x);
-  std::copy(p.dy.begin(), p.dy.end(), model.output_gradient().data());
-  model.backward(pass, x);
+  pass_onto(grid, model, p);
   std::vector<double> out(whole.size(), -7.0);  // a value no conversion gives here
   grid.finish_part(static_cast<double>(kChunks), out.data(), begin, end, distributed::ReduceAlgorithm::kMpi);
   for (size_t i = 0; i < out.size(); ++i) {

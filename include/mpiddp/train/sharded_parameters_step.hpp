@@ -62,7 +62,6 @@ class ShardedParametersStep final : public ShardedGradientsStep<T> {
   // The other ranks' evaluation passes gather every unit: so does this rank.
   void evaluation_round_without_batch() override { gathers_.gather_all(); }
 
-  optim::Optimizer<T>& optimizer_;
   UnitGathers<T> gathers_;
 };
 

@@ -41,6 +41,13 @@ class UnitGathers {
   void wait_all();
   // The parts have changed: no unit's gathered parameters are current.
   void forget();
+  // What changes this rank's part of the parameters, after every unit on its way has arrived;
+  // then no unit's gathered copy is current. The optimizer's update of the part from its part
+  // of the averaged gradient (returns the gradient's norm), and ema's average in the part's
+  // place and back (optim::Optimizer's *_part). Collective where the optimizer's are.
+  double update_part(const T* part_gradients, double lr);
+  void swap_in_average(T* kept);
+  void restore_parameters(const T* kept);
   // The fnv1a hash of all P parameters, gathered a unit at a time: the units lie one after
   // another and cover [0, P), so the hash chained through them is the whole buffer's. Collective.
   uint64_t parameter_hash();
