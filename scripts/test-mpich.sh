@@ -21,9 +21,12 @@ cd "$build"
 # training loop's calls that the other cli tests make), and took 436 of the 1,746 s of tests.
 # Nor deterministic mode's chunked pass and libraries: their ranks make cli_deterministic's
 # MPI calls, and what they add (a layer's pass, a matrix-product library) is MPI-free; under
-# MPICH, whose waiting ranks spin, their np 6 and 8 runs on 2 cores took 44 s each.
+# MPICH, whose waiting ranks spin, their np 6 and 8 runs on 2 cores took 44 s each. Nor
+# cli_shard_deterministic, for the same reason: ten runs at np 6 and 8, whose calls are
+# cli_deterministic's exact sums and cli_shard_parameters' gathers, both run here.
 # Nor the tests of instruction sets (cli_isa*, on QEMU and objdump too: one rank or none) and
 # of the plots drawn in a browser (their runs are cli_plot's and cli_trace's).
 skipped='cli_fashion_mnist|cli_kjv_gpt_short|cli_kjv_gpt_bpe_short|cli_tokenize|cli_deterministic_chunked'
+skipped+='|cli_shard_deterministic'
 skipped+='|cli_deterministic_library|cli_isa|cli_isa_objdump|cli_isa_qemu|cli_plot_render|cli_timeline_render'
 ctest --output-on-failure -j "$(nproc)" --timeout 900 -L 'mpi|cli|slurm|cluster' -E "^($skipped)\$" "$@"

@@ -219,7 +219,7 @@ void SafetensorsFile::give_back(const char* from, const char* to) const {
 uint64_t SafetensorsFile::data_checksum() const {
   if (!mapped_) return fnv1a(data(), data_bytes());
   // Chunks of the mapping: each is hashed, then its pages are given back, so the checksum of a
-  // file of many GB leaves at most one chunk resident.
+  // file of many GB leaves about one chunk resident (and a page at each chunk's boundary).
   constexpr size_t kChunk = size_t{64} << 20;
   uint64_t hash = fnv1a(nullptr, 0);
   for (size_t at = 0; at < data_bytes();) {

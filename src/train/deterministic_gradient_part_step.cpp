@@ -17,7 +17,6 @@
 // terms, as in the unsharded deterministic step.
 #include "mpiddp/train/deterministic_gradient_part_step.hpp"
 
-#include "mpiddp/core/error.hpp"
 #include "mpiddp/train/sharding_scope.hpp"
 
 namespace mpiddp::train {
@@ -25,15 +24,19 @@ namespace mpiddp::train {
 template <typename T>
 DeterministicGradientPartStep<T>::DeterministicGradientPartStep(const StepParts<T>& parts)
     : DeterministicStep<T>(parts) {
-  if (parts.comm.size() > 1 && parts.optimizer.scope() != distributed::ShardScope::kWorld)
-    throw Error(kExitFailure, "reduce.shard \"gradients\" needs the optimizer's parts cut among the world",
-                Scope::kEveryRank);
+  require_world_parts(parts.optimizer, parts.comm);
 }
 
 template <typename T>
 GemmChoice DeterministicGradientPartStep<T>::start(int threads) {
   share_parameters_on_node(this->parts_.reducer, this->model_);
   return DeterministicStep<T>::start(threads);
+}
+
+template <typename T>
+void DeterministicGradientPartStep<T>::describe(io::Json& run_record) const {
+  DeterministicStep<T>::describe(run_record);
+  run_record["deterministic"]["part_values"] = this->parts_.optimizer.end() - this->parts_.optimizer.begin();
 }
 
 template <typename T>

@@ -15,7 +15,6 @@
 // passes do.
 #include "mpiddp/train/deterministic_parameter_part_step.hpp"
 
-#include "mpiddp/core/hash.hpp"
 
 namespace mpiddp::train {
 
@@ -39,12 +38,12 @@ GemmChoice DeterministicParameterPartStep<T>::start(int threads) {
 
 template <typename T>
 void DeterministicParameterPartStep<T>::before_forward(const nn::LayerUnit& layer) {
-  if (const GradientStaging::Unit* unit = plan_.staged(layer)) gathers_.before_forward(plan_.index_of(*unit));
+  gathers_.before_forward(layer);
 }
 
 template <typename T>
 void DeterministicParameterPartStep<T>::before_backward(const nn::LayerUnit& layer) {
-  if (const GradientStaging::Unit* unit = plan_.staged(layer)) gathers_.before_backward(plan_.index_of(*unit));
+  gathers_.before_backward(layer);
 }
 
 template <typename T>
@@ -65,9 +64,7 @@ void DeterministicParameterPartStep<T>::restore_parameters(const T* kept) {
 
 template <typename T>
 std::optional<ReplicaReport> DeterministicParameterPartStep<T>::report_from_parts() {
-  ReplicaReport report;
-  report.checksum = hex64(gathers_.parameter_hash());  // one copy of each value: nothing to differ
-  return report;
+  return gathers_.replica_report();
 }
 
 template <typename T>

@@ -21,6 +21,7 @@ MemoryLayout memory_layout(const config::Config& config, distributed::Communicat
                             (config.optimizer.ema_decay > 0.0 && !config.save_weights.empty());
   layout.gathers_whole_state = layout.optimizer_parts > 1 && writes_state;
   layout.gradients_in_parts = config.reduce.shard_gradients;
+  layout.gradient_part_only = config.reduce.shard_gradients && config.deterministic.enabled;
   layout.parameters_in_parts = config.reduce.shard_parameters;
   const int world = comm.size();
   if (compressed) layout.reduction_bytes_per_value += 4.0;
@@ -55,11 +56,13 @@ MemoryNeed memory_need(const optim::OptimizerConfig& optimizer, bool prefetch, c
   // step's start: not counted, less than a slot).
   need.parameters = (layout.parameters_in_parts ? (part + staging) * value : p * value) +
                     static_cast<double>(facts.weight_copy_bytes);
-  if (layout.gradients_in_parts) {
+  if (layout.gradients_in_parts && !layout.gradient_part_only) {
     // The gradients' staging ends with the loss and stop slots. Between nodes the sums in
     // flight (at most the staging's) receive the others' shares of this rank's part of them.
     const double gradient_staging = staging + static_cast<double>(kReservedSlots);
     need.gradients = (part + gradient_staging) * value + gradient_staging * layout.reduction_bytes_per_value;
+  } else if (layout.gradients_in_parts) {
+    need.gradients = part * value;  // the part of the exact mean, where the whole buffer would hold it
   } else {
     need.gradients = gradients * value + gradients * layout.reduction_bytes_per_value;
   }

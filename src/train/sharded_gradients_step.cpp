@@ -5,7 +5,6 @@
 #include <cmath>
 #include <string>
 
-#include "mpiddp/core/error.hpp"
 #include "mpiddp/distributed/communicator.hpp"
 
 namespace mpiddp::train {
@@ -21,10 +20,7 @@ ShardedGradientsStep<T>::ShardedGradientsStep(const StepParts<T>& parts)
       in_flight_(staging_plan_.units.size(), 0),
       overlap_(parts.config.reduce.overlap),
       last_layer_key_(std::to_string(this->model_.layers().size() - 1)) {
-  // The parts must be the world's (or one, the whole): the rank holds no other gradient.
-  if (parts.comm.size() > 1 && parts.optimizer.scope() != distributed::ShardScope::kWorld)
-    throw Error(kExitFailure, "reduce.shard \"gradients\" needs the optimizer's parts cut among the world",
-                Scope::kEveryRank);
+  require_world_parts(parts.optimizer, parts.comm);
   const std::vector<size_t> parts_begin = parts.optimizer.part_begins();
   slot_begins_.assign(parts_begin.size(), 0);  // the slots follow the last part
   slot_begins_.back() = kReservedSlots;

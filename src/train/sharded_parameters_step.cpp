@@ -1,7 +1,6 @@
 // ZeRO-3's step (include/mpiddp/train/sharded_parameters_step.hpp).
 #include "mpiddp/train/sharded_parameters_step.hpp"
 
-#include "mpiddp/core/hash.hpp"
 
 namespace mpiddp::train {
 
@@ -34,15 +33,13 @@ StepOutcome ShardedParametersStep<T>::reduce(double local_loss) {
 template <typename T>
 void ShardedParametersStep<T>::before_forward(const nn::LayerUnit& layer) {
   ShardedGradientsStep<T>::before_forward(layer);
-  if (const GradientStaging::Unit* unit = this->staging_plan().staged(layer))
-    gathers_.before_forward(this->staging_plan().index_of(*unit));
+  gathers_.before_forward(layer);
 }
 
 template <typename T>
 void ShardedParametersStep<T>::before_backward(const nn::LayerUnit& layer) {
   ShardedGradientsStep<T>::before_backward(layer);
-  if (const GradientStaging::Unit* unit = this->staging_plan().staged(layer))
-    gathers_.before_backward(this->staging_plan().index_of(*unit));
+  gathers_.before_backward(layer);
 }
 
 template <typename T>
@@ -62,9 +59,7 @@ void ShardedParametersStep<T>::restore_parameters(const T* kept) {
 
 template <typename T>
 std::optional<ReplicaReport> ShardedParametersStep<T>::report_from_parts() {
-  ReplicaReport report;
-  report.checksum = hex64(gathers_.parameter_hash());  // one copy of each value: nothing to differ
-  return report;
+  return gathers_.replica_report();
 }
 
 template <typename T>

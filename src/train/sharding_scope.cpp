@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "mpiddp/core/error.hpp"
 #include "mpiddp/core/finite.hpp"
 #include "mpiddp/distributed/communicator.hpp"
 #include "mpiddp/train/step_strategy.hpp"
@@ -18,6 +19,15 @@ void share_parameters_on_node(distributed::GradientReducer<T>& reducer, nn::Mode
     model.adopt_parameters(copy);
 }
 
+template <typename T>
+void require_world_parts(const optim::Optimizer<T>& optimizer, const distributed::Communicator& comm) {
+  if (comm.size() > 1 && optimizer.scope() != distributed::ShardScope::kWorld)
+    throw Error(kExitFailure, "reduce.shard \"gradients\" needs the optimizer's parts cut among the world",
+                Scope::kEveryRank);
+}
+
+template void require_world_parts(const optim::Optimizer<float>&, const distributed::Communicator&);
+template void require_world_parts(const optim::Optimizer<double>&, const distributed::Communicator&);
 template void share_parameters_on_node(distributed::GradientReducer<float>&, nn::Model<float>&);
 template void share_parameters_on_node(distributed::GradientReducer<double>&, nn::Model<double>&);
 

@@ -57,11 +57,15 @@ std::optional<ConfigError> gradient_shard_refusal(const config::Config& c, const
   if (std::optional<ConfigError> refusal = optimizer_shard_refusal(c, comm, shares_node_memory)) return refusal;
   // ZeRO-2 sums each unit into its owners' parts (Note [gradients staged by unit]): across the
   // world's parts, whose sum on a node of several ranks runs through the node's shared memory,
-  // uncompressed.
+  // uncompressed. Deterministic mode's parts are the world's too, exchanged after an update
+  // through the node's shared copy of the parameters.
   if (comm.ranks_on_node() > 1 && !shares_node_memory)
     return ConfigError("reduce.algorithm", "\"mpi\" is not supported with reduce.shard " + mode + " when a node runs "
-                                           "several ranks: their gradients are summed in the node's shared memory; "
-                                           "use \"auto\" or \"shm\"");
+                                           "several ranks: " +
+                                               (c.deterministic.enabled
+                                                    ? "the parts are exchanged through the node's shared memory; "
+                                                    : "their gradients are summed in the node's shared memory; ") +
+                                               "use \"auto\" or \"shm\"");
   if (distributed::parse_compression(c.reduce.compress) != distributed::Compression::kNone &&
       comm.ranks_on_node() < comm.size())
     return ConfigError("reduce.compress", "\"bf16\" is not supported with reduce.shard " + mode + ": its sums "

@@ -85,7 +85,10 @@ void UnitGathers<T>::ensure_gathered(size_t u) {
 }
 
 template <typename T>
-void UnitGathers<T>::before_forward(size_t u) {
+void UnitGathers<T>::before_forward(const nn::LayerUnit& layer) {
+  const GradientStaging::Unit* unit = plan_.staged(layer);
+  if (unit == nullptr) return;
+  const size_t u = plan_.index_of(*unit);
   ensure_gathered(u);
   // The next unit's parameters travel while this one computes.
   if (u + 1 < gathered_.size() && gathered_[u + 1] == Gathered::kNo) start_gather(u + 1);
@@ -93,7 +96,10 @@ void UnitGathers<T>::before_forward(size_t u) {
 }
 
 template <typename T>
-void UnitGathers<T>::before_backward(size_t u) {
+void UnitGathers<T>::before_backward(const nn::LayerUnit& layer) {
+  const GradientStaging::Unit* unit = plan_.staged(layer);
+  if (unit == nullptr) return;
+  const size_t u = plan_.index_of(*unit);
   ensure_gathered(u);
   // Backward meets the units from the last: the one before this travels meanwhile.
   if (u > 0 && gathered_[u - 1] == Gathered::kNo) start_gather(u - 1);
@@ -139,14 +145,16 @@ void UnitGathers<T>::restore_parameters(const T* kept) {
 }
 
 template <typename T>
-uint64_t UnitGathers<T>::parameter_hash() {
+ReplicaReport UnitGathers<T>::replica_report() {
   uint64_t hash = fnv1a(nullptr, 0);
   for (size_t u = 0; u < gathered_.size(); ++u) {
     ensure_gathered(u);
     const GradientStaging::Unit& unit = plan_.units[u];
     hash = fnv1a(staging_of(unit), static_cast<size_t>(unit.end - unit.first) * sizeof(T), hash);
   }
-  return hash;
+  ReplicaReport report;
+  report.checksum = hex64(hash);  // one copy of each value: nothing to differ
+  return report;
 }
 
 template <typename T>

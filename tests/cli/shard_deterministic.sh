@@ -3,11 +3,14 @@
 # same bits as one unsharded process at np 1, 2, 3, 4, 6 and 8, on one node, on emulated nodes
 # of 2 (the world's parts exchanged through a node's shared copy of the parameters, for the
 # gradient in parts; the node's parts for the optimizer's) and of 1 (the leaders' parts); in
-# both of its passes (chunk by chunk: an MLP with AdamW, decay, clipping, ema and evaluations
-# whose blocks some ranks lack; the chunked pass: tests/golden/deterministic_chunked.json); on
-# a GPT whose head is tied to its token table (its table's unit pinned under "parameters");
-# and through checkpoints in parts written at np 3 and resumed at other world sizes and modes
-# (Note [the exact mean in parts], Note [the deterministic pass gathering units]).
+# both of its passes (chunk by chunk: an MLP with AdamW, decay, clipping and ema; the chunked
+# pass: tests/golden/deterministic_chunked.json, whose 50 evaluation blocks some ranks lack in
+# the last round); on a CNN with BatchNorm (its buffers averaged exactly) and a residual; on a
+# model of 33 parameters at np 8 (five ranks with empty parts); on a GPT whose head is tied to
+# its token table (its table's unit pinned under "parameters"); and through checkpoints in
+# parts written at np 3 and resumed at other world sizes and modes (Note [the exact mean in
+# parts], Note [the deterministic pass gathering units]). The run record says which step ran:
+# part_values, the values of rank 0's part of the mean.
 source "$(dirname "$0")/lib.sh"
 
 det_records() { timeless_records "$1" 'step|epoch|end'; }
@@ -45,6 +48,31 @@ for mode in gradients parameters; do
   done
 done
 grep -q '"parameter_staging":{"unit":"block","units":' "$WORK/det_parameters2.jsonl" || fail "parameters: no parameter_staging"
+# Rank 0's part of the mean: all P at np 1, less at np 2; no ZeRO-2 staging.
+P=$(grep -o '"parameters":[0-9]*' "$WORK/det.jsonl" | head -1 | cut -d: -f2)
+for mode in gradients parameters; do
+  grep -q "\"part_values\":$P}" "$WORK/det_${mode}1.jsonl" || fail "$mode at np 1: part_values is not P = $P"
+  part=$(grep -o '"part_values":[0-9]*}' "$WORK/det_${mode}2.jsonl" | head -1 | tr -dc 0-9)
+  [ -n "$part" ] && [ "$part" -lt "$P" ] || fail "$mode at np 2: part_values '$part' is not below P = $P"
+  ! grep -q '"gradient_staging"' "$WORK/det_${mode}2.jsonl" || fail "$mode: deterministic mode stages no gradients"
+done
+! grep -q '"part_values"' "$WORK/det_optimizer2.jsonl" || fail "optimizer: the whole mean is every rank's"
+
+# BatchNorm in a residual (chunk by chunk, its running statistics averaged exactly), and 33
+# parameters at np 8: parts of whole cache lines, [0, 16), [16, 32), [32, 33), then five empty.
+run_np 1 train --quiet "$SOURCE_DIR/tests/golden/deterministic_cnn.json" --log "$WORK/cnn.jsonl"
+TINY=(--quiet --deterministic --set batch.global=48 --set data.train.samples=240
+      --set 'model.layers=[{"type":"linear","out":4},{"type":"tanh"},{"type":"linear","out":1}]')
+run_np 1 train "${TINY[@]}" --log "$WORK/tiny.jsonl"
+for mode in gradients parameters; do
+  for np in 2 3; do
+    run_np "$np" train --quiet "$SOURCE_DIR/tests/golden/deterministic_cnn.json" --set reduce.shard="\"$mode\"" \
+      --log "$WORK/cnn_$mode$np.jsonl"
+    same_bits "$WORK/cnn.jsonl" "$WORK/cnn_$mode$np.jsonl" "the CNN, $mode at np $np"
+  done
+  run_np 8 train "${TINY[@]}" --set reduce.shard="\"$mode\"" --log "$WORK/tiny_$mode.jsonl"
+  same_bits "$WORK/tiny.jsonl" "$WORK/tiny_$mode.jsonl" "33 parameters, $mode at np 8"
+done
 
 # The chunked pass: its int64 sums summed whole, each rank converting its part alone; under
 # "parameters" the units gathered once per pass over a rank's chunks side by side.

@@ -56,6 +56,8 @@ TEST(MemoryPlan, NeedByKindByHand) {
   // ZeRO-3: the parameters likewise, their part and the staging without slots: (512 + 300) · 4.
   EXPECT_EQ(memory_need(adamw, true, staged, {2, false, 0.0, true, true}).parameters, 3248.0);
   EXPECT_EQ(memory_need(adamw, true, staged, {2, false, 0.0, true, true}).gradients, 3256.0);
+  // Deterministic mode's step with the gradient in parts: the part alone, 512 · 4, no staging.
+  EXPECT_EQ(memory_need(adamw, true, staged, {2, false, 0.0, true, false, true}).gradients, 2048.0);
   // bf16's copies of the weights with the parameters.
   MemoryFacts copies = thousand_parameters();
   copies.weight_copy_bytes = 2000;

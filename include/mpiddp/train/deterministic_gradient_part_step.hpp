@@ -18,6 +18,8 @@ class DeterministicGradientPartStep : public DeterministicStep<T> {
   // Collective: the node's ranks share one copy of the parameters, through which the world's
   // parts are exchanged after an update; then the deterministic step's start.
   GemmChoice start(int threads) override;
+  // The deterministic step's record, and the values of this rank's part (part_values).
+  void describe(io::Json& run_record) const override;
 
  protected:
   void keep_grid_mean(ChunkGradientGrid<T>& grid, double divisor) override;

@@ -58,6 +58,9 @@ struct MemoryLayout {
   // reduce.shard "parameters": the parameters likewise, their part and the units gathered
   // (Note [parameters gathered by unit] in train/sharded_parameters_step.hpp), not all P.
   bool parameters_in_parts = false;
+  // With gradients_in_parts, deterministic mode's step: the part of the exact mean alone, no
+  // staging (Note [the exact mean in parts]); its own working memory is the step's.
+  bool gradient_part_only = false;
 };
 
 // The need of `facts` with the optimizer cut as `scope` on comm's ranks (compressed: bf16

@@ -48,6 +48,11 @@ class ShardingScope {
 template <typename T>
 void share_parameters_on_node(distributed::GradientReducer<T>& reducer, nn::Model<T>& model);
 
+// The steps that keep only their part of the averaged gradient need the optimizer's parts to
+// be the world's (or one, the whole): the rank holds no other gradient. Throws otherwise.
+template <typename T>
+void require_world_parts(const optim::Optimizer<T>& optimizer, const distributed::Communicator& comm);
+
 // Note [the step's verdict from scattered gradients] (sharding_scope.cpp): with the gradient
 // in the world's parts, what every rank must decide alike, from this rank's part (part:
 // count values) and, on the last part's owner (holds_slots), the summed loss and stop vote.

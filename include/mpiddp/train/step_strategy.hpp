@@ -151,8 +151,9 @@ std::optional<ConfigError> shard_refusal(const config::Config& config, const dis
 // Among whom the optimizer's state (and with "gradients" the gradient) is cut for the config's
 // reduce.shard on this layout (distributed::shard_scope), given where the step keeps the
 // parameters: in the node's shared memory for the data-parallel steps on the shm path
-// (shares_node_memory), each rank's own for deterministic mode's, whose parts are then
-// exchanged within each node and not among the world's ranks. Local.
+// (shares_node_memory) and for deterministic mode's with the gradient in parts, each rank's
+// own for deterministic mode's otherwise, whose parts are then exchanged within each node and
+// not among the world's ranks. Local.
 distributed::ShardScope step_shard_scope(const config::Config& config, const distributed::Communicator& comm,
                                          bool shares_node_memory, bool compressed);
 // The step a config runs. Local; throws ConfigError when the batch does not fit the mode

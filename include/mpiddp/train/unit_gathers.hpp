@@ -16,7 +16,9 @@
 #include "mpiddp/nn/model.hpp"
 #include "mpiddp/optim/optimizer.hpp"
 #include "mpiddp/record/step_trace.hpp"
+#include "mpiddp/nn/layer_hooks.hpp"
 #include "mpiddp/train/gradient_staging.hpp"
+#include "mpiddp/train/replica_check.hpp"
 
 namespace mpiddp::train {
 
@@ -30,10 +32,11 @@ class UnitGathers {
   // Collective-free, once at start: the model, built holding the optimizer's part alone, reads
   // its units' parameters from the staging from now on. Throws otherwise.
   void bind(nn::Model<T>& model);
-  // Before unit u's forward: its parameters arrive, and the next unit's start travelling.
-  void before_forward(size_t u);
-  // Before unit u's backward: its parameters arrive, and the unit before it starts travelling.
-  void before_backward(size_t u);
+  // From the layer hooks, for a layer that is one of the plan's units (nothing for another):
+  // before its forward its parameters arrive, and the next unit's start travelling; before its
+  // backward they arrive, and the unit before it starts travelling.
+  void before_forward(const nn::LayerUnit& layer);
+  void before_backward(const nn::LayerUnit& layer);
   // Every unit gathered: a pass over the whole model (an evaluation round without a batch of
   // this rank's, while the other ranks' passes gather every unit).
   void gather_all();
@@ -48,9 +51,10 @@ class UnitGathers {
   double update_part(const T* part_gradients, double lr);
   void swap_in_average(T* kept);
   void restore_parameters(const T* kept);
-  // The fnv1a hash of all P parameters, gathered a unit at a time: the units lie one after
-  // another and cover [0, P), so the hash chained through them is the whole buffer's. Collective.
-  uint64_t parameter_hash();
+  // The replica check's report from the parts: the fnv1a hash of all P parameters, gathered a
+  // unit at a time (the units lie one after another and cover [0, P), so the hash chained
+  // through them is the whole buffer's). Collective.
+  ReplicaReport replica_report();
   // What the run record says of the staging (parameter_staging), unit: reduce.shard_unit.
   void describe(io::Json& run_record, const std::string& unit) const;
   // Gathers and their waits go into `trace` (record/step_trace.hpp) from now on; null: none.
