@@ -15,7 +15,6 @@
 // passes do.
 #include "mpiddp/train/deterministic_parameter_part_step.hpp"
 
-
 namespace mpiddp::train {
 
 template <typename T>

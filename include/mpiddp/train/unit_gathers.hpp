@@ -13,10 +13,10 @@
 #include "mpiddp/core/memory.hpp"
 #include "mpiddp/distributed/communicator.hpp"
 #include "mpiddp/io/json_reader.hpp"
+#include "mpiddp/nn/layer_hooks.hpp"
 #include "mpiddp/nn/model.hpp"
 #include "mpiddp/optim/optimizer.hpp"
 #include "mpiddp/record/step_trace.hpp"
-#include "mpiddp/nn/layer_hooks.hpp"
 #include "mpiddp/train/gradient_staging.hpp"
 #include "mpiddp/train/replica_check.hpp"
 
